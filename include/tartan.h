@@ -1,0 +1,248 @@
+/*
+ * tartan — late-interaction (multi-vector, ColBERT/PLAID-style) retrieval over
+ * compressed, disk-resident indexes.
+ *
+ * This header is the manual. Conventions:
+ *  - Every function that can fail returns an int status: TT_OK (0) on success or a
+ *    negative tt_status. The thread-local message tt_last_error() then names the
+ *    file or argument and the cause.
+ *  - Handles are opaque; every *_free / *_close accepts NULL.
+ *  - Options structs are filled with defaults by their *_init() function, so new
+ *    fields can be added without breaking callers that use the initialiser.
+ *  - The library never prints, never exits and never reads the environment.
+ */
+#ifndef TARTAN_H
+#define TARTAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TT_API __attribute__((visibility("default")))
+#else
+#define TT_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define TT_VERSION_MAJOR 0
+#define TT_VERSION_MINOR 1
+#define TT_VERSION_PATCH 0
+#define TT_VERSION_NUMBER (TT_VERSION_MAJOR * 10000 + TT_VERSION_MINOR * 100 + TT_VERSION_PATCH)
+#define TT_VERSION_STRING "0.1.0"
+
+/* Version of the library actually linked (compare with TT_VERSION_NUMBER). */
+TT_API unsigned tt_version_number(void);
+TT_API const char *tt_version_string(void);
+
+/* ----------------------------------------------------------------- errors */
+
+typedef enum tt_status {
+    TT_OK = 0,
+    TT_EINVAL = -1,       /* invalid argument or option value */
+    TT_ENOMEM = -2,       /* out of memory, or a size computation overflowed */
+    TT_EIO = -3,          /* read/write/open/fsync failed (errno in the message) */
+    TT_EFORMAT = -4,      /* not a file of the expected format (bad magic, malformed header) */
+    TT_EVERSION = -5,     /* a format version this library does not read */
+    TT_ECORRUPT = -6,     /* checksum mismatch or broken structural invariant */
+    TT_EUNSUPPORTED = -7, /* valid but unsupported input (dtype, byte order, layout) */
+    TT_EEXIST = -8,       /* output exists and replacing it was not requested */
+    TT_ENOSPC = -9,       /* no space left on device / file size limit */
+    TT_EDIM = -10,        /* dimension or count mismatch between inputs */
+    TT_EVALUE = -11,      /* bad values: NaN/Inf, all-zero vector, zero doclen */
+    TT_EENCODER = -12,    /* an external encoder failed or broke the protocol */
+    TT_ETIMEOUT = -13,    /* an external program did not answer in time */
+    TT_ENOTFOUND = -14,   /* a file or program does not exist */
+    TT_EPARSE = -15       /* a text input (qrels, run, ids) has a malformed line */
+} tt_status;
+
+/* Short description of a status code ("checksum mismatch", ...). Never NULL. */
+TT_API const char *tt_strerror(int status);
+/* Message of the last failure on the calling thread, naming the file/argument and
+ * the cause; "" if none. Valid until the next tartan call on this thread. */
+TT_API const char *tt_last_error(void);
+
+/* Progress callback: phase is a short static string ("train", "encode", ...);
+ * done/total count work units of that phase (total may be 0 if unknown).
+ * Called from the calling thread only. */
+typedef void (*tt_progress_fn)(void *user, const char *phase, uint64_t done, uint64_t total);
+
+/* ------------------------------------------------------------------ input */
+
+/* A corpus: a sequence of (vector file, doclens file) pairs, concatenated in order.
+ * Vector files: NumPy .npy (format 1.0/2.0/3.0, little-endian, C order, 2-D
+ * [num_vectors, dim], float32 or float16, or uint16 read as bfloat16 when
+ * bf16_from_uint16 is set) or .fvecs (int32 dim + float32 values per vector).
+ * Doclens files: .npy int32/int64 1-D, vectors per document, in order.
+ * An optional ids file holds one external document id per line (default: the
+ * document's row number). Vectors are read in chunks, never all at once. */
+typedef struct tt_input tt_input;
+
+typedef struct tt_input_options {
+    uint32_t struct_size;  /* set by tt_input_options_init */
+    int bf16_from_uint16;  /* read uint16 .npy data as bfloat16 (default 0: reject) */
+} tt_input_options;
+
+TT_API void tt_input_options_init(tt_input_options *opt);
+
+/* Opens and validates the headers of nfiles vector/doclens pairs: dims agree,
+ * doclens sum to each file's vector count, no zero doclen, ids count matches.
+ * Errors: TT_ENOTFOUND, TT_EFORMAT, TT_EUNSUPPORTED, TT_EDIM, TT_EVALUE, TT_EIO. */
+TT_API int tt_input_open(tt_input **out, size_t nfiles, const char *const *vector_paths,
+                         const char *const *doclens_paths, const char *ids_path,
+                         const tt_input_options *opt);
+TT_API void tt_input_free(tt_input *in);
+TT_API uint32_t tt_input_dim(const tt_input *in);
+TT_API uint64_t tt_input_num_docs(const tt_input *in);
+TT_API uint64_t tt_input_num_vectors(const tt_input *in);
+
+/* ------------------------------------------------------------------ build */
+
+enum { TT_KEEP_NONE = 0, TT_KEEP_F16 = 1 };
+enum { TT_CODEC_SHARED = 0, TT_CODEC_PER_DIM = 1 };
+enum { TT_ASSIGN_EXACT = 0, TT_ASSIGN_TWO_LEVEL = 1 };
+
+typedef struct tt_build_options {
+    uint32_t struct_size;       /* set by tt_build_options_init */
+    int nbits;                  /* residual bits per dimension: 1, 2 or 4 (default 2) */
+    uint32_t num_centroids;     /* 0: 2^floor(log2(16*sqrt(num_vectors))) as ColBERTv2 */
+    int threads;                /* worker threads; 0: number of online CPUs */
+    uint64_t memory_bytes;      /* working-memory budget of the build (default 2 GiB) */
+    uint64_t seed;              /* sampling and k-means seed (default 42) */
+    int normalize;              /* L2-normalise vectors (default 1); 0 keeps raw inner products */
+    int keep_originals;         /* TT_KEEP_NONE (default) or TT_KEEP_F16: keep vectors for exact scoring */
+    int codec_tables;           /* TT_CODEC_PER_DIM (default) or TT_CODEC_SHARED (ColBERTv2) */
+    int assign;                 /* TT_ASSIGN_TWO_LEVEL (default) or TT_ASSIGN_EXACT */
+    double sample_factor;       /* training docs = 1 + f*sqrt(120*num_docs) (default 16, ColBERTv2) */
+    uint32_t min_train_per_centroid; /* grow the sample to at least this many vectors per centroid (default 32) */
+    int kmeans_iters;           /* Lloyd iterations (default 10) */
+    int force;                  /* replace an existing index at out_dir (kept intact if the build fails) */
+    const char *encoder;        /* free-text encoder description stored in the index (may be NULL) */
+    tt_progress_fn progress;    /* may be NULL */
+    void *progress_user;
+} tt_build_options;
+
+TT_API void tt_build_options_init(tt_build_options *opt);
+
+typedef struct tt_build_stats {
+    double seconds_total, seconds_train, seconds_encode, seconds_ivf;
+    uint64_t train_vectors;     /* vectors k-means was trained on */
+    uint64_t heldout_vectors;   /* vectors the codec quantiles came from */
+    uint32_t num_centroids;
+    double heldout_mse;         /* mean squared reconstruction error on held-out vectors */
+    uint64_t index_bytes;
+} tt_build_stats;
+
+/* Builds a compressed index from `in` into directory out_dir. The index is written
+ * aside and published atomically: on failure nothing that opens is left at out_dir,
+ * and with force an index already there survives intact.
+ * Errors: any input error, TT_EEXIST, TT_EIO, TT_ENOSPC, TT_EVALUE, TT_ENOMEM. */
+TT_API int tt_build(const char *out_dir, tt_input *in, const tt_build_options *opt,
+                    tt_build_stats *stats /* may be NULL */);
+
+/* ------------------------------------------------------------------ index */
+
+typedef struct tt_index tt_index;
+
+enum { TT_IO_AUTO = 0, TT_IO_URING = 1, TT_IO_MMAP = 2 };
+
+typedef struct tt_open_options {
+    uint32_t struct_size;
+    int io;          /* TT_IO_AUTO (default: io_uring if it can be set up, else mmap) */
+    int direct;      /* O_DIRECT residual reads with aligned buffers (io_uring only) */
+    int queue_depth; /* io_uring reads in flight per search context (default 64) */
+} tt_open_options;
+
+TT_API void tt_open_options_init(tt_open_options *opt);
+
+/* Opens an index read-only. Checks the manifest, every file's header checksum,
+ * sizes and cheap structural invariants (not the full data checksums: see
+ * tt_index_verify). Small structures are mmap'd; residuals are read per query.
+ * One open index may be shared by any number of threads. */
+TT_API int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt);
+TT_API void tt_index_close(tt_index *idx);
+
+typedef struct tt_index_info {
+    uint32_t format_version;
+    uint32_t dim, nbits, num_centroids;
+    uint64_t num_docs, num_vectors;
+    int normalized, codec_tables, keep_originals, has_ids;
+    int io;                           /* residual I/O path in use (TT_IO_URING / TT_IO_MMAP) */
+    /* bytes on disk by component */
+    uint64_t bytes_meta, bytes_centroids, bytes_codec, bytes_doclens, bytes_codes,
+             bytes_residuals, bytes_ivf, bytes_ids, bytes_originals, bytes_manifest;
+    uint64_t bytes_index;             /* everything except the kept originals */
+    uint64_t bytes_f16, bytes_f32;    /* size of the uncompressed vectors */
+    double bits_per_dim;              /* index bits per stored dimension (excl. originals) */
+    double ratio_f16, ratio_f32;      /* uncompressed size / index size */
+    uint64_t resident_bytes;          /* memory search keeps (everything but residuals/originals) */
+    /* build parameters */
+    uint64_t seed, train_vectors, heldout_vectors;
+    uint32_t kmeans_iters, threads;
+    int assign;
+    double sample_factor, build_seconds, heldout_mse;
+    char encoder[256];
+    char created[32];                 /* ISO 8601 UTC */
+    char tartan_version[16];
+} tt_index_info;
+
+TT_API int tt_index_get_info(const tt_index *idx, tt_index_info *out);
+/* External id of document `doc` (0-based row); never NULL for doc < num_docs.
+ * Returns the row number as text when the index has no ids. Thread-safe; the
+ * pointer is valid until tt_index_close. len receives the length (not NUL-terminated
+ * when the index has ids). */
+TT_API const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len);
+
+/* Re-checks every checksum and structural invariant of the index at dir.
+ * Returns TT_OK, or the first problem found with a message naming the file. */
+TT_API int tt_index_verify(const char *dir, tt_progress_fn progress, void *user);
+
+/* ----------------------------------------------------------------- search */
+
+enum { TT_MODE_PLAID = 0, TT_MODE_EXHAUSTIVE = 1, TT_MODE_EXACT = 2 };
+enum { TT_SCORE_SUM = 0, TT_SCORE_MEAN = 1 };
+
+typedef struct tt_search_options {
+    uint32_t struct_size;
+    int mode;            /* TT_MODE_PLAID (default), _EXHAUSTIVE, _EXACT */
+    int nprobe;          /* centroids probed per query vector; 0: default by k */
+    float threshold;     /* centroid score pruning threshold; NaN: default by k */
+    uint32_t ndocs;      /* candidates kept after stage 2; 0: default by k */
+    int score;           /* TT_SCORE_SUM (ColBERT) or TT_SCORE_MEAN (DiffRetriever Eq. 2) */
+} tt_search_options;
+
+TT_API void tt_search_options_init(tt_search_options *opt);
+
+/* Per-thread scratch space (and io_uring ring) for searches on one index. */
+typedef struct tt_search_ctx tt_search_ctx;
+TT_API int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out);
+TT_API void tt_search_ctx_free(tt_search_ctx *ctx);
+
+typedef struct tt_hit {
+    uint64_t doc;  /* 0-based document row; see tt_index_doc_id */
+    float score;
+} tt_hit;
+
+/* Searches one query of nq vectors (Q is nq * dim floats, row-major). Writes up to
+ * k hits, best first, to hits (size k) and their count to *nhits.
+ * Errors: TT_EINVAL (k == 0, nq == 0, NULL), TT_EVALUE (NaN/Inf in Q),
+ * TT_EUNSUPPORTED (exact mode on an index without originals), TT_EIO. */
+TT_API int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t nq,
+                     uint32_t k, const tt_search_options *opt, tt_hit *hits, uint32_t *nhits);
+
+/* Searches nqueries queries on `threads` threads (0: all CPUs). Query i has qlens[i]
+ * vectors starting at Q + qoffs[i]*dim. hits is nqueries*k; nhits is nqueries;
+ * seconds (may be NULL) receives each query's latency. Results equal serial ones. */
+TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                           const uint32_t *qlens, uint64_t nqueries, uint32_t k,
+                           const tt_search_options *opt, int threads, tt_hit *hits,
+                           uint32_t *nhits, double *seconds);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TARTAN_H */

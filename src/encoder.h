@@ -1,0 +1,3 @@
+#ifndef TT_ENCODER_H
+#define TT_ENCODER_H
+#endif

@@ -1,0 +1,3 @@
+#ifndef TT_EVAL_H
+#define TT_EVAL_H
+#endif

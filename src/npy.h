@@ -1,0 +1,105 @@
+/* Readers for vector inputs: NumPy .npy (1.0/2.0/3.0) and .fvecs, plus a streaming
+ * .npy writer. Every function reports errors through tt_err with the file name. */
+#ifndef TT_NPY_H
+#define TT_NPY_H
+
+#include "internal.h"
+
+typedef enum tt_dtype {
+    TT_DT_F32 = 1, /* '<f4' */
+    TT_DT_F16,     /* '<f2' */
+    TT_DT_BF16,    /* '<u2' read as bfloat16 (explicit flag) */
+    TT_DT_I32,     /* '<i4' */
+    TT_DT_I64,     /* '<i8' */
+    TT_DT_U16      /* '<u2' when not read as bfloat16 (only accepted as ints) */
+} tt_dtype;
+
+/* A parsed .npy header. ndim <= 3; shape[i] for i >= ndim is 1. */
+typedef struct tt_npy_header {
+    int major, minor;
+    tt_dtype dtype;
+    uint32_t elem_size;
+    int ndim;
+    uint64_t shape[3];
+    uint64_t data_offset;  /* bytes from the start of the file to the array data */
+} tt_npy_header;
+
+/* Parses the header at the start of buf (len bytes: the first bytes of the file).
+ * bf16_from_uint16 maps '<u2' to TT_DT_BF16 rather than TT_DT_U16. Rejects big-endian,
+ * Fortran order, object/other dtypes, ndim > 3, overflowing shapes. `path` is only used
+ * in messages. Errors: TT_EFORMAT (malformed), TT_EUNSUPPORTED, TT_EVERSION. */
+int tt_npy_parse_header(const uint8_t *buf, size_t len, const char *path, int bf16_from_uint16,
+                        tt_npy_header *h);
+
+enum { TT_VF_NPY = 1, TT_VF_FVECS = 2 };
+
+/* An open 2-D vector file read row by row with pread (thread-safe for reads). */
+typedef struct tt_vecfile {
+    char *path;
+    int fd;
+    int kind;            /* TT_VF_NPY or TT_VF_FVECS */
+    tt_dtype dtype;      /* F32, F16 or BF16 */
+    uint64_t rows;
+    uint32_t dim;
+    uint64_t data_offset;
+    uint64_t row_bytes;  /* bytes per row on disk (fvecs: 4 + 4*dim) */
+} tt_vecfile;
+
+/* Opens path as .npy (by magic) or .fvecs (by extension ".fvecs"); checks that the
+ * file size holds all rows (truncation -> TT_EFORMAT naming the file). A 1-D or 3-D
+ * array is TT_EDIM-free TT_EFORMAT ("expected a 2-D array [num_vectors, dim]"). */
+int tt_vecfile_open(tt_vecfile *vf, const char *path, int bf16_from_uint16);
+/* Reads rows [row0, row0+n) converted to float32 into out (n*dim floats). For fvecs,
+ * checks each row's dim prefix. Errors: TT_EIO, TT_EFORMAT (short read / bad prefix). */
+int tt_vecfile_read(const tt_vecfile *vf, uint64_t row0, uint64_t n, float *out);
+void tt_vecfile_close(tt_vecfile *vf);
+
+/* Reads a 1-D (or [n,1] 2-D) integer .npy (int32/int64, or uint16) into a new array of
+ * int64 (*out, free() it) with *n elements. */
+int tt_npy_read_ints(const char *path, int64_t **out, uint64_t *n);
+
+/* Reads a whole small float32/float16 .npy (any ndim <= 3) into float32 (free() it). */
+int tt_npy_read_floats(const char *path, float **out, tt_npy_header *h);
+
+/* Streaming .npy (format 1.0) writer whose first dimension grows as rows are
+ * appended; the header is rewritten with the final shape by tt_npy_writer_close.
+ * dtype: TT_DT_F32, TT_DT_F16, TT_DT_I32 or TT_DT_I64. cols == 0 writes a 1-D array.
+ * The file is written to path directly; callers that need atomicity write aside. */
+typedef struct tt_npy_writer {
+    char *path;
+    int fd;
+    tt_dtype dtype;
+    uint32_t cols;
+    uint64_t rows;
+    uint64_t header_len;
+} tt_npy_writer;
+
+int tt_npy_writer_open(tt_npy_writer *w, const char *path, tt_dtype dtype, uint32_t cols);
+/* Appends n rows. For float dtypes data is float32 (converted to f16 if needed); for
+ * int dtypes data is int64. */
+int tt_npy_writer_append(tt_npy_writer *w, const void *data, uint64_t n);
+/* Patches the header with the row count, fsyncs and closes. */
+int tt_npy_writer_close(tt_npy_writer *w);
+/* Closes and removes the file (after an error). */
+void tt_npy_writer_abort(tt_npy_writer *w);
+
+/* ------------------------------------------------------------- the corpus */
+
+struct tt_input {
+    size_t nfiles;
+    tt_vecfile *files;
+    uint64_t *file_vec0;   /* nfiles+1: first global vector of each file */
+    uint64_t *file_doc0;   /* nfiles+1: first global document of each file */
+    uint32_t *doclens;     /* num_docs */
+    uint64_t *doc_vec0;    /* num_docs+1: first vector of each document */
+    uint32_t dim;
+    uint64_t num_docs, num_vectors;
+    char *ids_blob;        /* ids file contents, NULL if none */
+    uint64_t *id_off;      /* num_docs+1 offsets into ids_blob (line i = [id_off[i], id_off[i+1]-1)) */
+    char *ids_path;
+};
+
+/* Reads global vectors [v0, v0+n) (may span files) as float32 into out. */
+int tt_input_read(const tt_input *in, uint64_t v0, uint64_t n, float *out);
+
+#endif

@@ -1,0 +1,3 @@
+#ifndef TT_SEARCH_H
+#define TT_SEARCH_H
+#endif

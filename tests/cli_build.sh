@@ -1,0 +1,3 @@
+#!/bin/sh
+# placeholder until the command lands
+exit 77

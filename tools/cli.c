@@ -1,0 +1,169 @@
+/* Shared helpers of the command-line tool: errors, option values, progress. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_fail(const char *cmd, int status) {
+    const char *msg = tt_last_error();
+    fprintf(stderr, "tartan %s: error: %s\n", cmd, (msg && *msg) ? msg : tt_strerror(status));
+    return CLI_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "tartan %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see 'tartan %s --help')\n", cmd);
+    return CLI_USAGE;
+}
+
+bool cli_parse_u64(const char *s, uint64_t *out) {
+    if (!s || !*s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *s, double *out) {
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_size(const char *s, uint64_t *out) {
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0)
+        return false;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: return false;
+    }
+    if (*end == 'i' || *end == 'I')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return false;
+    double bytes = v * mul;
+    if (bytes > 1.8e19)
+        return false;
+    *out = (uint64_t)bytes;
+    return true;
+}
+
+char **cli_split_commas(const char *s, size_t *n) {
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    char **list = calloc(cap + 1, sizeof *list);
+    if (!list)
+        return NULL;
+    size_t k = 0;
+    const char *start = s;
+    for (;;) {
+        const char *comma = strchr(start, ',');
+        size_t len = comma ? (size_t)(comma - start) : strlen(start);
+        if (len) {
+            list[k] = strndup(start, len);
+            if (!list[k]) {
+                cli_free_list(list);
+                return NULL;
+            }
+            k++;
+        }
+        if (!comma)
+            break;
+        start = comma + 1;
+    }
+    *n = k;
+    return list;
+}
+
+void cli_free_list(char **list) {
+    if (!list)
+        return;
+    for (char **p = list; *p; p++)
+        free(*p);
+    free(list);
+}
+
+const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_init(cli_progress_state *s) {
+    memset(s, 0, sizeof *s);
+    s->tty = isatty(STDERR_FILENO) == 1;
+    s->start = mono_now();
+}
+
+void cli_progress(void *user, const char *phase, uint64_t done, uint64_t total) {
+    cli_progress_state *s = user;
+    if (!s || !s->tty)
+        return;
+    double now = mono_now();
+    bool new_phase = strncmp(s->phase, phase, sizeof s->phase - 1) != 0;
+    if (!new_phase && now - s->last < 0.1 && done != total)
+        return;
+    s->last = now;
+    snprintf(s->phase, sizeof s->phase, "%s", phase);
+    if (total)
+        fprintf(stderr, "\r\033[K%-10s %5.1f%%  %llu/%llu  %.1fs", phase, 100.0 * (double)done / (double)total,
+                (unsigned long long)done, (unsigned long long)total, now - s->start);
+    else
+        fprintf(stderr, "\r\033[K%-10s %llu  %.1fs", phase, (unsigned long long)done, now - s->start);
+    fflush(stderr);
+}
+
+void cli_progress_done(cli_progress_state *s) {
+    if (s && s->tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+}

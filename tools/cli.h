@@ -1,0 +1,51 @@
+/* Shared helpers of the tartan command-line tool. Tools use only the public header. */
+#ifndef TT_CLI_H
+#define TT_CLI_H
+
+#include "tartan.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes: 0 success, 1 failure (error printed), 2 usage error. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int cmd_build(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
+
+/* Prints "tartan <cmd>: error: <tt_last_error() or tt_strerror(status)>" to stderr
+ * and returns CLI_FAIL. */
+int cli_fail(const char *cmd, int status);
+/* Prints "tartan <cmd>: <printf message>" and a hint to run --help; returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses "123", "512M", "2G", "1.5GiB"... into bytes; false if malformed. */
+bool cli_parse_size(const char *s, uint64_t *out);
+/* Parses a whole non-negative integer / a finite double; false if malformed. */
+bool cli_parse_u64(const char *s, uint64_t *out);
+bool cli_parse_double(const char *s, double *out);
+/* Splits a comma-separated list into a NULL-terminated malloc'd array of malloc'd
+ * strings (free with cli_free_list); *n receives the count. */
+char **cli_split_commas(const char *s, size_t *n);
+void cli_free_list(char **list);
+/* Formats bytes in human units ("1.23 GiB") into buf. */
+const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* Progress display on stderr, only when stderr is a terminal (quiet otherwise).
+ * Use cli_progress as the tt_progress_fn with a cli_progress_state as user. */
+typedef struct cli_progress_state {
+    bool tty;
+    double last, start;
+    char phase[32];
+} cli_progress_state;
+void cli_progress_init(cli_progress_state *s);
+void cli_progress(void *user, const char *phase, uint64_t done, uint64_t total);
+void cli_progress_done(cli_progress_state *s); /* clears the progress line */
+
+#endif
