@@ -17,10 +17,15 @@ typedef struct tt_kmeans_params {
     void *progress_user;
 } tt_kmeans_params;
 
-/* Trains k centroids on n vectors x (n*dim, row-major) into centroids (k*dim).
- * Seeded and reproducible for a given seed and thread count. Empty clusters are
- * re-seeded from a split of the largest cluster. n must be >= k.
- * Errors: TT_EINVAL, TT_ENOMEM. */
+/* Trains k centroids on n vectors x (n*dim, row-major, finite) into centroids (k*dim).
+ * Initial centroids are k distinct random vectors; each of `iters` Lloyd iterations
+ * assigns every vector to its nearest centroid and moves each centroid to the mean of
+ * its members (renormalised when spherical). Empty clusters are re-seeded from a
+ * split of the largest cluster. threads <= 0 means the number of online CPUs.
+ * Reproducible: the result depends on (x, n, k, dim, iters, seed, spherical) only,
+ * bit for bit, for any thread count on a given machine and BLAS. progress (may be
+ * NULL) is called as progress(user, "kmeans", iteration, iters) after each iteration.
+ * Errors: TT_EINVAL (NULL pointer, k = 0, dim = 0, n < k, iters < 0), TT_ENOMEM. */
 int tt_kmeans_train(const float *x, uint64_t n, const tt_kmeans_params *p, float *centroids);
 
 /* Nearest-centroid search structure. */
@@ -33,8 +38,18 @@ typedef struct tt_assigner tt_assigner;
 int tt_assigner_new(const float *centroids, uint32_t k, uint32_t dim, int method,
                     uint64_t seed, int threads, tt_assigner **out);
 void tt_assigner_free(tt_assigner *a);
-/* Assigns n vectors; out_ids[i] = nearest centroid. Uses up to `threads` threads.
- * Errors: TT_ENOMEM. */
+/* Assigns n vectors; out_ids[i] = nearest centroid (ties: lowest id). Uses up to
+ * `threads` threads (<= 0: online CPUs); the result does not depend on the thread count.
+ * Safe to call concurrently on one assigner (not concurrently with set_probe).
+ * Errors: TT_EINVAL (NULL pointer), TT_ENOMEM. */
 int tt_assign(const tt_assigner *a, const float *x, uint64_t n, uint32_t *out_ids, int threads);
+
+/* Two-level tuning and introspection. With fewer than 1024 centroids, or with
+ * TT_ASSIGN_EXACT, there are no groups: groups() and probe() return 0 and set_probe
+ * does nothing. set_probe clamps probe to the number of groups.
+ * Errors: TT_EINVAL (probe = 0). */
+int tt_assigner_set_probe(tt_assigner *a, uint32_t probe);
+uint32_t tt_assigner_probe(const tt_assigner *a);
+uint32_t tt_assigner_groups(const tt_assigner *a);
 
 #endif

@@ -1,12 +1,439 @@
+/* k-means training and nearest-centroid assignment (src/kmeans.c). */
 #include "testutil.h"
 
-START_TEST(placeholder_kmeans) { ck_assert_int_eq(tt_version_number(), TT_VERSION_NUMBER); }
+#include "kmeans.h"
+
+/* Squared L2 distance in double. */
+static double dist2(const float *a, const float *b, uint32_t dim) {
+    double s = 0;
+    for (uint32_t d = 0; d < dim; d++) {
+        double t = (double)a[d] - b[d];
+        s += t * t;
+    }
+    return s;
+}
+
+/* x.c - |c|^2/2 in double: the score the assigners maximise. */
+static double score(const float *x, const float *c, uint32_t dim) {
+    double dot = 0, nn = 0;
+    for (uint32_t d = 0; d < dim; d++) {
+        dot += x ? (double)x[d] * c[d] : 0; /* x = NULL: -|c|^2/2 */
+        nn += (double)c[d] * c[d];
+    }
+    return dot - 0.5 * nn;
+}
+
+/* The reference: argmax of the score in double, first index on ties. */
+static void naive_assign(const float *x, uint64_t n, const float *c, uint32_t k, uint32_t dim,
+                         uint32_t *ids) {
+    for (uint64_t i = 0; i < n; i++) {
+        double best = -INFINITY;
+        for (uint32_t j = 0; j < k; j++) {
+            double s = score(x + i * dim, c + (size_t)j * dim, dim);
+            if (s > best) {
+                best = s;
+                ids[i] = j;
+            }
+        }
+    }
+}
+
+static uint32_t *assign_with(const float *c, uint32_t k, uint32_t dim, int method, const float *x,
+                             uint64_t n, int threads) {
+    tt_assigner *a = NULL;
+    ck_assert_int_eq(tt_assigner_new(c, k, dim, method, 7, threads, &a), TT_OK);
+    uint32_t *ids = malloc(n * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
+    ck_assert_int_eq(tt_assign(a, x, n, ids, threads), TT_OK);
+    tt_assigner_free(a);
+    return ids;
+}
+
+/* Checks that the k = nclusters centroids recover the planted clusters: each true
+ * cluster sends > 99% of its vectors to one centroid, no two clusters share that
+ * centroid, and purity (vectors in their centroid's majority cluster) > 0.99. */
+static void check_recovered(const float *x, uint64_t n, const uint32_t *labels, uint32_t nc,
+                            const float *c, uint32_t dim) {
+    uint32_t *ids = assign_with(c, nc, dim, TT_ASSIGN_EXACT, x, n, 1);
+    uint64_t *conf = calloc((size_t)nc * nc, sizeof *conf); /* [true][centroid] */
+    uint64_t *size = calloc(nc, sizeof *size);
+    uint32_t *major = calloc(nc, sizeof *major);
+    ck_assert(conf && size && major);
+    for (uint64_t i = 0; i < n; i++) {
+        conf[(size_t)labels[i] * nc + ids[i]]++;
+        size[labels[i]]++;
+    }
+    for (uint32_t t = 0; t < nc; t++) {
+        uint64_t best = 0;
+        for (uint32_t j = 0; j < nc; j++)
+            if (conf[(size_t)t * nc + j] > best) {
+                best = conf[(size_t)t * nc + j];
+                major[t] = j;
+            }
+        ck_assert_msg(best > 0.99 * (double)size[t], "cluster %u split: %llu of %llu", t,
+                      (unsigned long long)best, (unsigned long long)size[t]);
+        for (uint32_t u = 0; u < t; u++)
+            ck_assert_msg(major[u] != major[t], "clusters %u and %u share centroid %u", u, t,
+                          major[t]);
+    }
+    uint64_t pure = 0;
+    for (uint32_t j = 0; j < nc; j++) {
+        uint64_t best = 0;
+        for (uint32_t t = 0; t < nc; t++)
+            best = TT_MAX(best, conf[(size_t)t * nc + j]);
+        pure += best;
+    }
+    ck_assert_msg((double)pure / (double)n > 0.99, "purity %.4f", (double)pure / (double)n);
+    free(ids);
+    free(conf);
+    free(size);
+    free(major);
+}
+
+START_TEST(planted_clusters) {
+    const uint32_t nc = 16, dim = 64;
+    const uint64_t n = 4096;
+    float *x = malloc(n * dim * sizeof *x), *c = malloc((size_t)nc * dim * sizeof *c);
+    uint32_t *labels = malloc(n * sizeof *labels);
+    ck_assert(x && c && labels);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        tu_clustered(x, n, dim, nc, 0.02f, 100 + seed, labels);
+        for (int sph = 0; sph <= 1; sph++) {
+            tt_kmeans_params p = {.k = nc, .dim = dim, .iters = 10, .seed = seed, .threads = 2,
+                                  .spherical = sph};
+            ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_OK);
+            if (sph) /* spherical centroids are unit length */
+                for (uint32_t j = 0; j < nc; j++)
+                    ck_assert_double_eq_tol(sqrt(-2 * score(NULL, c + j * dim, dim)), 1.0,
+                                            1e-5);
+            check_recovered(x, n, labels, nc, c, dim);
+        }
+    }
+    free(x);
+    free(c);
+    free(labels);
+}
+END_TEST
+
+static int nprog;
+static uint64_t last_done, last_total;
+static void on_progress(void *user, const char *phase, uint64_t done, uint64_t total) {
+    ck_assert_str_eq(phase, "kmeans");
+    ck_assert_ptr_eq(user, &nprog);
+    ck_assert_uint_eq(done, last_done + 1);
+    nprog++;
+    last_done = done;
+    last_total = total;
+}
+
+/* Same seed and thread count: bitwise identical centroids. The blocks of the sgemm and
+ * the order of the sums do not depend on the thread count, so other thread counts
+ * give the same bits too; and the clustering stays good. Both seeding paths: greedy
+ * k-means++ (k <= 256) and random (k > 256). */
+START_TEST(determinism) {
+    const uint32_t dim = 32;
+    const uint64_t n = 6000;
+    const uint32_t ks[2] = {16, 300};
+    float *x = malloc(n * dim * sizeof *x);
+    uint32_t *labels = malloc(n * sizeof *labels);
+    ck_assert(x && labels);
+    for (int v = 0; v < 2; v++) {
+        uint32_t k = ks[v];
+        tu_clustered(x, n, dim, 16, 0.02f, 5 + (uint64_t)v, labels);
+        size_t cb = (size_t)k * dim * sizeof(float);
+        float *c1 = malloc(cb), *c2 = malloc(cb), *c3 = malloc(cb);
+        ck_assert(c1 && c2 && c3);
+        tt_kmeans_params p = {.k = k, .dim = dim, .iters = 8, .seed = 11, .threads = 2,
+                              .spherical = 1, .progress = on_progress, .progress_user = &nprog};
+        nprog = 0;
+        last_done = 0;
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c1), TT_OK);
+        ck_assert_int_eq(nprog, 8);
+        ck_assert_uint_eq(last_total, 8);
+        p.progress = NULL;
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c2), TT_OK);
+        ck_assert(memcmp(c1, c2, cb) == 0);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            p.threads = threads;
+            ck_assert_int_eq(tt_kmeans_train(x, n, &p, c3), TT_OK);
+            ck_assert_msg(memcmp(c1, c3, cb) == 0, "k=%u: %d threads differ", k, threads);
+            if (k == 16)
+                check_recovered(x, n, labels, 16, c3, dim);
+        }
+        p.threads = 2;
+        p.seed = 12;
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c3), TT_OK);
+        ck_assert(memcmp(c1, c3, cb) != 0);
+        if (k == 300) { /* a finer clustering: every vector close to its centroid */
+            uint32_t *ids = assign_with(c1, k, dim, TT_ASSIGN_EXACT, x, n, 2);
+            double mse = 0;
+            for (uint64_t i = 0; i < n; i++)
+                mse += dist2(x + i * dim, c1 + (size_t)ids[i] * dim, dim);
+            mse /= (double)n;
+            /* the planted noise alone: 32 dims x 0.02^2 before normalisation */
+            ck_assert_msg(mse < 32 * 0.02 * 0.02, "mse %g", mse);
+            free(ids);
+        }
+        free(c1);
+        free(c2);
+        free(c3);
+    }
+    free(x);
+    free(labels);
+}
+END_TEST
+
+static void check_finite(const float *c, uint64_t cnt) {
+    for (uint64_t i = 0; i < cnt; i++)
+        ck_assert_msg(isfinite(c[i]), "centroid value %llu is %g", (unsigned long long)i, c[i]);
+}
+
+/* Duplicated points and k close to n force empty clusters, which must be re-seeded
+ * by splitting: centroids stay finite and every distinct point ends up with a
+ * centroid of its own (distance ~0), on both seeding paths. */
+START_TEST(empty_clusters) {
+    const uint32_t dim = 32;
+    const struct { uint32_t distinct, copies, k; } cases[3] = {{64, 4, 128}, {100, 4, 300},
+                                                              {1, 4, 2}};
+    for (int ci = 0; ci < 3; ci++) {
+        uint64_t n = (uint64_t)cases[ci].distinct * cases[ci].copies;
+        uint32_t k = cases[ci].k;
+        float *u = malloc((size_t)cases[ci].distinct * dim * sizeof *u);
+        float *x = malloc(n * dim * sizeof *x), *c = malloc((size_t)k * dim * sizeof *c);
+        ck_assert(u && x && c);
+        tu_clustered(u, cases[ci].distinct, dim, cases[ci].distinct, 0.1f, 77, NULL);
+        for (uint64_t i = 0; i < n; i++) /* interleaved copies */
+            memcpy(x + i * dim, u + (i % cases[ci].distinct) * dim, dim * sizeof *x);
+        tt_kmeans_params p = {.k = k, .dim = dim, .iters = 15, .seed = 3, .threads = 2,
+                              .spherical = 1};
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_OK);
+        check_finite(c, (uint64_t)k * dim);
+        uint32_t *ids = assign_with(c, k, dim, TT_ASSIGN_EXACT, x, n, 1);
+        for (uint64_t i = 0; i < n; i++)
+            ck_assert_msg(dist2(x + i * dim, c + (size_t)ids[i] * dim, dim) < 1e-5,
+                          "case %d: vector %llu is %g from its centroid", ci,
+                          (unsigned long long)i,
+                          dist2(x + i * dim, c + (size_t)ids[i] * dim, dim));
+        free(ids);
+        free(u);
+        free(x);
+        free(c);
+    }
+    /* k == n with distinct points: every point is its own centroid */
+    const uint64_t n = 400;
+    float *x = malloc(n * dim * sizeof *x), *c = malloc(n * dim * sizeof *c);
+    ck_assert(x && c);
+    tu_clustered(x, n, dim, 8, 0.05f, 9, NULL);
+    tt_kmeans_params p = {.k = (uint32_t)n, .dim = dim, .iters = 5, .seed = 1, .threads = 2};
+    ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_OK);
+    uint32_t *ids = assign_with(c, (uint32_t)n, dim, TT_ASSIGN_EXACT, x, n, 2);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert(dist2(x + i * dim, c + (size_t)ids[i] * dim, dim) == 0);
+    free(ids);
+    free(x);
+    free(c);
+}
+END_TEST
+
+/* The exact assigner agrees with the double-precision argmax on random data; where
+ * they differ the float scores are within rounding of a tie. Sizes are not multiples
+ * of the 256-row / 1024-centroid blocks, and k = 5, 13 exercise the scalar and tail
+ * paths of the vector argmax. The result does not depend on the thread count. */
+START_TEST(exact_matches_naive) {
+    const uint32_t dim = 40;
+    const uint64_t n = 3000;
+    const uint32_t ks[4] = {1500, 5, 13, 1024};
+    float *x = malloc(n * dim * sizeof *x), *c = malloc((size_t)1500 * dim * sizeof *c);
+    uint32_t *ref = malloc(n * sizeof *ref);
+    ck_assert(x && c && ref);
+    tt_rng r;
+    tt_rng_seed(&r, 2024);
+    for (uint64_t i = 0; i < n * dim; i++)
+        x[i] = (float)(tt_rng_uniform(&r) * 2 - 1);
+    for (uint64_t i = 0; i < (uint64_t)1500 * dim; i++)
+        c[i] = (float)(tt_rng_uniform(&r) * 2 - 1);
+    for (int v = 0; v < 4; v++) {
+        uint32_t k = ks[v];
+        naive_assign(x, n, c, k, dim, ref);
+        uint32_t *ids = assign_with(c, k, dim, TT_ASSIGN_EXACT, x, n, 2);
+        uint32_t *ids3 = assign_with(c, k, dim, TT_ASSIGN_EXACT, x, n, 3);
+        ck_assert(memcmp(ids, ids3, n * sizeof *ids) == 0);
+        uint64_t same = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            ck_assert_uint_lt(ids[i], k);
+            if (ids[i] == ref[i]) {
+                same++;
+                continue;
+            }
+            double sr = score(x + i * dim, c + (size_t)ref[i] * dim, dim);
+            double sa = score(x + i * dim, c + (size_t)ids[i] * dim, dim);
+            ck_assert_msg(sr - sa < 1e-5 * (1 + fabs(sr)), "k=%u vector %llu: %u (%.9g) vs %u "
+                          "(%.9g)", k, (unsigned long long)i, ids[i], sa, ref[i], sr);
+        }
+        ck_assert_msg((double)same / (double)n > 0.999, "k=%u: %llu of %llu equal", k,
+                      (unsigned long long)same, (unsigned long long)n);
+        free(ids);
+        free(ids3);
+    }
+    free(x);
+    free(c);
+    free(ref);
+}
+END_TEST
+
+/* Duplicate centroids: the lowest index wins, in the vector lanes and across blocks. */
+START_TEST(ties_lowest_index) {
+    const uint32_t dim = 16, k = 1100;
+    float *c = malloc((size_t)k * dim * sizeof *c);
+    ck_assert(c);
+    tu_clustered(c, k, dim, k, 0.1f, 4, NULL);
+    /* pairs (lo, hi) of equal centroids, placed in: the same lane of the 2 x 4-lane
+     * argmax, other lanes, the same 8-group, other 1024-centroid blocks, the scalar
+     * tail of the second block (1100 = 1024 + 9 * 8 + 4) */
+    enum { NP = 6 };
+    const uint32_t pairs[NP][2] = {{5, 21}, {6, 9}, {30, 39}, {2, 3}, {100, 1090}, {1050, 1098}};
+    for (int q = 0; q < NP; q++)
+        memcpy(c + pairs[q][1] * dim, c + pairs[q][0] * dim, dim * sizeof *c);
+    float x[NP * 16];
+    for (int q = 0; q < NP; q++)
+        memcpy(x + q * dim, c + pairs[q][0] * dim, dim * sizeof *c);
+    uint32_t *ids = assign_with(c, k, dim, TT_ASSIGN_EXACT, x, NP, 1);
+    for (int q = 0; q < NP; q++)
+        ck_assert_uint_eq(ids[q], pairs[q][0]);
+    free(ids);
+    ids = assign_with(c, k, dim, TT_ASSIGN_TWO_LEVEL, x, NP, 1);
+    for (int q = 0; q < NP; q++)
+        ck_assert_uint_eq(ids[q], pairs[q][0]);
+    free(ids);
+    free(c);
+}
+END_TEST
+
+/* Two-level assignment against exact, K = 4096 centroids trained on clustered data,
+ * fresh vectors from the same distribution: >= 98% agreement at the default probe,
+ * >= 99.9% when every group is scanned. Below 1024 centroids it is exact. */
+START_TEST(two_level_agreement) {
+    const uint32_t dim = 64, K = 4096;
+    const uint64_t ntrain = 32768, n = 16384;
+    float *xt = malloc(ntrain * dim * sizeof *xt), *x = malloc(n * dim * sizeof *x);
+    float *c = malloc((size_t)K * dim * sizeof *c);
+    ck_assert(xt && x && c);
+    /* the same cluster centres (seed), different noise draws: train on the first part */
+    float *all = malloc((ntrain + n) * dim * sizeof *all);
+    ck_assert(all);
+    tu_clustered(all, ntrain + n, dim, 512, 0.06f, 31, NULL);
+    memcpy(xt, all, ntrain * dim * sizeof *xt);
+    memcpy(x, all + ntrain * dim, n * dim * sizeof *x);
+    free(all);
+    tt_kmeans_params p = {.k = K, .dim = dim, .iters = 4, .seed = 5, .threads = 2,
+                          .spherical = 1};
+    ck_assert_int_eq(tt_kmeans_train(xt, ntrain, &p, c), TT_OK);
+
+    uint32_t *ex = assign_with(c, K, dim, TT_ASSIGN_EXACT, x, n, 2);
+    tt_assigner *a = NULL;
+    ck_assert_int_eq(tt_assigner_new(c, K, dim, TT_ASSIGN_TWO_LEVEL, 7, 2, &a), TT_OK);
+    uint32_t g = tt_assigner_groups(a);
+    ck_assert_uint_gt(g, 32);
+    ck_assert_uint_le(g, 64); /* round(sqrt(4096)), empty groups dropped */
+    ck_assert_uint_ge(tt_assigner_probe(a), 1);
+    uint32_t *tw = malloc(n * sizeof *tw), *tw1 = malloc(n * sizeof *tw1);
+    ck_assert(tw && tw1);
+    ck_assert_int_eq(tt_assign(a, x, n, tw, 2), TT_OK);
+    ck_assert_int_eq(tt_assign(a, x, n, tw1, 1), TT_OK);
+    ck_assert(memcmp(tw, tw1, n * sizeof *tw) == 0);
+    uint64_t same = 0;
+    for (uint64_t i = 0; i < n; i++)
+        same += tw[i] == ex[i];
+    ck_assert_msg((double)same / (double)n >= 0.98, "agreement %.4f at probe %u of %u",
+                  (double)same / (double)n, tt_assigner_probe(a), g);
+
+    ck_assert_int_eq(tt_assigner_set_probe(a, 0), TT_EINVAL);
+    ck_assert_int_eq(tt_assigner_set_probe(a, 100000), TT_OK);
+    ck_assert_uint_eq(tt_assigner_probe(a), g);
+    ck_assert_int_eq(tt_assign(a, x, n, tw, 2), TT_OK);
+    same = 0;
+    for (uint64_t i = 0; i < n; i++)
+        same += tw[i] == ex[i];
+    ck_assert_msg((double)same / (double)n >= 0.999, "full probe agreement %.4f",
+                  (double)same / (double)n);
+    tt_assigner_free(a);
+
+    /* fallback: fewer than 1024 centroids -> no groups, same ids as exact */
+    ck_assert_int_eq(tt_assigner_new(c, 1000, dim, TT_ASSIGN_TWO_LEVEL, 7, 2, &a), TT_OK);
+    ck_assert_uint_eq(tt_assigner_groups(a), 0);
+    ck_assert_int_eq(tt_assign(a, x, n, tw, 2), TT_OK);
+    tt_assigner_free(a);
+    uint32_t *ex1000 = assign_with(c, 1000, dim, TT_ASSIGN_EXACT, x, n, 2);
+    ck_assert(memcmp(tw, ex1000, n * sizeof *tw) == 0);
+    ck_assert_int_eq(tt_assigner_new(c, K, dim, TT_ASSIGN_EXACT, 7, 2, &a), TT_OK);
+    ck_assert_uint_eq(tt_assigner_groups(a), 0);
+    ck_assert_uint_eq(tt_assigner_probe(a), 0);
+    tt_assigner_free(a);
+
+    free(ex1000);
+    free(ex);
+    free(tw);
+    free(tw1);
+    free(xt);
+    free(x);
+    free(c);
+}
+END_TEST
+
+START_TEST(invalid_args) {
+    float x[64] = {0}, c[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)i;
+    tt_kmeans_params p = {.k = 0, .dim = 4, .iters = 3, .seed = 1, .threads = 1};
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_EINVAL);
+    ck_assert_str_ne(tt_last_error(), "");
+    p.k = 17; /* n < k */
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_EINVAL);
+    p.k = 4;
+    p.dim = 0;
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_EINVAL);
+    p.dim = 4;
+    p.iters = -1;
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_EINVAL);
+    p.iters = 3;
+    ck_assert_int_eq(tt_kmeans_train(NULL, 16, &p, c), TT_EINVAL);
+    ck_assert_int_eq(tt_kmeans_train(x, 16, NULL, c), TT_EINVAL);
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, NULL), TT_EINVAL);
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_OK); /* and the valid call works */
+    check_finite(c, 16);
+
+    tt_assigner *a = (tt_assigner *)&p; /* must be reset to NULL on failure */
+    ck_assert_int_eq(tt_assigner_new(c, 0, 4, TT_ASSIGN_EXACT, 1, 1, &a), TT_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_int_eq(tt_assigner_new(c, 4, 0, TT_ASSIGN_EXACT, 1, 1, &a), TT_EINVAL);
+    ck_assert_int_eq(tt_assigner_new(NULL, 4, 4, TT_ASSIGN_EXACT, 1, 1, &a), TT_EINVAL);
+    ck_assert_int_eq(tt_assigner_new(c, 4, 4, 7, 1, 1, &a), TT_EINVAL);
+    ck_assert_int_eq(tt_assigner_new(c, 4, 4, TT_ASSIGN_EXACT, 1, 1, NULL), TT_EINVAL);
+    ck_assert_int_eq(tt_assigner_new(c, 4, 4, TT_ASSIGN_EXACT, 1, 1, &a), TT_OK);
+    uint32_t ids[16];
+    ck_assert_int_eq(tt_assign(a, NULL, 16, ids, 1), TT_EINVAL);
+    ck_assert_int_eq(tt_assign(a, x, 16, NULL, 1), TT_EINVAL);
+    ck_assert_int_eq(tt_assign(NULL, x, 16, ids, 1), TT_EINVAL);
+    ck_assert_int_eq(tt_assign(a, x, 0, ids, 1), TT_OK);
+    ck_assert_int_eq(tt_assign(a, x, 16, ids, 0), TT_OK); /* 0 threads: online CPUs */
+    for (int i = 0; i < 16; i++)
+        ck_assert_uint_lt(ids[i], 4);
+    tt_assigner_free(a);
+    tt_assigner_free(NULL);
+}
 END_TEST
 
 int main(void) {
     Suite *s = suite_create("kmeans");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, placeholder_kmeans);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, planted_clusters);
+    tcase_add_test(tc, determinism);
+    tcase_add_test(tc, empty_clusters);
+    tcase_add_test(tc, exact_matches_naive);
+    tcase_add_test(tc, ties_lowest_index);
+    tcase_add_test(tc, two_level_agreement);
+    tcase_add_test(tc, invalid_args);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
