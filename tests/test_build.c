@@ -1,12 +1,452 @@
+/* Build + open + info + verify: synthetic corpora with known structure, the real
+ * ColBERTv2 vectors, every bad input the build must refuse without leaving an index,
+ * and a flipped byte in every file of an index. */
 #include "testutil.h"
 
-START_TEST(placeholder_build) { ck_assert_int_eq(tt_version_number(), TT_VERSION_NUMBER); }
+#include "codec.h"
+#include "format.h"
+#include "index.h"
+#include "npy.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+
+/* Writes PREFIX.vectors.npy (float32) and PREFIX.doclens.npy for ndocs documents of
+ * doclen vectors, clustered; returns the vectors (caller frees). */
+static float *write_corpus(const char *prefix, uint64_t ndocs, uint32_t doclen, uint32_t dim,
+                           uint64_t seed) {
+    uint64_t n = ndocs * doclen;
+    float *x = malloc(n * dim * sizeof *x);
+    tu_clustered(x, n, dim, 40, 0.35f, seed, NULL);
+    char path[512];
+    tt_npy_writer w;
+    snprintf(path, sizeof path, "%s.vectors.npy", prefix);
+    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_append(&w, x, n), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    int64_t *lens = malloc(ndocs * sizeof *lens);
+    for (uint64_t d = 0; d < ndocs; d++)
+        lens[d] = doclen;
+    snprintf(path, sizeof path, "%s.doclens.npy", prefix);
+    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_I64, 0), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_append(&w, lens, ndocs), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    free(lens);
+    return x;
+}
+
+static tt_input *open_corpus(const char *prefix, const char *ids) {
+    char v[512], l[512];
+    snprintf(v, sizeof v, "%s.vectors.npy", prefix);
+    snprintf(l, sizeof l, "%s.doclens.npy", prefix);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, ids, NULL), TT_OK);
+    return in;
+}
+
+static tt_build_options small_opts(void) {
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.memory_bytes = 256ull << 20;
+    return o;
+}
+
+/* No leftover OUT.tmp-* directory beside out. */
+static void assert_no_tmp(const char *dir, const char *base) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t bl = strlen(base);
+    while ((de = readdir(d)))
+        ck_assert_msg(!(strncmp(de->d_name, base, bl) == 0 && strstr(de->d_name, ".tmp-")),
+                      "left behind: %s", de->d_name);
+    closedir(d);
+}
+
+START_TEST(build_synthetic) {
+    char *dir = tu_tmpdir(), prefix[512], out[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    const uint32_t dim = 64, doclen = 12;
+    const uint64_t ndocs = 600;
+    float *x = write_corpus(prefix, ndocs, doclen, dim, 11);
+    tt_input *in = open_corpus(prefix, NULL);
+    tt_build_options o = small_opts();
+    o.num_centroids = 128;
+    tt_build_stats bs;
+    ck_assert_int_eq(tt_build(out, in, &o, &bs), TT_OK);
+    ck_assert_uint_eq(bs.num_centroids, 128);
+    ck_assert(bs.heldout_mse > 0 && bs.heldout_mse < 0.01);
+    assert_no_tmp(dir, "index");
+
+    tt_index *idx;
+    ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+    tt_index_info info;
+    ck_assert_int_eq(tt_index_get_info(idx, &info), TT_OK);
+    ck_assert_uint_eq(info.num_docs, ndocs);
+    ck_assert_uint_eq(info.num_vectors, ndocs * doclen);
+    ck_assert_uint_eq(info.dim, dim);
+    ck_assert_uint_eq(info.nbits, 2);
+    ck_assert_uint_eq(info.bytes_residuals, TT_HEADER_SIZE + ndocs * doclen * dim * 2 / 8);
+    ck_assert_uint_eq(info.bytes_codes, TT_HEADER_SIZE + ndocs * doclen * 2);
+    ck_assert(info.resident_bytes < info.bytes_index);
+    /* default ids are row numbers */
+    size_t len;
+    const char *id = tt_index_doc_id(idx, 17, &len);
+    ck_assert_int_eq((int)len, 2);
+    ck_assert_mem_eq(id, "17", 2);
+
+    /* decompressed vectors are close to the originals (2-bit, clustered data) */
+    float *dec = malloc(dim * sizeof *dec);
+    double mean_cos = 0, centroid_cos = 0;
+    tt_fmap rf;
+    ck_assert_int_eq(tt_fmap_open(&rf, out, TT_F_RESIDUALS, "RESI", TT_MAP_WHOLE), TT_OK);
+    for (uint64_t v = 0; v < ndocs * doclen; v++) {
+        tt_codec_decode(&idx->codec, rf.payload + v * idx->res_bytes, dec);
+        const float *c = idx->centroids + (uint64_t)tt_index_code(idx, v) * dim;
+        double dot = 0, nn = 0, cdot = 0;
+        for (uint32_t j = 0; j < dim; j++) {
+            double r = c[j] + dec[j];
+            dot += r * x[v * dim + j];
+            cdot += c[j] * x[v * dim + j];
+            nn += r * r;
+        }
+        mean_cos += dot / sqrt(nn);
+        centroid_cos += cdot; /* centroids are unit vectors */
+    }
+    mean_cos /= (double)(ndocs * doclen);
+    centroid_cos /= (double)(ndocs * doclen);
+    /* the residual must add real information over the centroid alone */
+    ck_assert_msg(mean_cos > 0.9 && mean_cos > centroid_cos + 0.05, "mean cosine %f (centroid %f)",
+                  mean_cos, centroid_cos);
+    tt_fmap_close(&rf);
+
+    /* every document is in the IVF list of each of its vectors' centroids, and the
+     * lists hold nothing else */
+    uint64_t entries = 0;
+    uint8_t *seen = calloc(ndocs * 128, 1);
+    for (uint64_t d = 0; d < ndocs; d++)
+        for (uint64_t v = idx->doc_vec0[d]; v < idx->doc_vec0[d + 1]; v++)
+            seen[d * 128 + tt_index_code(idx, v)] = 1;
+    for (uint32_t c = 0; c < 128; c++) {
+        const uint8_t *p = idx->ivf_data + idx->ivf_off[c], *end = idx->ivf_data + idx->ivf_off[c + 1];
+        uint64_t doc = 0, delta;
+        for (uint32_t i = 0; i < idx->ivf_len[c]; i++) {
+            ck_assert(tt_varint_get(&p, end, &delta));
+            doc += delta;
+            ck_assert_msg(seen[doc * 128 + c] == 1, "doc %llu wrongly in list %u",
+                          (unsigned long long)doc, c);
+            seen[doc * 128 + c] = 2;
+            entries++;
+        }
+    }
+    for (uint64_t i = 0; i < ndocs * 128; i++)
+        ck_assert_int_ne(seen[i], 1); /* every (doc, centroid) pair was listed */
+    free(seen);
+    free(dec);
+    tt_index_close(idx);
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+
+    /* reproducible: the same seed and threads give the same index data */
+    char out2[512];
+    snprintf(out2, sizeof out2, "%s/index2", dir);
+    ck_assert_int_eq(tt_build(out2, in, &o, NULL), TT_OK);
+    tt_manifest m1, m2;
+    ck_assert_int_eq(tt_manifest_read(out, &m1), TT_OK);
+    ck_assert_int_eq(tt_manifest_read(out2, &m2), TT_OK);
+    for (uint32_t i = 0; i < m1.n; i++)
+        if (strcmp(m1.e[i].name, TT_F_META))
+            ck_assert_msg(m1.e[i].payload_hash == tt_manifest_find(&m2, m1.e[i].name)->payload_hash,
+                          "%s differs between identical builds", m1.e[i].name);
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(build_options_variants) {
+    char *dir = tu_tmpdir(), prefix[512], out[512], ids[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(ids, sizeof ids, "%s/ids.txt", dir);
+    const uint32_t dim = 32;
+    float *x = write_corpus(prefix, 200, 5, dim, 3);
+    FILE *f = fopen(ids, "w");
+    for (int d = 0; d < 200; d++)
+        fprintf(f, "doc-%03d\n", d);
+    fclose(f);
+    tt_input *in = open_corpus(prefix, ids);
+    double mse[5] = {0};
+    int nbits[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        snprintf(out, sizeof out, "%s/i%d", dir, nbits[i]);
+        tt_build_options o = small_opts();
+        o.nbits = nbits[i];
+        o.num_centroids = 32;
+        o.keep_originals = TT_KEEP_F16;
+        o.codec_tables = i == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+        o.encoder = "test encoder\nwith a newline";
+        tt_build_stats bs;
+        ck_assert_int_eq(tt_build(out, in, &o, &bs), TT_OK);
+        mse[i] = bs.heldout_mse;
+        tt_index *idx;
+        ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+        tt_index_info info;
+        tt_index_get_info(idx, &info);
+        ck_assert_uint_eq(info.nbits, (unsigned)nbits[i]);
+        ck_assert_int_eq(info.has_ids, 1);
+        ck_assert_int_eq(info.keep_originals, 1);
+        ck_assert_int_eq(info.codec_tables, o.codec_tables);
+        ck_assert_str_eq(info.encoder, "test encoder with a newline");
+        ck_assert_uint_eq(info.bytes_originals, TT_HEADER_SIZE + 1000ull * dim * 2);
+        size_t len;
+        const char *id = tt_index_doc_id(idx, 123, &len);
+        ck_assert_int_eq((int)len, 7);
+        ck_assert_mem_eq(id, "doc-123", 7);
+        /* originals are the (normalised) inputs in float16 */
+        for (uint64_t v = 0; v < 1000; v += 37)
+            for (uint32_t j = 0; j < dim; j++)
+                ck_assert_float_eq_tol(tt_f16_to_f32(idx->originals[v * dim + j]),
+                                       x[v * dim + j], 1e-3);
+        tt_index_close(idx);
+        ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+    }
+    /* reconstruction error shrinks with more bits */
+    ck_assert_msg(mse[0] > mse[1] && mse[1] > mse[2], "mse %g %g %g", mse[0], mse[1], mse[2]);
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Flips one byte at `off` (from the start, or from the end if negative). */
+static void flip(const char *path, long off) {
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t at = off >= 0 ? off : size + off;
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+    b ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+START_TEST(flipped_byte_in_every_file) {
+    char *dir = tu_tmpdir(), prefix[512], out[512], ids[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    snprintf(ids, sizeof ids, "%s/ids.txt", dir);
+    float *x = write_corpus(prefix, 150, 6, 32, 5);
+    FILE *f = fopen(ids, "w");
+    for (int d = 0; d < 150; d++)
+        fprintf(f, "d%d\n", d);
+    fclose(f);
+    tt_input *in = open_corpus(prefix, ids);
+    tt_build_options o = small_opts();
+    o.num_centroids = 16;
+    o.keep_originals = TT_KEEP_F16;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_manifest m;
+    ck_assert_int_eq(tt_manifest_read(out, &m), TT_OK);
+    ck_assert_uint_eq(m.n, 9); /* every kind of file is exercised */
+    const char *names[10];
+    for (uint32_t i = 0; i < m.n; i++)
+        names[i] = m.e[i].name;
+    names[m.n] = TT_F_MANIFEST;
+    long offsets[] = {0, 5, 30, 61, TT_HEADER_SIZE, -1};
+    for (uint32_t i = 0; i <= m.n; i++) {
+        char *p = tt_path_join(out, names[i]);
+        for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+            flip(p, offsets[k]);
+            int st = tt_index_verify(out, NULL, NULL);
+            ck_assert_msg(st != TT_OK, "flip at %ld in %s not detected", offsets[k], names[i]);
+            ck_assert_msg(strstr(tt_last_error(), names[i]) != NULL,
+                          "flip in %s: message '%s' does not name it", names[i], tt_last_error());
+            flip(p, offsets[k]); /* restore */
+            ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+        }
+        free(p);
+    }
+    /* a truncated file is caught at open, naming it */
+    char *p = tt_path_join(out, TT_F_RESIDUALS);
+    ck_assert_int_eq(truncate(p, 1000), 0);
+    tt_index *idx;
+    ck_assert_int_ne(tt_index_open(&idx, out, NULL), TT_OK);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_RESIDUALS));
+    free(p);
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(bad_inputs_leave_nothing) {
+    char *dir = tu_tmpdir(), prefix[512], out[512], path[600];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    const uint32_t dim = 16;
+    float *x = write_corpus(prefix, 300, 4, dim, 9);
+    tt_build_options o = small_opts();
+    o.num_centroids = 8;
+
+    /* NaN in a vector that is not in the training sample's first document */
+    x[(1100) * dim + 3] = NAN;
+    tt_npy_writer w;
+    snprintf(path, sizeof path, "%s.vectors.npy", prefix);
+    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_append(&w, x, 1200), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    tt_input *in = open_corpus(prefix, NULL);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "c.vectors.npy"));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "1100"));
+    ck_assert_int_ne(access(out, F_OK), 0);
+    assert_no_tmp(dir, "index");
+    tt_input_free(in);
+
+    /* all-zero vector */
+    x[1100 * dim + 3] = 0;
+    memset(x + 700 * dim, 0, dim * sizeof *x);
+    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_append(&w, x, 1200), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    in = open_corpus(prefix, NULL);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "all zeros"));
+    ck_assert_int_ne(access(out, F_OK), 0);
+    assert_no_tmp(dir, "index");
+    tt_input_free(in);
+
+    /* a good build, then: exists without force; with force a failing build keeps it */
+    float *good = write_corpus(prefix, 300, 4, dim, 9);
+    in = open_corpus(prefix, NULL);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_manifest before, after;
+    ck_assert_int_eq(tt_manifest_read(out, &before), TT_OK);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EEXIST);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "--force"));
+    tt_input_free(in);
+    memset(good + 900 * dim, 0, dim * sizeof *good); /* make the next build fail */
+    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_append(&w, good, 1200), TT_OK);
+    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    in = open_corpus(prefix, NULL);
+    o.force = 1;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
+    ck_assert_int_eq(tt_manifest_read(out, &after), TT_OK);
+    ck_assert_mem_eq(&before, &after, sizeof before);
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+    assert_no_tmp(dir, "index");
+    tt_input_free(in);
+    /* with force and good input the index is replaced */
+    free(good);
+    good = write_corpus(prefix, 300, 4, dim, 10);
+    in = open_corpus(prefix, NULL);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    ck_assert_int_eq(tt_manifest_read(out, &after), TT_OK);
+    ck_assert_int_ne(memcmp(&before, &after, sizeof before), 0);
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+    assert_no_tmp(dir, "index");
+    /* force never replaces a directory that is not an index */
+    char other[512];
+    snprintf(other, sizeof other, "%s/notindex", dir);
+    mkdir(other, 0755);
+    snprintf(path, sizeof path, "%s/precious.txt", other);
+    tu_write_file(path, "keep", 4);
+    ck_assert_int_eq(tt_build(other, in, &o, NULL), TT_EEXIST);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    /* bad options */
+    o.nbits = 3;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EINVAL);
+    o.nbits = 2;
+    o.num_centroids = 5000; /* more centroids than vectors */
+    snprintf(path, sizeof path, "%s/toomany", dir);
+    ck_assert_int_eq(tt_build(path, in, &o, NULL), TT_EINVAL);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    assert_no_tmp(dir, "toomany");
+    tt_input_free(in);
+    free(good);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(build_nanofiqa) {
+    const char *data = tu_data_dir();
+    if (!data)
+        return; /* shared data absent: nothing to check here */
+    char v[4200], l[4200], ids[4200];
+    snprintf(v, sizeof v, "%s/emb/colbertv2_nanofiqa/doc_token_embeddings.npy", data);
+    snprintf(l, sizeof l, "%s/emb/colbertv2_nanofiqa/doclens.npy", data);
+    snprintf(ids, sizeof ids, "%s/emb/colbertv2_nanofiqa/doc_ids.txt", data);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in;
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, ids, NULL), TT_OK);
+    char *dir = tu_tmpdir(), out[512];
+    snprintf(out, sizeof out, "%s/nanofiqa", dir);
+    tt_build_options o = small_opts();
+    o.encoder = "colbert-ir/colbertv2.0 (PyLate)";
+    tt_build_stats bs;
+    ck_assert_int_eq(tt_build(out, in, &o, &bs), TT_OK);
+    tt_index *idx;
+    ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    ck_assert_uint_eq(info.num_docs, 35);
+    ck_assert_uint_eq(info.num_vectors, 4430);
+    ck_assert_uint_eq(info.dim, 128);
+    /* ColBERTv2's rule: 2^floor(log2(16*sqrt(4430))) = 1024 */
+    ck_assert_uint_eq(info.num_centroids, 1024);
+    ck_assert_int_eq(info.has_ids, 1);
+    tt_index_close(idx);
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+    tt_input_free(in);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(compression_ratio_128d_2bit) {
+    /* Large enough that per-index constants (centroids) are amortised as in practice:
+     * 50k vectors x 128-d with 64 centroids. The 2-bit index must be >= 7x smaller
+     * than the float16 vectors. */
+    char *dir = tu_tmpdir(), prefix[512], out[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    float *x = write_corpus(prefix, 1600, 32, 128, 21);
+    tt_input *in = open_corpus(prefix, NULL);
+    tt_build_options o = small_opts();
+    o.num_centroids = 64;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_index *idx;
+    ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    ck_assert_msg(info.ratio_f16 >= 7.0, "ratio %.3f", info.ratio_f16);
+    ck_assert(info.bits_per_dim < 2.3);
+    tt_index_close(idx);
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
 END_TEST
 
 int main(void) {
     Suite *s = suite_create("build");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, placeholder_build);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, build_synthetic);
+    tcase_add_test(tc, build_options_variants);
+    tcase_add_test(tc, flipped_byte_in_every_file);
+    tcase_add_test(tc, bad_inputs_leave_nothing);
+    tcase_add_test(tc, build_nanofiqa);
+    tcase_add_test(tc, compression_ratio_128d_2bit);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -37,6 +37,9 @@ void cli_free_list(char **list);
 /* Formats bytes in human units ("1.23 GiB") into buf. */
 const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
 
+/* Writes s as a JSON string literal (quotes, escapes, control characters). */
+void cli_json_string(FILE *f, const char *s);
+
 /* Progress display on stderr, only when stderr is a terminal (quiet otherwise).
  * Use cli_progress as the tt_progress_fn with a cli_progress_state as user. */
 typedef struct cli_progress_state {

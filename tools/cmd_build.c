@@ -1,6 +1,177 @@
+/* tartan build: vectors (+ doclens, ids) -> compressed index directory. */
 #include "cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: tartan build --vectors A.npy[,B.npy...] --doclens A.npy[,B.npy...] --out DIR\n"
+        "                    [options]\n"
+        "\n"
+        "Builds a compressed PLAID/ColBERTv2-style index from vector files (.npy float32/\n"
+        "float16 [num_vectors, dim], or .fvecs) and per-document vector counts (.npy int).\n"
+        "\n"
+        "  --vectors LIST       vector files, comma-separated, in corpus order\n"
+        "  --doclens LIST       one doclens file per vector file\n"
+        "  --ids FILE           external document ids, one per line (default: row number)\n"
+        "  --out DIR            index directory to create\n"
+        "  --force              replace an existing index at DIR (kept if the build fails)\n"
+        "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2)\n"
+        "  --centroids K        number of centroids (default 2^floor(log2(16*sqrt(N))))\n"
+        "  --codec shared|per-dim   one bucket table for all dimensions (ColBERTv2) or one\n"
+        "                       per dimension (default per-dim)\n"
+        "  --assign two-level|exact  nearest-centroid search for encoding (default two-level)\n"
+        "  --threads T          worker threads (default: all CPUs)\n"
+        "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n"
+        "  --seed S             sampling and k-means seed (default 42)\n"
+        "  --kmeans-iters N     k-means iterations (default 10)\n"
+        "  --sample-factor F    training docs = 1 + F*sqrt(120*num_docs) (default 16)\n"
+        "  --keep-originals f16 also store the vectors as float16 for exact scoring\n"
+        "  --no-normalize       keep raw vectors (inner-product encoders); default L2-normalises\n"
+        "  --bf16               read uint16 .npy data as bfloat16\n"
+        "  --describe TEXT      encoder description stored in the index\n");
+}
+
 int cmd_build(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "tartan build: not available in this build\n");
-    return CLI_FAIL;
+    static const struct option longopts[] = {
+        {"vectors", required_argument, 0, 'v'},  {"doclens", required_argument, 0, 'l'},
+        {"ids", required_argument, 0, 'i'},      {"out", required_argument, 0, 'o'},
+        {"force", no_argument, 0, 'f'},          {"nbits", required_argument, 0, 'b'},
+        {"centroids", required_argument, 0, 'k'}, {"codec", required_argument, 0, 'c'},
+        {"assign", required_argument, 0, 'a'},   {"threads", required_argument, 0, 't'},
+        {"memory", required_argument, 0, 'm'},   {"seed", required_argument, 0, 's'},
+        {"kmeans-iters", required_argument, 0, 'I'}, {"sample-factor", required_argument, 0, 'S'},
+        {"keep-originals", required_argument, 0, 'K'}, {"no-normalize", no_argument, 0, 'N'},
+        {"bf16", no_argument, 0, 'B'},           {"describe", required_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
+    tt_build_options o;
+    tt_input_options io;
+    tt_build_options_init(&o);
+    tt_input_options_init(&io);
+    uint64_t u;
+    double d;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'v': vectors = optarg; break;
+        case 'l': doclens = optarg; break;
+        case 'i': ids = optarg; break;
+        case 'o': out = optarg; break;
+        case 'f': o.force = 1; break;
+        case 'b':
+            if (!cli_parse_u64(optarg, &u) || (u != 1 && u != 2 && u != 4))
+                return cli_usage_error("build", "--nbits must be 1, 2 or 4");
+            o.nbits = (int)u;
+            break;
+        case 'k':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > (1u << 24))
+                return cli_usage_error("build", "--centroids must be 1..16777216");
+            o.num_centroids = (uint32_t)u;
+            break;
+        case 'c':
+            if (!strcmp(optarg, "shared"))
+                o.codec_tables = TT_CODEC_SHARED;
+            else if (!strcmp(optarg, "per-dim"))
+                o.codec_tables = TT_CODEC_PER_DIM;
+            else
+                return cli_usage_error("build", "--codec must be shared or per-dim");
+            break;
+        case 'a':
+            if (!strcmp(optarg, "exact"))
+                o.assign = TT_ASSIGN_EXACT;
+            else if (!strcmp(optarg, "two-level"))
+                o.assign = TT_ASSIGN_TWO_LEVEL;
+            else
+                return cli_usage_error("build", "--assign must be two-level or exact");
+            break;
+        case 't':
+            if (!cli_parse_u64(optarg, &u) || u > 1024)
+                return cli_usage_error("build", "--threads must be 0..1024");
+            o.threads = (int)u;
+            break;
+        case 'm':
+            if (!cli_parse_size(optarg, &o.memory_bytes))
+                return cli_usage_error("build", "--memory: bad size '%s'", optarg);
+            break;
+        case 's':
+            if (!cli_parse_u64(optarg, &o.seed))
+                return cli_usage_error("build", "--seed must be a non-negative integer");
+            break;
+        case 'I':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 1000)
+                return cli_usage_error("build", "--kmeans-iters must be 1..1000");
+            o.kmeans_iters = (int)u;
+            break;
+        case 'S':
+            if (!cli_parse_double(optarg, &d) || d <= 0)
+                return cli_usage_error("build", "--sample-factor must be > 0");
+            o.sample_factor = d;
+            break;
+        case 'K':
+            if (strcmp(optarg, "f16"))
+                return cli_usage_error("build", "--keep-originals supports only f16");
+            o.keep_originals = TT_KEEP_F16;
+            break;
+        case 'N': o.normalize = 0; break;
+        case 'B': io.bf16_from_uint16 = 1; break;
+        case 'd': o.encoder = optarg; break;
+        case 'h': usage(stdout); return CLI_OK;
+        default: usage(stderr); return CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
+    if (!vectors || !doclens || !out)
+        return cli_usage_error("build", "--vectors, --doclens and --out are required");
+
+    size_t nv = 0, nl = 0;
+    char **vlist = cli_split_commas(vectors, &nv), **llist = cli_split_commas(doclens, &nl);
+    int rc = CLI_FAIL;
+    tt_input *in = NULL;
+    if (!vlist || !llist) {
+        fprintf(stderr, "tartan build: out of memory\n");
+        goto done;
+    }
+    if (nv == 0 || nv != nl) {
+        rc = cli_usage_error("build", "%zu vector files but %zu doclens files", nv, nl);
+        goto done;
+    }
+    int st = tt_input_open(&in, nv, (const char *const *)vlist, (const char *const *)llist, ids,
+                           &io);
+    if (st) {
+        rc = cli_fail("build", st);
+        goto done;
+    }
+    cli_progress_state ps;
+    cli_progress_init(&ps);
+    o.progress = cli_progress;
+    o.progress_user = &ps;
+    tt_build_stats bs;
+    st = tt_build(out, in, &o, &bs);
+    cli_progress_done(&ps);
+    if (st) {
+        rc = cli_fail("build", st);
+        goto done;
+    }
+    char h1[32], h2[32];
+    printf("built %s: %llu documents, %llu vectors x %u dims, %u centroids, %d-bit residuals\n",
+           out, (unsigned long long)tt_input_num_docs(in),
+           (unsigned long long)tt_input_num_vectors(in), tt_input_dim(in), bs.num_centroids,
+           o.nbits);
+    uint64_t f16 = tt_input_num_vectors(in) * tt_input_dim(in) * 2;
+    printf("index %s (float16 vectors: %s, %.2fx smaller) in %.2f s "
+           "(train %.2f s, encode %.2f s, ivf %.2f s)\n",
+           cli_human_bytes(bs.index_bytes, h1, sizeof h1), cli_human_bytes(f16, h2, sizeof h2),
+           (double)f16 / (double)bs.index_bytes, bs.seconds_total, bs.seconds_train,
+           bs.seconds_encode, bs.seconds_ivf);
+    rc = CLI_OK;
+done:
+    tt_input_free(in);
+    cli_free_list(vlist);
+    cli_free_list(llist);
+    return rc;
 }

@@ -1,6 +1,126 @@
+/* tartan info: what an index holds and what it costs, on disk and in memory. */
 #include "cli.h"
+
+#include <string.h>
+
+static const char *assign_name(int a) { return a == TT_ASSIGN_EXACT ? "exact" : "two-level"; }
+
+static void print_json(const char *dir, const tt_index_info *in) {
+    printf("{\n  \"path\": ");
+    cli_json_string(stdout, dir);
+    printf(",\n  \"format_version\": %u,\n  \"tartan_version\": ", in->format_version);
+    cli_json_string(stdout, in->tartan_version);
+    printf(",\n  \"created\": ");
+    cli_json_string(stdout, in->created);
+    printf(",\n  \"num_docs\": %llu,\n  \"num_vectors\": %llu,\n  \"dim\": %u,\n"
+           "  \"nbits\": %u,\n  \"num_centroids\": %u,\n  \"normalized\": %s,\n"
+           "  \"codec_tables\": \"%s\",\n  \"has_ids\": %s,\n  \"keep_originals\": %s,\n",
+           (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
+           in->nbits, in->num_centroids, in->normalized ? "true" : "false",
+           in->codec_tables == TT_CODEC_PER_DIM ? "per-dim" : "shared",
+           in->has_ids ? "true" : "false", in->keep_originals ? "\"f16\"" : "null");
+    printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
+           "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
+           "\"index\": %llu, \"originals\": %llu},\n",
+           (unsigned long long)in->bytes_meta, (unsigned long long)in->bytes_centroids,
+           (unsigned long long)in->bytes_codec, (unsigned long long)in->bytes_doclens,
+           (unsigned long long)in->bytes_codes, (unsigned long long)in->bytes_residuals,
+           (unsigned long long)in->bytes_ivf, (unsigned long long)in->bytes_ids,
+           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_index,
+           (unsigned long long)in->bytes_originals);
+    printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
+           "  \"uncompressed_f32_bytes\": %llu,\n  \"ratio_f16\": %.3f,\n  \"ratio_f32\": %.3f,\n"
+           "  \"resident_bytes\": %llu,\n",
+           in->bits_per_dim, (unsigned long long)in->bytes_f16, (unsigned long long)in->bytes_f32,
+           in->ratio_f16, in->ratio_f32, (unsigned long long)in->resident_bytes);
+    printf("  \"build\": {\"seed\": %llu, \"sample_factor\": %g, \"train_vectors\": %llu, "
+           "\"heldout_vectors\": %llu, \"kmeans_iters\": %u, \"threads\": %u, \"assign\": \"%s\", "
+           "\"seconds\": %.3f, \"heldout_mse\": %.6g},\n  \"encoder\": ",
+           (unsigned long long)in->seed, in->sample_factor, (unsigned long long)in->train_vectors,
+           (unsigned long long)in->heldout_vectors, in->kmeans_iters, in->threads,
+           assign_name(in->assign), in->build_seconds, in->heldout_mse);
+    cli_json_string(stdout, in->encoder);
+    printf("\n}\n");
+}
+
+static void row(const char *name, uint64_t bytes, uint64_t total) {
+    char h[32];
+    printf("  %-12s %12s  %5.1f%%\n", name, cli_human_bytes(bytes, h, sizeof h),
+           total ? 100.0 * (double)bytes / (double)total : 0.0);
+}
+
+static void print_text(const char *dir, const tt_index_info *in) {
+    char h1[32], h2[32], h3[32];
+    printf("index        %s (format %u, tartan %s, created %s)\n", dir, in->format_version,
+           in->tartan_version, in->created);
+    printf("documents    %llu\nvectors      %llu (%.1f per document)\ndim          %u%s\n",
+           (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors,
+           (double)in->num_vectors / (double)in->num_docs, in->dim,
+           in->normalized ? " (L2-normalised)" : " (raw)");
+    printf("centroids    %u\nresiduals    %u bits per dimension, %s bucket tables\n",
+           in->num_centroids, in->nbits, in->codec_tables == TT_CODEC_PER_DIM ? "per-dimension" : "shared");
+    printf("ids          %s\nencoder      %s\n", in->has_ids ? "external" : "row numbers",
+           in->encoder[0] ? in->encoder : "(not described)");
+    printf("\nbytes on disk\n");
+    row("residuals", in->bytes_residuals, in->bytes_index);
+    row("codes", in->bytes_codes, in->bytes_index);
+    row("ivf", in->bytes_ivf, in->bytes_index);
+    row("centroids", in->bytes_centroids, in->bytes_index);
+    row("doclens", in->bytes_doclens, in->bytes_index);
+    row("ids", in->bytes_ids, in->bytes_index);
+    row("codec", in->bytes_codec, in->bytes_index);
+    row("meta", in->bytes_meta + in->bytes_manifest, in->bytes_index);
+    row("index", in->bytes_index, in->bytes_index);
+    if (in->bytes_originals)
+        printf("  %-12s %12s  (kept originals, float16; not counted above)\n", "originals",
+               cli_human_bytes(in->bytes_originals, h1, sizeof h1));
+    printf("\ncompression  %.3f bits per dimension; %.2fx smaller than float16 (%s), "
+           "%.2fx than float32 (%s)\n",
+           in->bits_per_dim, in->ratio_f16, cli_human_bytes(in->bytes_f16, h1, sizeof h1),
+           in->ratio_f32, cli_human_bytes(in->bytes_f32, h2, sizeof h2));
+    printf("search RAM   %s resident (everything but residuals%s); residuals are read per query\n",
+           cli_human_bytes(in->resident_bytes, h3, sizeof h3),
+           in->bytes_originals ? " and originals" : "");
+    printf("\nbuild        seed %llu, sample factor %g, %llu training + %llu held-out vectors,\n"
+           "             %u k-means iterations, %s assignment, %u threads, %.2f s,\n"
+           "             held-out residual MSE %.3g\n",
+           (unsigned long long)in->seed, in->sample_factor, (unsigned long long)in->train_vectors,
+           (unsigned long long)in->heldout_vectors, in->kmeans_iters, assign_name(in->assign),
+           in->threads, in->build_seconds, in->heldout_mse);
+}
+
 int cmd_info(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "tartan info: not available in this build\n");
-    return CLI_FAIL;
+    const char *dir = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: tartan info [--json] DIR\n\nCounts, dimensions, bytes by component, "
+                   "bits per dimension, compression against\nfloat16/float32, the memory search "
+                   "keeps resident, build parameters, encoder.\n");
+            return CLI_OK;
+        } else if (argv[i][0] == '-' || dir) {
+            return cli_usage_error("info", "unexpected argument '%s'", argv[i]);
+        } else {
+            dir = argv[i];
+        }
+    }
+    if (!dir)
+        return cli_usage_error("info", "expected an index directory");
+    tt_open_options o;
+    tt_open_options_init(&o);
+    o.io = TT_IO_MMAP;
+    tt_index *idx;
+    int st = tt_index_open(&idx, dir, &o);
+    if (st)
+        return cli_fail("info", st);
+    tt_index_info in;
+    tt_index_get_info(idx, &in);
+    if (json)
+        print_json(dir, &in);
+    else
+        print_text(dir, &in);
+    tt_index_close(idx);
+    return CLI_OK;
 }
