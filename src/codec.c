@@ -84,7 +84,8 @@ static void select_k(float *x, size_t lo, size_t hi, size_t k) {
             size_t mid = lo + (hi - lo) / 2;
             if (n >= 1024) { /* Tukey's ninther for large ranges */
                 size_t s = n / 8;
-                pi = median3(x, median3(x, lo, lo + s, lo + 2 * s), median3(x, mid - s, mid, mid + s),
+                pi = median3(x, median3(x, lo, lo + s, lo + 2 * s),
+                             median3(x, mid - s, mid, mid + s),
                              median3(x, hi - 2 * s, hi - s, hi));
             } else {
                 pi = median3(x, lo, mid, hi);
@@ -461,8 +462,14 @@ static inline TT_CODEC_INLINE void decode_bytes(const uint8_t *p, uint32_t nbyte
     case 1:
         for (uint32_t b = 0; b < nbytes; b++, out += 8, w += 8 * stride) {
             uint32_t x = p[b];
-            for (uint32_t k = 0; k < 8; k++)
-                out[k] = w[k * stride + ((x >> (7 - k)) & 1)];
+            out[0] = w[x >> 7];
+            out[1] = w[stride + ((x >> 6) & 1)];
+            out[2] = w[2 * stride + ((x >> 5) & 1)];
+            out[3] = w[3 * stride + ((x >> 4) & 1)];
+            out[4] = w[4 * stride + ((x >> 3) & 1)];
+            out[5] = w[5 * stride + ((x >> 2) & 1)];
+            out[6] = w[6 * stride + ((x >> 1) & 1)];
+            out[7] = w[7 * stride + (x & 1)];
         }
         break;
     case 2:
