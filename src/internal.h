@@ -127,8 +127,8 @@ uint64_t tt_rng_below(tt_rng *r, uint64_t n);
 double tt_rng_uniform(tt_rng *r);   /* [0, 1) */
 
 /* Runs fn(arg, t, nthreads) on nthreads threads (t = 0..nthreads-1; thread 0 is the
- * caller) and waits for all. Returns TT_OK or TT_ENOMEM if threads cannot start
- * (then the remaining work units run on the caller). */
+ * caller) and waits for all. A share whose thread cannot be started runs on the
+ * caller afterwards, so every t runs exactly once; always returns TT_OK. */
 typedef void (*tt_parallel_fn)(void *arg, int t, int nthreads);
 int tt_parallel(int nthreads, tt_parallel_fn fn, void *arg);
 

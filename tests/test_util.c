@@ -6,6 +6,14 @@
 #include <float.h>
 #include <pthread.h>
 
+/* ck_assert marks a point (a pipe write) even when it passes: too slow for loops over
+ * all 65536 halfs, so hot loops use this instead. */
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond))                                                                           \
+            ck_abort_msg(__VA_ARGS__);                                                         \
+    } while (0)
+
 static uint32_t f32_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -38,18 +46,17 @@ START_TEST(f16_exhaustive_round_trip) {
         uint16_t h = (uint16_t)i;
         float f = tt_f16_to_f32(h);
         double ref = f16_reference(h);
+        CHECK(!!signbit(f) == (h >> 15), "0x%04x: wrong sign", i); /* also -0 */
         if (f16_is_nan(h)) {
-            ck_assert_msg(isnan(f), "0x%04x should be NaN", i);
-            ck_assert_int_eq(!!signbit(f), h >> 15);
+            CHECK(isnan(f), "0x%04x should be NaN", i);
             uint16_t back = tt_f32_to_f16(f);
-            ck_assert_msg(f16_is_nan(back) && (back & 0x8000) == (h & 0x8000),
-                          "NaN 0x%04x came back as 0x%04x", i, back);
+            CHECK(f16_is_nan(back) && (back & 0x8000) == (h & 0x8000),
+                  "NaN 0x%04x came back as 0x%04x", i, back);
             continue;
         }
-        ck_assert_msg((double)f == ref, "0x%04x -> %.9g, expected %.9g", i, f, ref);
-        ck_assert_int_eq(!!signbit(f), h >> 15); /* also -0 */
+        CHECK((double)f == ref, "0x%04x -> %.9g, expected %.9g", i, f, ref);
         uint16_t back = tt_f32_to_f16(f);
-        ck_assert_msg(back == h, "0x%04x -> %g -> 0x%04x", i, f, back);
+        CHECK(back == h, "0x%04x -> %g -> 0x%04x", i, f, back);
     }
 }
 END_TEST
@@ -64,13 +71,13 @@ START_TEST(f16_rounding_ties_to_even) {
             uint16_t lo = (uint16_t)(h | (neg ? 0x8000 : 0)), hi = (uint16_t)(lo + 1);
             double a = f16_reference(lo), b = f16_reference(hi);
             float mid = (float)((a + b) / 2);
-            ck_assert((double)mid == (a + b) / 2);
+            CHECK((double)mid == (a + b) / 2, "midpoint of 0x%04x not exact", lo);
             uint16_t even = (lo & 1) ? hi : lo;
-            ck_assert_msg(tt_f32_to_f16(mid) == even, "tie %.9g -> 0x%04x, expected 0x%04x", mid,
-                          tt_f32_to_f16(mid), even);
+            CHECK(tt_f32_to_f16(mid) == even, "tie %.9g -> 0x%04x, expected 0x%04x", mid,
+                  tt_f32_to_f16(mid), even);
             float toward_b = nextafterf(mid, (float)b * 2), toward_a = nextafterf(mid, (float)a);
-            ck_assert_int_eq(tt_f32_to_f16(toward_b), hi);
-            ck_assert_int_eq(tt_f32_to_f16(toward_a), lo);
+            CHECK(tt_f32_to_f16(toward_b) == hi, "just above the tie after 0x%04x", lo);
+            CHECK(tt_f32_to_f16(toward_a) == lo, "just below the tie after 0x%04x", lo);
         }
     }
     /* the largest finite half is 65504; the tie with 65536 rounds up to infinity */
@@ -93,7 +100,7 @@ END_TEST
 START_TEST(bf16_values) {
     for (uint32_t i = 0; i < 65536; i++) {
         float f = tt_bf16_to_f32((uint16_t)i);
-        ck_assert_uint_eq(f32_bits(f), i << 16);
+        CHECK(f32_bits(f) == i << 16, "bf16 0x%04x", i);
     }
     ck_assert(tt_bf16_to_f32(0x3f80) == 1.0f);
     ck_assert(tt_bf16_to_f32(0xc000) == -2.0f);
@@ -162,7 +169,7 @@ START_TEST(rng_determinism) {
     tt_rng_seed(&a, 7);
     tt_rng_seed(&b, 7);
     for (int i = 0; i < 1000; i++)
-        ck_assert(tt_rng_next(&a) == tt_rng_next(&b));
+        CHECK(tt_rng_next(&a) == tt_rng_next(&b), "draw %d differs", i);
     tt_rng_seed(&b, 8);
     int same = 0;
     for (int i = 0; i < 1000; i++)
@@ -179,7 +186,8 @@ START_TEST(rng_below_and_uniform) {
     const uint64_t ns[] = {2, 3, 7, 1000, (1ull << 63) + 1, UINT64_MAX};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
         for (int i = 0; i < 2000; i++)
-            ck_assert(tt_rng_below(&r, ns[k]) < ns[k]);
+            CHECK(tt_rng_below(&r, ns[k]) < ns[k], "tt_rng_below(%llu) out of range",
+                  (unsigned long long)ns[k]);
     /* n = 2^63 + 1 rejects almost half the raw draws: the values must still be
      * uniform, about half of them in the upper half [2^62, n) (sd 22 of 2000) */
     int upper = 0;
@@ -195,7 +203,7 @@ START_TEST(rng_below_and_uniform) {
     double sum = 0;
     for (int i = 0; i < 100000; i++) {
         double u = tt_rng_uniform(&r);
-        ck_assert(u >= 0 && u < 1);
+        CHECK(u >= 0 && u < 1, "uniform draw %g", u);
         sum += u;
     }
     ck_assert(fabs(sum / 100000 - 0.5) < 5 * 0.2887 / sqrt(100000));
@@ -355,21 +363,25 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("util");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, f16_exhaustive_round_trip);
-    tcase_add_test(tc, f16_rounding_ties_to_even);
-    tcase_add_test(tc, bf16_values);
-    tcase_add_test(tc, little_endian_helpers);
-    tcase_add_test(tc, alloc_checks);
-    tcase_add_test(tc, rng_determinism);
-    tcase_add_test(tc, rng_below_and_uniform);
-    tcase_add_test(tc, normalize_rows);
-    tcase_add_test(tc, find_nonfinite);
-    tcase_add_test(tc, parallel_runs_each_t_once);
-    tcase_add_test(tc, error_messages);
-    tcase_add_test(tc, strerror_every_status);
-    tcase_add_test(tc, misc_helpers);
-    suite_add_tcase(s, tc);
+    TCase *half = tcase_create("half"), *rng = tcase_create("rng"), *rows = tcase_create("rows"),
+          *par = tcase_create("parallel"), *err = tcase_create("errors");
+    tcase_add_test(half, f16_exhaustive_round_trip);
+    tcase_add_test(half, f16_rounding_ties_to_even);
+    tcase_add_test(half, bf16_values);
+    tcase_add_test(half, little_endian_helpers);
+    tcase_add_test(rng, rng_determinism);
+    tcase_add_test(rng, rng_below_and_uniform);
+    tcase_add_test(rows, alloc_checks);
+    tcase_add_test(rows, normalize_rows);
+    tcase_add_test(rows, find_nonfinite);
+    tcase_add_test(par, parallel_runs_each_t_once);
+    tcase_add_test(err, error_messages);
+    tcase_add_test(err, strerror_every_status);
+    tcase_add_test(err, misc_helpers);
+    TCase *all[] = {half, rng, rows, par, err};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        tcase_set_timeout(all[i], 60);
+        suite_add_tcase(s, all[i]);
+    }
     return tu_run(s);
 }
