@@ -242,6 +242,150 @@ TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *
                            const tt_search_options *opt, int threads, tt_hit *hits,
                            uint32_t *nhits, double *seconds);
 
+/* ------------------------------------------------------------------ evaluation */
+
+/* Relevance judgements (qrels), ranked runs and the measures computed from them,
+ * with trec_eval 9.x's definitions; doc/metrics.md states each one precisely.
+ * Query and document ids are byte strings without whitespace (tabs in BEIR TSV);
+ * they are compared as bytes (strcmp), never as numbers. */
+typedef struct tt_qrels tt_qrels;
+typedef struct tt_run tt_run;
+
+/* Loads relevance judgements from path ("-" reads stdin). The format is detected
+ * from the first line that is neither blank nor a '#' comment:
+ *  - TREC: `qid iter docid rel`, whitespace-separated, iter ignored;
+ *  - BEIR TSV: `qid<TAB>docid<TAB>rel`, with an optional header line such as
+ *    `query-id<TAB>corpus-id<TAB>score` (a first line whose rel is not a number).
+ * rel is a decimal integer: rel >= relevance_level (default 1) makes a document
+ * relevant; a positive rel is its nDCG gain; rel <= 0 is non-relevant.
+ * Errors: TT_ENOTFOUND, TT_EIO; TT_EPARSE with "file:line: what" for a wrong field
+ * count, a rel that is not an integer, a NUL byte, or a (qid, docid) pair judged
+ * twice (trec_eval refuses those too); TT_EFORMAT if the file holds no judgement;
+ * TT_ENOMEM. */
+TT_API int tt_qrels_load(tt_qrels **out, const char *path);
+/* An empty qrels to fill with tt_qrels_add. Errors: TT_ENOMEM. */
+TT_API int tt_qrels_new(tt_qrels **out);
+/* Adds one judgement. Errors: TT_EINVAL (NULL or empty id, id with whitespace, pair
+ * already judged), TT_ENOMEM. */
+TT_API int tt_qrels_add(tt_qrels *qrels, const char *qid, const char *docid, int rel);
+TT_API void tt_qrels_free(tt_qrels *qrels);
+/* Distinct queries / judgements held. */
+TT_API size_t tt_qrels_num_queries(const tt_qrels *qrels);
+TT_API uint64_t tt_qrels_num_judgements(const tt_qrels *qrels);
+
+/* Loads a TREC run: lines `qid Q0 docid rank score tag` (whitespace-separated;
+ * fields after tag, blank lines and '#' lines are ignored, as by trec_eval). The
+ * rank and Q0 columns are ignored: documents are ranked by score, highest first,
+ * ties broken by docid in decreasing strcmp order (trec_eval's rule). Lines of one
+ * query need not be contiguous nor sorted. path "-" reads stdin. Memory: about
+ * 16 bytes per line plus the distinct id strings.
+ * Errors: TT_ENOTFOUND, TT_EIO; TT_EPARSE with "file:line: what" for fewer than six
+ * fields, a score that is not a number (or NaN), a NUL byte, or a document listed
+ * twice for one query; TT_EFORMAT for a file without any result line; TT_ENOMEM. */
+TT_API int tt_run_load(tt_run **out, const char *path);
+/* An empty run to fill with tt_run_add (e.g. from tt_search results). */
+TT_API int tt_run_new(tt_run **out);
+/* Adds one retrieved document with its score; the order of calls does not matter.
+ * Errors: TT_EINVAL (NULL or empty id, id with whitespace, NaN score, the document
+ * already added for this query: detected here, or by tt_evaluate/tt_run_write when
+ * the query's additions were interleaved with other queries'), TT_ENOMEM. */
+TT_API int tt_run_add(tt_run *run, const char *qid, const char *docid, double score);
+TT_API void tt_run_free(tt_run *run);
+TT_API size_t tt_run_num_queries(const tt_run *run);
+TT_API uint64_t tt_run_num_entries(const tt_run *run);
+/* Writes the run in TREC format to path (replaced if it exists): queries in the
+ * order they first appeared, each ranked as tt_evaluate ranks it, rank from 1,
+ * scores printed with the fewest digits that read back to the same double, and
+ * `tag` (no whitespace; NULL: "tartan") in the last column.
+ * Errors: TT_EINVAL (duplicate document, bad tag), TT_EIO, TT_ENOSPC, TT_ENOMEM. */
+TT_API int tt_run_write(const tt_run *run, const char *path, const char *tag);
+/* Counts run entries (and distinct documents) whose docid is not a line of ids_path
+ * (one id per line, e.g. the --ids file of tt_input_open; blank lines skipped).
+ * Evaluation treats such documents as non-relevant, like any unjudged document.
+ * Errors: TT_ENOTFOUND, TT_EIO, TT_ENOMEM. */
+TT_API int tt_run_count_unknown(const tt_run *run, const char *ids_path, uint64_t *entries,
+                                uint64_t *docs);
+
+/* Measures. k is the rank cutoff: only the top k documents of the ranking count. */
+typedef enum tt_metric_kind {
+    TT_METRIC_MRR = 1,     /* "MRR@k": trec_eval recip_rank over the top k (-M k)      */
+    TT_METRIC_NDCG = 2,    /* "nDCG@k": ndcg_cut.k, gain = rel, discount log2(rank+1) */
+    TT_METRIC_RECALL = 3,  /* "Recall@k" (or "R@k"): recall.k                         */
+    TT_METRIC_MAP = 4,     /* "MAP@k": map over the top k (-M k map, = map_cut.k)     */
+    TT_METRIC_SUCCESS = 5, /* "Success@k": success.k                                  */
+    TT_METRIC_P = 6        /* "P@k": P.k, relevant in the top k divided by k          */
+} tt_metric_kind;
+
+typedef struct tt_metric {
+    int kind;   /* a tt_metric_kind */
+    uint32_t k; /* cutoff >= 1; 0 = whole ranking (not allowed for Success and P) */
+} tt_metric;
+
+/* The measures `tartan eval` reports when none are asked for. */
+#define TT_METRICS_DEFAULT \
+    "MRR@10,nDCG@10,nDCG@100,Recall@10,Recall@100,Recall@1000,MAP@1000,Success@5"
+
+/* Parses a measure name: NAME@k or NAME (no cutoff) with NAME, case-insensitive, one
+ * of MRR (or RR, recip_rank), nDCG (ndcg_cut), Recall (R), MAP (map_cut), Success,
+ * P (Precision); trec_eval's spelling NAME.k is accepted too ("ndcg_cut.10").
+ * Errors: TT_EINVAL with the name in the message. */
+TT_API int tt_metric_parse(const char *name, tt_metric *out);
+/* Writes the canonical name ("nDCG@10", "Recall@100", "MAP") into buf of len bytes
+ * (32 always suffice) and returns buf. */
+TT_API const char *tt_metric_name(const tt_metric *m, char *buf, size_t len);
+
+typedef struct tt_eval_options {
+    uint32_t struct_size;  /* set by tt_eval_options_init */
+    int missing_as_zero;   /* 1: average over every qrels query, those absent from the
+                              run scoring 0 (trec_eval -c). Default 0: average only
+                              over queries present in both (trec_eval's default). */
+    int relevance_level;   /* minimum rel of a relevant document (trec_eval -l; default 1) */
+} tt_eval_options;
+
+TT_API void tt_eval_options_init(tt_eval_options *opt);
+
+/* Per-query values and means of nmetrics measures of run against qrels. */
+typedef struct tt_eval tt_eval;
+
+typedef struct tt_eval_counts {
+    size_t queries;       /* evaluated queries: the denominator of every mean */
+    size_t qrels_queries; /* queries with at least one judgement */
+    size_t run_queries;   /* queries with at least one result */
+    size_t missing;       /* qrels queries absent from the run (skipped, or 0 if missing_as_zero) */
+    size_t ignored;       /* run queries without any judgement (never evaluated, as in trec_eval) */
+    size_t no_relevant;   /* evaluated queries judged but with no relevant document (score 0) */
+} tt_eval_counts;
+
+/* Evaluates. Queries are those of qrels (in strcmp order of their ids) that the run
+ * has, or all of them with missing_as_zero.
+ * Errors: TT_EINVAL (NULL, nmetrics == 0, a bad metric, relevance_level < 1, a
+ * duplicate document in the run, or no query in common between qrels and run,
+ * also with missing_as_zero, since that always means mismatched files), TT_ENOMEM. */
+TT_API int tt_evaluate(tt_eval **out, const tt_qrels *qrels, const tt_run *run,
+                       const tt_metric *metrics, size_t nmetrics, const tt_eval_options *opt);
+TT_API void tt_eval_free(tt_eval *ev);
+TT_API void tt_eval_get_counts(const tt_eval *ev, tt_eval_counts *out);
+/* Number of evaluated queries and the id of query i (valid until tt_eval_free). */
+TT_API size_t tt_eval_num_queries(const tt_eval *ev);
+TT_API const char *tt_eval_query_id(const tt_eval *ev, size_t i);
+/* 1 if evaluated query i has results in the run, 0 if it was scored 0 as missing. */
+TT_API int tt_eval_query_in_run(const tt_eval *ev, size_t i);
+/* Index of the evaluated query with id qid, or SIZE_MAX. */
+TT_API size_t tt_eval_find_query(const tt_eval *ev, const char *qid);
+/* Mean of metric m (index into the metrics passed to tt_evaluate) over the
+ * evaluated queries, and its per-query values (tt_eval_num_queries of them, in
+ * query order; valid until tt_eval_free). */
+TT_API double tt_eval_mean(const tt_eval *ev, size_t m);
+TT_API const double *tt_eval_values(const tt_eval *ev, size_t m);
+
+/* Two-sided paired Student t-test of a against b (n pairs): d = a - b,
+ * t = mean(d) / (sd(d) / sqrt(n)) with the n-1 sample standard deviation and n-1
+ * degrees of freedom; p = P(|T| >= |t|), from the regularized incomplete beta
+ * function. Same as SciPy's ttest_rel, except that when every difference is 0 this
+ * returns t = 0, p = 1 (SciPy: NaN); equal non-zero differences give t = +-inf, p = 0.
+ * t may be NULL. Errors: TT_EINVAL (n < 2, NULL), TT_EVALUE (NaN or infinity). */
+TT_API int tt_ttest_paired(const double *a, const double *b, size_t n, double *t, double *p);
+
 #ifdef __cplusplus
 }
 #endif
