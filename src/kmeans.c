@@ -6,7 +6,12 @@
  * and, for unit-norm centroids, the maximum inner product.
  *
  * Training is Lloyd's algorithm as FAISS runs it for ColBERTv2 (spherical k-means,
- * random initial centroids, empty clusters re-seeded by splitting a large cluster).
+ * random initial centroids, empty clusters re-seeded by splitting a large cluster),
+ * except that small k (<= 256) starts from greedy k-means++.
+ *
+ * Assignment is exact (blocked sgemm over all centroids) or two-level: the centroids
+ * are grouped by a k-means of their own, each vector scores the group centres and
+ * scans the members of its best `probe` groups exactly.
  *
  * Parallelism and determinism. Vectors are cut into fixed blocks that start at row 0,
  * whatever the thread count, and each thread runs cblas_sgemm on whole blocks of its
@@ -39,7 +44,10 @@ enum {
     BLOCK_COLS = 1024,    /* centroids per sgemm block: scores scratch is 1 MiB/thread */
     TWO_ROWS = 2048,      /* vectors per two-level block: more vectors per group */
     GATHER_ROWS = 256,    /* gathered vectors per sgemm in the two-level scan */
-    TWO_LEVEL_MIN_K = 1024, /* below this, two-level falls back to exact */
+    /* Below this many centroids two-level is exact: exact costs at most 4096 dot
+     * products per vector there, and two-level saved < 2x at >= 0.99 agreement on
+     * K = 1024 (bench_assign cases C, R). */
+    TWO_LEVEL_MIN_K = 4096,
     GROUP_ITERS = 10,     /* Lloyd iterations when grouping the centroids */
     GROUP_MAX_SIZE = 64   /* average centroids per group, at most */
 };
@@ -167,7 +175,9 @@ static void half_norms(const float *c, uint32_t k, uint32_t dim, float *hn) {
     }
 }
 
-static int resolve_threads(int threads) { return threads > 0 ? TT_MIN(threads, 256) : tt_default_threads(); }
+static int resolve_threads(int threads) {
+    return threads > 0 ? TT_MIN(threads, 256) : tt_default_threads();
+}
 
 /* Exact assignment of n vectors, blocks of BLOCK_ROWS split over threads in
  * contiguous runs (block boundaries do not depend on the thread count). */
@@ -413,14 +423,13 @@ static uint32_t split_empty(float *c, uint32_t k, uint32_t dim, uint64_t *cnt, u
         }
         cnt[ci] = cnt[cj] / 2;
         cnt[cj] -= cnt[ci];
-        /* cj's count only fell: sift it down, then add ci if it can be split again */
+        /* cj, the root, only shrank: drop it if it cannot be split again (it held 2),
+         * else sift it down; then add ci if it can be split */
+        if (cnt[cj] < 2)
+            s.h[0] = s.h[--s.len];
         heap_down(&s, 0);
         if (cnt[ci] >= 2)
             heap_push(&s, ci);
-        if (cnt[cj] < 2) { /* cannot split any more: drop the root */
-            s.h[0] = s.h[--s.len];
-            heap_down(&s, 0);
-        }
         nsplit++;
     }
     return nsplit;
@@ -541,11 +550,12 @@ int tt_kmeans_train(const float *x, uint64_t n, const tt_kmeans_params *p, float
         /* centroid ranges of about n/threads members each */
         int nt = (int)TT_MIN((uint64_t)threads, (uint64_t)k);
         cb[0] = 0;
-        for (int t = 1, j = 0; t <= nt; t++) {
+        uint32_t j = 0;
+        for (int t = 1; t <= nt; t++) {
             uint64_t goal = n * (uint64_t)t / (uint64_t)nt;
-            while ((uint32_t)j < k && (off[j + 1] <= goal || t == nt))
+            while (j < k && (off[j + 1] <= goal || t == nt))
                 j++;
-            cb[t] = (uint32_t)j;
+            cb[t] = j;
         }
         update_job u = {x, dim, off, perm, cb, centroids, acc};
         (void)tt_parallel(nt, update_worker, &u); /* complete whatever it returns */
@@ -601,10 +611,15 @@ void tt_assigner_free(tt_assigner *a) {
     free(a);
 }
 
-/* Default number of groups probed, from the bench_assign measurement (see
- * doc/benchmarks.md, "k-means and assignment"). */
+/* Default number of groups probed: groups/8, at least 4. Measured with bench_assign
+ * (doc/benchmarks.md, "k-means and assignment"), CPU-time speedup over exact and
+ * agreement with exact: on flat clustered data, the worst case for grouping, g/16
+ * gives ~6x but only 0.95-0.96; g/8 gives ~4x at 0.975-0.99; g/4 ~2x at 0.99-0.998.
+ * With cluster structure (hierarchical topics) even g/16 agrees fully. g/8 keeps most
+ * of the speed with >= 97.5% agreement in the worst case; whoever needs every vector
+ * on its nearest centroid uses TT_ASSIGN_EXACT. */
 static uint32_t default_probe(uint32_t g) {
-    uint32_t p = (g + 9) / 10; /* placeholder until measured */
+    uint32_t p = (g + 7) / 8;
     return TT_MIN(TT_MAX(p, 4u), g);
 }
 
@@ -622,9 +637,8 @@ static uint32_t num_groups(uint32_t k) {
 /* Groups the centroids by a k-means of the centroids themselves; each centroid goes to
  * its nearest group centre. Groups left empty are dropped, and members are gathered
  * contiguously per group so the scan of a group is one sgemm over a contiguous block. */
-static int build_groups(tt_assigner *a, uint64_t seed, int threads) {
+static int build_groups(tt_assigner *a, uint32_t g, uint64_t seed, int threads) {
     const uint32_t k = a->k, dim = a->dim;
-    uint32_t g = num_groups(k);
     uint32_t *own = tt_alloc(k, sizeof *own, "assigner: groups");
     uint32_t *cnt = tt_calloc(g, sizeof *cnt, "assigner: group sizes");
     float *gc = tt_alloc((uint64_t)g, (uint64_t)dim * sizeof(float), "assigner: group centres");
@@ -685,8 +699,8 @@ done:
     return st;
 }
 
-int tt_assigner_new(const float *centroids, uint32_t k, uint32_t dim, int method, uint64_t seed,
-                    int threads, tt_assigner **out) {
+static int assigner_create(const float *centroids, uint32_t k, uint32_t dim, uint32_t groups,
+                           uint64_t seed, int threads, tt_assigner **out) {
     int st;
     tt_assigner *a = NULL;
     if (!out)
@@ -695,8 +709,8 @@ int tt_assigner_new(const float *centroids, uint32_t k, uint32_t dim, int method
     if (!centroids || k == 0 || dim == 0 || dim > INT_MAX)
         return tt_err(TT_EINVAL, "assigner: need centroids, k >= 1 and 1 <= dim <= INT_MAX "
                       "(k=%u, dim=%u)", k, dim);
-    if (method != TT_ASSIGN_EXACT && method != TT_ASSIGN_TWO_LEVEL)
-        return tt_err(TT_EINVAL, "assigner: unknown method %d", method);
+    if (groups > k)
+        return tt_err(TT_EINVAL, "assigner: %u groups for %u centroids", groups, k);
     uint64_t bytes;
     if (!tt_mul_ok(k, (uint64_t)dim * sizeof(float), &bytes) || bytes > SIZE_MAX)
         return tt_err(TT_ENOMEM, "assigner: %u x %u centroids overflow", k, dim);
@@ -712,16 +726,29 @@ int tt_assigner_new(const float *centroids, uint32_t k, uint32_t dim, int method
         goto fail;
     }
     half_norms(centroids, k, dim, a->hn);
-    /* Below TWO_LEVEL_MIN_K centroids the exact scan is cheap and the groups would be
-     * tiny: two-level is exact there. */
-    if (method == TT_ASSIGN_TWO_LEVEL && k >= TWO_LEVEL_MIN_K &&
-        (st = build_groups(a, seed, resolve_threads(threads))))
+    if (groups && (st = build_groups(a, groups, seed, resolve_threads(threads))))
         goto fail;
     *out = a;
     return TT_OK;
 fail:
     tt_assigner_free(a);
     return st;
+}
+
+int tt_assigner_new(const float *centroids, uint32_t k, uint32_t dim, int method, uint64_t seed,
+                    int threads, tt_assigner **out) {
+    if (method != TT_ASSIGN_EXACT && method != TT_ASSIGN_TWO_LEVEL) {
+        if (out)
+            *out = NULL;
+        return tt_err(TT_EINVAL, "assigner: unknown method %d", method);
+    }
+    uint32_t groups = method == TT_ASSIGN_TWO_LEVEL && k >= TWO_LEVEL_MIN_K ? num_groups(k) : 0;
+    return assigner_create(centroids, k, dim, groups, seed, threads, out);
+}
+
+int tt_assigner_new_groups(const float *centroids, uint32_t k, uint32_t dim, uint32_t groups,
+                           uint64_t seed, int threads, tt_assigner **out) {
+    return assigner_create(centroids, k, dim, groups, seed, threads, out);
 }
 
 int tt_assigner_set_probe(tt_assigner *a, uint32_t probe) {

@@ -18,7 +18,8 @@ typedef struct tt_kmeans_params {
 } tt_kmeans_params;
 
 /* Trains k centroids on n vectors x (n*dim, row-major, finite) into centroids (k*dim).
- * Initial centroids are k distinct random vectors; each of `iters` Lloyd iterations
+ * Initial centroids are k distinct random vectors (greedy k-means++ on a subsample
+ * when k <= 256, where random seeding misses clusters); each of `iters` Lloyd iterations
  * assigns every vector to its nearest centroid and moves each centroid to the mean of
  * its members (renormalised when spherical). Empty clusters are re-seeded from a
  * split of the largest cluster. threads <= 0 means the number of online CPUs.
@@ -44,9 +45,16 @@ void tt_assigner_free(tt_assigner *a);
  * Errors: TT_EINVAL (NULL pointer), TT_ENOMEM. */
 int tt_assign(const tt_assigner *a, const float *x, uint64_t n, uint32_t *out_ids, int threads);
 
-/* Two-level tuning and introspection. With fewer than 1024 centroids, or with
- * TT_ASSIGN_EXACT, there are no groups: groups() and probe() return 0 and set_probe
- * does nothing. set_probe clamps probe to the number of groups.
+/* Two-level with an explicit number of k-means groups (1 <= groups <= k; groups left
+ * empty are dropped), whatever k; groups = 0 is exact. tt_assigner_new with
+ * TT_ASSIGN_TWO_LEVEL uses max(sqrt k, k/64) groups when k >= 4096 and is exact below.
+ * Errors: TT_EINVAL, TT_ENOMEM. */
+int tt_assigner_new_groups(const float *centroids, uint32_t k, uint32_t dim, uint32_t groups,
+                           uint64_t seed, int threads, tt_assigner **out);
+
+/* Two-level tuning and introspection. Without groups (exact) groups() and probe()
+ * return 0 and set_probe does nothing. set_probe clamps probe to the number of groups;
+ * the default is max(groups/8, 4).
  * Errors: TT_EINVAL (probe = 0). */
 int tt_assigner_set_probe(tt_assigner *a, uint32_t probe);
 uint32_t tt_assigner_probe(const tt_assigner *a);

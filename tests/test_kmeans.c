@@ -301,9 +301,15 @@ START_TEST(ties_lowest_index) {
     for (int q = 0; q < NP; q++)
         ck_assert_uint_eq(ids[q], pairs[q][0]);
     free(ids);
-    ids = assign_with(c, k, dim, TT_ASSIGN_TWO_LEVEL, x, NP, 1);
+    tt_assigner *a = NULL; /* k < 4096: force groups to test the two-level scan */
+    ck_assert_int_eq(tt_assigner_new_groups(c, k, dim, 33, 1, 2, &a), TT_OK);
+    ck_assert_uint_gt(tt_assigner_groups(a), 16);
+    ids = malloc(NP * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
+    ck_assert_int_eq(tt_assign(a, x, NP, ids, 1), TT_OK);
     for (int q = 0; q < NP; q++)
         ck_assert_uint_eq(ids[q], pairs[q][0]);
+    tt_assigner_free(a);
     free(ids);
     free(c);
 }
@@ -311,7 +317,7 @@ END_TEST
 
 /* Two-level assignment against exact, K = 4096 centroids trained on clustered data,
  * fresh vectors from the same distribution: >= 98% agreement at the default probe,
- * >= 99.9% when every group is scanned. Below 1024 centroids it is exact. */
+ * >= 99.9% when every group is scanned. Below 4096 centroids it is exact. */
 START_TEST(two_level_agreement) {
     const uint32_t dim = 64, K = 4096;
     const uint64_t ntrain = 32768, n = 16384;
@@ -334,8 +340,8 @@ START_TEST(two_level_agreement) {
     ck_assert_int_eq(tt_assigner_new(c, K, dim, TT_ASSIGN_TWO_LEVEL, 7, 2, &a), TT_OK);
     uint32_t g = tt_assigner_groups(a);
     ck_assert_uint_gt(g, 32);
-    ck_assert_uint_le(g, 64); /* round(sqrt(4096)), empty groups dropped */
-    ck_assert_uint_ge(tt_assigner_probe(a), 1);
+    ck_assert_uint_le(g, 64); /* max(sqrt(4096), 4096/64), empty groups dropped */
+    ck_assert_uint_eq(tt_assigner_probe(a), TT_MAX((g + 7) / 8, 4u));
     uint32_t *tw = malloc(n * sizeof *tw), *tw1 = malloc(n * sizeof *tw1);
     ck_assert(tw && tw1);
     ck_assert_int_eq(tt_assign(a, x, n, tw, 2), TT_OK);
@@ -358,13 +364,19 @@ START_TEST(two_level_agreement) {
                   (double)same / (double)n);
     tt_assigner_free(a);
 
-    /* fallback: fewer than 1024 centroids -> no groups, same ids as exact */
-    ck_assert_int_eq(tt_assigner_new(c, 1000, dim, TT_ASSIGN_TWO_LEVEL, 7, 2, &a), TT_OK);
+    /* fallback: fewer than 4096 centroids -> no groups, same ids as exact */
+    ck_assert_int_eq(tt_assigner_new(c, 4095, dim, TT_ASSIGN_TWO_LEVEL, 7, 2, &a), TT_OK);
     ck_assert_uint_eq(tt_assigner_groups(a), 0);
     ck_assert_int_eq(tt_assign(a, x, n, tw, 2), TT_OK);
     tt_assigner_free(a);
-    uint32_t *ex1000 = assign_with(c, 1000, dim, TT_ASSIGN_EXACT, x, n, 2);
+    uint32_t *ex1000 = assign_with(c, 4095, dim, TT_ASSIGN_EXACT, x, n, 2);
     ck_assert(memcmp(tw, ex1000, n * sizeof *tw) == 0);
+    /* explicit groups: 0 is exact, more groups than centroids is invalid */
+    ck_assert_int_eq(tt_assigner_new_groups(c, K, dim, 0, 7, 2, &a), TT_OK);
+    ck_assert_uint_eq(tt_assigner_groups(a), 0);
+    tt_assigner_free(a);
+    ck_assert_int_eq(tt_assigner_new_groups(c, 8, dim, 9, 7, 2, &a), TT_EINVAL);
+    ck_assert_ptr_null(a);
     ck_assert_int_eq(tt_assigner_new(c, K, dim, TT_ASSIGN_EXACT, 7, 2, &a), TT_OK);
     ck_assert_uint_eq(tt_assigner_groups(a), 0);
     ck_assert_uint_eq(tt_assigner_probe(a), 0);
