@@ -119,7 +119,9 @@ typedef struct tt_build_options {
     int assign;                 /* TT_ASSIGN_TWO_LEVEL (default) or TT_ASSIGN_EXACT */
     double sample_factor;       /* training docs = 1 + f*sqrt(120*num_docs) (default 16, ColBERTv2) */
     uint32_t min_train_per_centroid; /* grow the sample to at least this many vectors per centroid (default 32) */
-    int kmeans_iters;           /* Lloyd iterations (default 10) */
+    uint32_t max_train_per_centroid; /* cap the sample at this many vectors per centroid
+                                      * (default 256, FAISS's max_points_per_centroid) */
+    int kmeans_iters;           /* Lloyd iterations (default 4, ColBERTv2's kmeans_niters) */
     int force;                  /* replace an existing index at out_dir (kept intact if the build fails) */
     const char *encoder;        /* free-text encoder description stored in the index (may be NULL) */
     tt_progress_fn progress;    /* may be NULL */

@@ -38,7 +38,8 @@ void tt_build_options_init(tt_build_options *o) {
     o->assign = TT_ASSIGN_TWO_LEVEL;
     o->sample_factor = 16.0;
     o->min_train_per_centroid = 32;
-    o->kmeans_iters = 10;
+    o->max_train_per_centroid = 256;
+    o->kmeans_iters = 4;
 }
 
 typedef struct builder {
@@ -175,6 +176,8 @@ static int train(builder *b) {
     double want_docs = 1.0 + o->sample_factor * sqrt(120.0 * (double)D);
     double avg = (double)N / (double)D;
     double want_vecs = TT_MAX(want_docs * avg, (double)o->min_train_per_centroid * b->K * 1.05);
+    if (o->max_train_per_centroid && want_vecs > (double)o->max_train_per_centroid * b->K)
+        want_vecs = (double)o->max_train_per_centroid * b->K;
     /* Memory: the sample plus k-means work space must fit in half of the budget. */
     double cap_vecs = (double)o->memory_bytes * 0.5 / ((double)b->dim * 4.0 + 64.0);
     if (want_vecs > cap_vecs)
@@ -791,6 +794,9 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "unknown keep-originals choice %d", o->keep_originals);
     if (o->kmeans_iters < 1 || o->kmeans_iters > 1000)
         return tt_err(TT_EINVAL, "k-means iterations must be 1..1000 (got %d)", o->kmeans_iters);
+    if (o->max_train_per_centroid && o->max_train_per_centroid < o->min_train_per_centroid)
+        return tt_err(TT_EINVAL, "max training vectors per centroid (%u) is below the minimum (%u)",
+                      o->max_train_per_centroid, o->min_train_per_centroid);
     if (!(o->sample_factor > 0) || o->memory_bytes < (64ull << 20))
         return tt_err(TT_EINVAL, "sample factor must be > 0 and the memory budget >= 64 MiB");
     if (o->num_centroids > (1u << 24))
