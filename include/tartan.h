@@ -244,6 +244,113 @@ TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *
                            const tt_search_options *opt, int threads, tt_hit *hits,
                            uint32_t *nhits, double *seconds);
 
+/* ----------------------------------------------------------------- encoders */
+
+/* An encoder is an external program that turns texts into vectors, speaking the
+ * protocol of doc/encoder-protocol.md over its stdin/stdout. A session runs one
+ * encoder process over one stream of records: start (handshake) -> run -> free.
+ * All callbacks run on the calling thread. The calling thread blocks SIGPIPE only
+ * around its own writes to the encoder; dispositions are never changed. */
+typedef struct tt_encoder tt_encoder;
+
+enum { TT_ENC_PASSAGE = 0, TT_ENC_QUERY = 1 };          /* --mode passage / query */
+enum { TT_ENC_F32 = 1, TT_ENC_F16 = 2 };                /* dtype on the wire */
+enum { TT_REC_AUTO = 0, TT_REC_JSONL = 1, TT_REC_TSV = 2 }; /* record file formats */
+
+/* Receives the encoder's raw stderr as it arrives (e.g. to echo it live). */
+typedef void (*tt_encoder_stderr_fn)(void *user, const char *data, size_t len);
+
+typedef struct tt_encoder_options {
+    uint32_t struct_size;        /* set by tt_encoder_options_init */
+    uint32_t timeout_ms;         /* no-progress timeout while owed output (0: 300000) */
+    uint32_t startup_timeout_ms; /* time allowed for the hello line (0: 600000) */
+    uint32_t expected_dim;       /* 0: any; else a hello with another dim is TT_EDIM */
+    int input_format;            /* TT_REC_AUTO (default: by extension/content), _JSONL, _TSV */
+    int force;                   /* tt_encode_to_npy: replace existing outputs (default 0) */
+    tt_encoder_stderr_fn stderr_fn; /* may be NULL: stderr is only captured */
+    void *stderr_user;
+    tt_progress_fn progress;     /* phase "encode": records answered / records in file */
+    void *progress_user;
+} tt_encoder_options;
+
+TT_API void tt_encoder_options_init(tt_encoder_options *opt);
+
+/* Starts `command` (split into words as doc/encoder-protocol.md section 1 says, no
+ * shell) with "--mode passage|query" appended, and reads its hello line.
+ * Errors: TT_EINVAL (empty command, bad mode), TT_ENOTFOUND (no such program, named in
+ * the message), TT_EENCODER (not executable, exited, bad hello; the message carries
+ * the encoder's stderr tail), TT_EVERSION (other protocol version), TT_EDIM
+ * (expected_dim differs), TT_ETIMEOUT, TT_ENOMEM, TT_EIO. On error *out is NULL and no
+ * process is left behind. */
+TT_API int tt_encoder_start(tt_encoder **out, const char *command, int mode,
+                            const tt_encoder_options *opt);
+/* Same with an explicit NULL-terminated argv (argv[0] looked up in PATH). */
+TT_API int tt_encoder_start_argv(tt_encoder **out, const char *const *argv, int mode,
+                                 const tt_encoder_options *opt);
+/* Kills the encoder if it still runs (SIGKILL to its process group), reaps it and
+ * frees the session. Accepts NULL. */
+TT_API void tt_encoder_free(tt_encoder *enc);
+
+/* From the hello line. The description pointer lives until tt_encoder_free. */
+TT_API uint32_t tt_encoder_dim(const tt_encoder *enc);
+TT_API int tt_encoder_dtype(const tt_encoder *enc);           /* TT_ENC_F32 / TT_ENC_F16 */
+TT_API uint32_t tt_encoder_max_vectors(const tt_encoder *enc); /* 0: no declared limit */
+TT_API const char *tt_encoder_description(const tt_encoder *enc);
+/* The last (at most 4 KiB) bytes the encoder wrote to stderr, NUL-terminated. */
+TT_API const char *tt_encoder_stderr_tail(const tt_encoder *enc);
+
+/* One record to encode. The pointers must stay valid until the next source call. */
+typedef struct tt_record {
+    const char *id;     /* 1..4096 bytes, no NUL/TAB/CR/LF */
+    size_t id_len;
+    const char *text;   /* UTF-8, at most 64 MiB */
+    size_t text_len;
+} tt_record;
+
+/* Fills *rec with the next record and returns 1, returns 0 at the end, or a negative
+ * tt_status (with tt_err message) to abort the session. */
+typedef int (*tt_record_source_fn)(void *user, tt_record *rec);
+/* Receives record number `index` (0-based, input order): its id (id_len bytes, not
+ * NUL-terminated), n vectors of tt_encoder_dim floats (float32, finite; valid only
+ * during the call). Return 0 to continue or a negative tt_status to abort. */
+typedef int (*tt_vectors_sink_fn)(void *user, uint64_t index, const char *id, size_t id_len,
+                                  uint32_t n, const float *vectors);
+
+/* Streams every record of `source` through the encoder and delivers the replies in
+ * order to `sink`, then reads the end marker and reaps the encoder. One run per
+ * session. Errors: those of the source and sink, TT_EENCODER (death, bad reply, id
+ * order, wrong count, non-zero exit), TT_ETIMEOUT, TT_EVALUE (NaN/Inf), TT_EINVAL (a
+ * record with an empty or oversized id or text); every message names the record
+ * ("record #6 'doc6'", 1-based) and ends with the encoder's stderr tail. On error the
+ * encoder is killed and reaped. */
+TT_API int tt_encoder_run(tt_encoder *enc, tt_record_source_fn source, void *source_user,
+                          tt_vectors_sink_fn sink, void *sink_user);
+/* tt_encoder_run over the records of a BEIR corpus/queries .jsonl or a TSV file
+ * (doc/encoder-protocol.md section 6) in the session's mode. Adds TT_ENOTFOUND,
+ * TT_EIO and TT_EPARSE (file:line) to the errors above. */
+TT_API int tt_encoder_encode_file(tt_encoder *enc, const char *input_path,
+                                  tt_vectors_sink_fn sink, void *sink_user);
+
+typedef struct tt_encode_stats {
+    uint64_t records, vectors;
+    uint32_t dim;
+    int dtype;                  /* on the wire */
+    double seconds;
+    char description[1024];     /* the encoder's hello description */
+    char stderr_tail[4097];     /* last 4 KiB of the encoder's stderr (also on failure) */
+} tt_encode_stats;
+
+/* Runs `command` over input_path and writes out_prefix.vectors.npy (float32
+ * [vectors, dim]), out_prefix.doclens.npy (int64 [records]), out_prefix.ids.txt and
+ * out_prefix.encoder.txt (the description). Written aside and renamed on success;
+ * on failure nothing new is left behind and existing outputs are untouched.
+ * Errors: those of tt_encoder_start and tt_encoder_encode_file, TT_EEXIST (outputs
+ * exist and !opt->force), TT_EVALUE (a record with 0 vectors), TT_EIO, TT_ENOSPC.
+ * stats may be NULL. */
+TT_API int tt_encode_to_npy(const char *command, const char *input_path, int mode,
+                            const char *out_prefix, const tt_encoder_options *opt,
+                            tt_encode_stats *stats);
+
 /* ------------------------------------------------------------------ evaluation */
 
 /* Relevance judgements (qrels), ranked runs and the measures computed from them,
