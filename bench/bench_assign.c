@@ -4,7 +4,11 @@
  * Markdown table (see doc/benchmarks.md, "k-means and assignment").
  *
  *   bench/bench_assign [-t threads] [-c cases] [-d datadir]
+ *   bench/bench_assign -T [-t threads] [-c T1,T2,T3]
  *
+ * -T: instead, flat vs hierarchical k-means training at large K (tt_kmeans_params.method):
+ * training time and the held-out objective, mean max_c x.c (doc/benchmarks.md,
+ * "Training at large K").
  * -t: worker threads (default: online CPUs). -c: the cases to run, e.g. "A,C" (default
  * all). -d: the shared test data directory (default $TT_DATA, else ../shared/data
  * next to the source tree); case R, real ColBERTv2 token embeddings, is skipped when
@@ -196,16 +200,119 @@ static void run(const bcase *bc, int threads, const char *datadir) {
     free(tw);
 }
 
+/* ------------------------------------------------------- training at large K */
+
+typedef struct tcase {
+    const char *name, *data;
+    uint64_t n, nheld; /* training vectors, held-out vectors */
+    uint32_t dim, k, topics;
+    int iters;
+} tcase;
+
+/* Mean over the held-out vectors h of max_c h.c (unit centroids: the inner product
+ * the index scores with) by exact assignment. */
+static double heldout_objective(const float *h, uint64_t nh, const float *c, uint32_t k,
+                                uint32_t dim, int threads) {
+    tt_assigner *a = NULL;
+    uint32_t *ids = xalloc(nh, sizeof *ids);
+    int st;
+    if ((st = tt_assigner_new(c, k, dim, TT_ASSIGN_EXACT, 1, threads, &a)) ||
+        (st = tt_assign(a, h, nh, ids, threads)))
+        die("assign", st);
+    double s = 0;
+    for (uint64_t i = 0; i < nh; i++)
+        s += dot(h + i * dim, c + (size_t)ids[i] * dim, dim);
+    tt_assigner_free(a);
+    free(ids);
+    return s / (double)nh;
+}
+
+/* Flat Lloyd vs hierarchical (refine 0, 1, 2) at the same iteration count; times and
+ * the held-out objective with its relative loss against flat, and the mean squared
+ * distance 2 - 2 h.c (unit vectors) with its relative increase. */
+static void run_train(const tcase *tc, int threads) {
+    const uint32_t dim = tc->dim, k = tc->k;
+    uint64_t ntot = tc->n + tc->nheld;
+    float *x = xalloc(ntot, (uint64_t)dim * sizeof(float));
+    gen(x, ntot, dim, tc->topics, strcmp(tc->data, "hier") == 0 ? 64 : 0, 42);
+    const float *h = x + tc->n * dim;
+    float *c = xalloc(k, (uint64_t)dim * sizeof(float));
+    const struct { const char *label; int method, refine; } v[] = {
+        {"flat (exact Lloyd)", TT_KMEANS_FLAT, 0},
+        {"hierarchical, refine 0", TT_KMEANS_HIER, -1},
+        {"hierarchical, refine 1 (default)", TT_KMEANS_HIER, 1},
+        {"hierarchical, refine 2", TT_KMEANS_HIER, 2},
+    };
+    double obj0 = 0, wall0 = 0, cpu0 = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        tt_kmeans_params p = {.k = k, .dim = dim, .iters = tc->iters, .seed = 1,
+                              .threads = threads, .spherical = 1, .method = v[i].method,
+                              .refine = v[i].refine};
+        double t0 = tt_now(), c0 = cpu_now();
+        int st = tt_kmeans_train(x, tc->n, &p, c);
+        double wall = tt_now() - t0, cpu = cpu_now() - c0;
+        if (st)
+            die("kmeans", st);
+        double obj = heldout_objective(h, tc->nheld, c, k, dim, threads);
+        if (i == 0) {
+            obj0 = obj;
+            wall0 = wall;
+            cpu0 = cpu;
+        }
+        printf("| %s | %s | %llu | %u | %u | %d | %s | %.1f | %.1f | %.1fx | %.1fx | %.5f "
+               "| %.2f %% | %.5f | %.2f %% |\n",
+               tc->name, tc->data, (unsigned long long)tc->n, dim, k, tc->iters, v[i].label,
+               wall, cpu, wall0 / wall, cpu0 / cpu, obj, 100 * (obj0 - obj) / obj0,
+               2 - 2 * obj, 100 * ((2 - 2 * obj) - (2 - 2 * obj0)) / (2 - 2 * obj0));
+        fflush(stdout);
+    }
+    free(x);
+    free(c);
+}
+
+static bool selected(const char *only, const char *name) {
+    if (!only)
+        return true;
+    char want[64], list[256];
+    snprintf(want, sizeof want, ",%s,", name);
+    snprintf(list, sizeof list, ",%s,", only);
+    return strstr(list, want) != NULL;
+}
+
+static int main_train(int threads, const char *only) {
+    /* T1/T2: a ColBERTv2-like 128-d sample at K = 8192 (topics = K/2, as case A);
+     * T3: 3584-d (DiffRetriever-sized) at K = 4096. iters = 4, ColBERTv2's default
+     * (T3: 2, to keep the flat run within the time budget). */
+    const tcase cases[] = {
+        {"T1", "flat", 300000, 20000, 128, 8192, 4096, 4},
+        {"T2", "hier", 300000, 20000, 128, 8192, 4096, 4},
+        {"T3", "flat", 40000, 4000, 3584, 4096, 2048, 2},
+    };
+    printf("threads: %d\n\n", threads);
+    printf("| case | data | N | dim | K | iters | method | wall s | CPU s | speedup "
+           "| CPU speedup | held-out mean max x.c | rel. loss | held-out MSE | MSE increase |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double t0 = tt_now();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (selected(only, cases[i].name))
+            run_train(&cases[i], threads);
+    fprintf(stderr, "# total %.1f s\n", tt_now() - t0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int threads = 0, opt;
     const char *only = NULL, *datadir = getenv("TT_DATA");
-    while ((opt = getopt(argc, argv, "t:c:d:")) != -1) {
+    bool train = false;
+    while ((opt = getopt(argc, argv, "t:c:d:T")) != -1) {
         switch (opt) {
+        case 'T': train = true; break;
         case 't': threads = atoi(optarg); break;
         case 'c': only = optarg; break;
         case 'd': datadir = optarg; break;
         default:
-            fprintf(stderr, "usage: %s [-t threads] [-c A,B,...] [-d datadir]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-T] [-t threads] [-c A,B,...] [-d datadir]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -215,6 +322,8 @@ int main(int argc, char **argv) {
 #endif
     if (threads <= 0)
         threads = tt_default_threads();
+    if (train)
+        return main_train(threads, only);
     /* K follows ColBERTv2, 2^floor(log2(16 sqrt(N))), except B, a larger K. C is a
      * DiffRetriever-sized 3584-d case and R real ColBERTv2 data (4430 token vectors of 35
      * NanoFiQA documents); their K = 1024 is below the two-level threshold (4096), so

@@ -392,6 +392,156 @@ START_TEST(two_level_agreement) {
 }
 END_TEST
 
+/* (centroid, label) order for the purity count of hierarchical training. */
+static int cmp_pair(const void *a, const void *b) {
+    const uint32_t *u = a, *v = b;
+    if (u[0] != v[0])
+        return u[0] < v[0] ? -1 : 1;
+    return (u[1] > v[1]) - (u[1] < v[1]);
+}
+
+/* Fraction of the n vectors whose label is the majority label of their centroid. */
+static double purity(const uint32_t *ids, const uint32_t *labels, uint64_t n) {
+    uint32_t *pr = malloc(n * 2 * sizeof *pr);
+    ck_assert_ptr_nonnull(pr);
+    for (uint64_t i = 0; i < n; i++) {
+        pr[2 * i] = ids[i];
+        pr[2 * i + 1] = labels[i];
+    }
+    qsort(pr, n, 2 * sizeof *pr, cmp_pair);
+    uint64_t pure = 0, best = 0, run = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (i > 0 && pr[2 * i] == pr[2 * i - 2] && pr[2 * i + 1] == pr[2 * i - 1])
+            run++;
+        else
+            run = 1;
+        if (i > 0 && pr[2 * i] != pr[2 * i - 2]) { /* new centroid: bank the last one */
+            pure += best;
+            best = 0;
+        }
+        best = TT_MAX(best, run);
+    }
+    pure += best;
+    free(pr);
+    return (double)pure / (double)n;
+}
+
+static uint64_t hprog_done, hprog_total;
+static int hprog_calls;
+static void on_hier_progress(void *user, const char *phase, uint64_t done, uint64_t total) {
+    ck_assert_str_eq(phase, "kmeans");
+    ck_assert_ptr_eq(user, &hprog_calls);
+    ck_assert_uint_ge(done, hprog_done); /* monotone */
+    ck_assert_uint_le(done, total);
+    hprog_done = done;
+    hprog_total = total;
+    hprog_calls++;
+}
+
+/* Hierarchical training (the default from k = 4096) on 1024 planted clusters at
+ * k = 4096: no centroid mixes planted clusters (purity > 0.99), every vector is about
+ * as close to its centroid as the planted noise allows, the objective is within 2 %
+ * of flat Lloyd's, the centroids are finite and unit length, and the result is the same
+ * bits for 1, 2 and 3 threads. Progress runs to iters + sqrt(k) + refine. */
+START_TEST(hier_planted) {
+    const uint32_t dim = 32, k = 4096, nc = 1024;
+    const uint64_t n = 16384;
+    const size_t cb = (size_t)k * dim * sizeof(float);
+    float *x = malloc(n * dim * sizeof *x), *c = malloc(cb), *c2 = malloc(cb);
+    float *cf = malloc(cb);
+    uint32_t *labels = malloc(n * sizeof *labels);
+    ck_assert(x && c && c2 && cf && labels);
+    tu_clustered(x, n, dim, nc, 0.02f, 404, labels);
+    tt_kmeans_params p = {.k = k, .dim = dim, .iters = 4, .seed = 9, .threads = 2,
+                          .spherical = 1, .progress = on_hier_progress,
+                          .progress_user = &hprog_calls};
+    ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_OK);
+    ck_assert_uint_eq(hprog_total, 4 + 64 + TT_KMEANS_DEFAULT_REFINE);
+    ck_assert_uint_eq(hprog_done, hprog_total);
+    check_finite(c, (uint64_t)k * dim);
+    for (uint32_t j = 0; j < k; j++)
+        ck_assert_double_eq_tol(sqrt(-2 * score(NULL, c + (size_t)j * dim, dim)), 1.0, 1e-5);
+    p.progress = NULL;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        p.threads = threads;
+        p.method = threads == 3 ? TT_KMEANS_HIER : TT_KMEANS_AUTO; /* same at this k */
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c2), TT_OK);
+        ck_assert_msg(memcmp(c, c2, cb) == 0, "hierarchical: %d threads differ", threads);
+    }
+    p.refine = -1; /* no refinement: a different result */
+    ck_assert_int_eq(tt_kmeans_train(x, n, &p, c2), TT_OK);
+    ck_assert(memcmp(c, c2, cb) != 0);
+
+    uint32_t *ids = assign_with(c, k, dim, TT_ASSIGN_EXACT, x, n, 2);
+    double pur = purity(ids, labels, n);
+    ck_assert_msg(pur > 0.99, "purity %.4f", pur);
+    double mse = 0;
+    for (uint64_t i = 0; i < n; i++)
+        mse += dist2(x + i * dim, c + (size_t)ids[i] * dim, dim);
+    mse /= (double)n;
+    ck_assert_msg(mse < dim * 0.02 * 0.02, "hierarchical mse %g", mse);
+
+    p.method = TT_KMEANS_FLAT;
+    p.refine = 0;
+    ck_assert_int_eq(tt_kmeans_train(x, n, &p, cf), TT_OK);
+    uint32_t *idf = assign_with(cf, k, dim, TT_ASSIGN_EXACT, x, n, 2);
+    double mf = 0;
+    for (uint64_t i = 0; i < n; i++)
+        mf += dist2(x + i * dim, cf + (size_t)idf[i] * dim, dim);
+    mf /= (double)n;
+    /* the objective the index uses, mean max x.c, is 1 - mse/2 for unit vectors */
+    ck_assert_msg(1 - mse / 2 > 0.98 * (1 - mf / 2), "hierarchical mse %g, flat %g", mse, mf);
+    free(ids);
+    free(idf);
+    free(x);
+    free(c);
+    free(c2);
+    free(cf);
+    free(labels);
+}
+END_TEST
+
+/* Hierarchical training forced at small k on lopsided data: one dense cluster holding
+ * 80 % of the vectors and 200 scattered points, k = n and k = n/2. Sub-cluster sizes
+ * must sum to exactly k with 1 <= k_c <= n_c (an overrun would write past the
+ * centroids, an underrun leave centroids unset, k_c > n_c fail): with k = n every
+ * (distinct) point is its own centroid; with k = n/2 all centroids are finite and unit
+ * length. Deterministic across thread counts. */
+START_TEST(hier_sizes) {
+    const uint32_t dim = 16;
+    const uint64_t n = 1000;
+    float *x = malloc(n * dim * sizeof *x), *c = malloc(n * dim * sizeof *c);
+    float *c2 = malloc(n * dim * sizeof *c2);
+    ck_assert(x && c && c2);
+    tu_clustered(x, 800, dim, 1, 0.05f, 21, NULL);           /* dense: 800 */
+    tu_clustered(x + 800 * dim, 200, dim, 200, 0.05f, 22, NULL); /* 200 scattered */
+    for (int v = 0; v < 2; v++) {
+        uint32_t k = v == 0 ? (uint32_t)n : (uint32_t)n / 2;
+        tt_kmeans_params p = {.k = k, .dim = dim, .iters = 3, .seed = 2, .threads = 2,
+                              .spherical = 1, .method = TT_KMEANS_HIER};
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_OK);
+        check_finite(c, (uint64_t)k * dim);
+        p.threads = 1;
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, c2), TT_OK);
+        ck_assert(memcmp(c, c2, (size_t)k * dim * sizeof *c) == 0);
+        for (uint32_t j = 0; j < k; j++)
+            ck_assert_double_eq_tol(sqrt(-2 * score(NULL, c + (size_t)j * dim, dim)), 1.0,
+                                    1e-5);
+        if (v == 0) {
+            uint32_t *ids = assign_with(c, k, dim, TT_ASSIGN_EXACT, x, n, 2);
+            for (uint64_t i = 0; i < n; i++) {
+                double d = dist2(x + i * dim, c + (size_t)ids[i] * dim, dim);
+                ck_assert_msg(d < 1e-10, "k = n: vector %llu at %g", (unsigned long long)i, d);
+            }
+            free(ids);
+        }
+    }
+    free(x);
+    free(c);
+    free(c2);
+}
+END_TEST
+
 START_TEST(invalid_args) {
     float x[64] = {0}, c[64];
     for (int i = 0; i < 64; i++)
@@ -411,6 +561,9 @@ START_TEST(invalid_args) {
     ck_assert_int_eq(tt_kmeans_train(NULL, 16, &p, c), TT_EINVAL);
     ck_assert_int_eq(tt_kmeans_train(x, 16, NULL, c), TT_EINVAL);
     ck_assert_int_eq(tt_kmeans_train(x, 16, &p, NULL), TT_EINVAL);
+    p.method = 3;
+    ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_EINVAL);
+    p.method = TT_KMEANS_AUTO;
     ck_assert_int_eq(tt_kmeans_train(x, 16, &p, c), TT_OK); /* and the valid call works */
     check_finite(c, 16);
 
@@ -445,6 +598,8 @@ int main(void) {
     tcase_add_test(tc, exact_matches_naive);
     tcase_add_test(tc, ties_lowest_index);
     tcase_add_test(tc, two_level_agreement);
+    tcase_add_test(tc, hier_planted);
+    tcase_add_test(tc, hier_sizes);
     tcase_add_test(tc, invalid_args);
     suite_add_tcase(s, tc);
     return tu_run(s);

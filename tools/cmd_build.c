@@ -1,14 +1,18 @@
 /* tartan build: vectors (+ doclens, ids) -> compressed index directory. */
 #include "cli.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f,
         "usage: tartan build --vectors A.npy[,B.npy...] --doclens A.npy[,B.npy...] --out DIR\n"
         "                    [options]\n"
+        "       tartan build --encoder CMD --corpus FILE --out DIR [options]\n"
         "\n"
         "Builds a compressed PLAID/ColBERTv2-style index from vector files (.npy float32/\n"
         "float16 [num_vectors, dim], or .fvecs) and per-document vector counts (.npy int).\n"
@@ -16,6 +20,11 @@ static void usage(FILE *f) {
         "  --vectors LIST       vector files, comma-separated, in corpus order\n"
         "  --doclens LIST       one doclens file per vector file\n"
         "  --ids FILE           external document ids, one per line (default: row number)\n"
+        "  --encoder CMD        encoder program (doc/encoder-protocol.md) run in passage mode\n"
+        "                       over --corpus (BEIR corpus.jsonl or id<TAB>text TSV); its\n"
+        "                       vectors are spooled beside DIR, then indexed and removed\n"
+        "  --corpus FILE        the texts to encode (with --encoder)\n"
+        "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
         "  --out DIR            index directory to create\n"
         "  --force              replace an existing index at DIR (kept if the build fails)\n"
         "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2)\n"
@@ -35,6 +44,92 @@ static void usage(FILE *f) {
         "  --describe TEXT      encoder description stored in the index\n");
 }
 
+/* Builds from an open input and prints the summary. */
+static int run_build(tt_input *in, const char *out, tt_build_options *o) {
+    cli_progress_state ps;
+    cli_progress_init(&ps);
+    o->progress = cli_progress;
+    o->progress_user = &ps;
+    tt_build_stats bs;
+    int st = tt_build(out, in, o, &bs);
+    cli_progress_done(&ps);
+    if (st)
+        return cli_fail("build", st);
+    char h1[32], h2[32];
+
+    printf("built %s: %llu documents, %llu vectors x %u dims, %u centroids, %d-bit residuals\n",
+           out, (unsigned long long)tt_input_num_docs(in),
+           (unsigned long long)tt_input_num_vectors(in), tt_input_dim(in), bs.num_centroids,
+           o->nbits);
+    uint64_t f16 = tt_input_num_vectors(in) * tt_input_dim(in) * 2;
+    printf("index %s (float16 vectors: %s, %.2fx smaller) in %.2f s "
+           "(train %.2f s, encode %.2f s, ivf %.2f s)\n",
+           cli_human_bytes(bs.index_bytes, h1, sizeof h1), cli_human_bytes(f16, h2, sizeof h2),
+           (double)f16 / (double)bs.index_bytes, bs.seconds_total, bs.seconds_train,
+           bs.seconds_encode, bs.seconds_ivf);
+    return CLI_OK;
+}
+
+/* Removes a flat directory of spooled files. */
+static void remove_spool(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* build --encoder: the encoder's vectors are spooled to .npy files in a directory
+ * beside the output (same file system), indexed, and the spool removed. */
+static int build_with_encoder(const char *encoder, const char *corpus, uint32_t timeout_ms,
+                              const char *out, tt_build_options *o) {
+    char spool[4200], prefix[4300], v[4400], l[4400], ids[4400];
+    snprintf(spool, sizeof spool, "%s.encode-XXXXXX", out);
+    if (!mkdtemp(spool)) {
+        perror("tartan build: cannot create the encoder spool directory");
+        return CLI_FAIL;
+    }
+    snprintf(prefix, sizeof prefix, "%s/passages", spool);
+    tt_encoder_options eo;
+    tt_encoder_options_init(&eo);
+    if (timeout_ms)
+        eo.timeout_ms = timeout_ms;
+    cli_progress_state ps;
+    cli_progress_init(&ps);
+    eo.progress = cli_progress;
+    eo.progress_user = &ps;
+    tt_encode_stats es;
+    int rc = CLI_FAIL;
+    tt_input *in = NULL;
+    int st = tt_encode_to_npy(encoder, corpus, TT_ENC_PASSAGE, prefix, &eo, &es);
+    cli_progress_done(&ps);
+    if (st) {
+        rc = cli_fail("build", st);
+        goto done;
+    }
+    fprintf(stderr, "encoded %llu passages into %llu vectors x %u in %.1f s\n",
+            (unsigned long long)es.records, (unsigned long long)es.vectors, es.dim, es.seconds);
+    snprintf(v, sizeof v, "%s.vectors.npy", prefix);
+    snprintf(l, sizeof l, "%s.doclens.npy", prefix);
+    snprintf(ids, sizeof ids, "%s.ids.txt", prefix);
+    const char *vp[] = {v}, *lp[] = {l};
+    if ((st = tt_input_open(&in, 1, vp, lp, ids, NULL))) {
+        rc = cli_fail("build", st);
+        goto done;
+    }
+    if (!o->encoder)
+        o->encoder = es.description;
+    rc = run_build(in, out, o);
+done:
+    tt_input_free(in);
+    remove_spool(spool);
+    return rc;
+}
+
 int cmd_build(int argc, char **argv) {
     static const struct option longopts[] = {
         {"vectors", required_argument, 0, 'v'},  {"doclens", required_argument, 0, 'l'},
@@ -46,8 +141,12 @@ int cmd_build(int argc, char **argv) {
         {"kmeans-iters", required_argument, 0, 'I'}, {"sample-factor", required_argument, 0, 'S'},
         {"keep-originals", required_argument, 0, 'K'}, {"no-normalize", no_argument, 0, 'N'},
         {"bf16", no_argument, 0, 'B'},           {"describe", required_argument, 0, 'd'},
+        {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
+        {"encoder-timeout", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
+    const char *encoder = NULL, *corpus = NULL;
+    uint32_t enc_timeout_ms = 0;
     tt_build_options o;
     tt_input_options io;
     tt_build_options_init(&o);
@@ -120,14 +219,30 @@ int cmd_build(int argc, char **argv) {
         case 'N': o.normalize = 0; break;
         case 'B': io.bf16_from_uint16 = 1; break;
         case 'd': o.encoder = optarg; break;
+        case 'E': encoder = optarg; break;
+        case 'C': corpus = optarg; break;
+        case 'T':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 86400)
+                return cli_usage_error("build", "--encoder-timeout must be 1..86400 seconds");
+            enc_timeout_ms = (uint32_t)(u * 1000);
+            break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
     }
     if (optind < argc)
         return cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
-    if (!vectors || !doclens || !out)
-        return cli_usage_error("build", "--vectors, --doclens and --out are required");
+    if (!out)
+        return cli_usage_error("build", "--out is required");
+    if (encoder || corpus) {
+        if (!encoder || !corpus || vectors || doclens || ids)
+            return cli_usage_error("build", "--encoder and --corpus go together, without "
+                                   "--vectors/--doclens/--ids");
+        return build_with_encoder(encoder, corpus, enc_timeout_ms, out, &o);
+    }
+    if (!vectors || !doclens)
+        return cli_usage_error("build", "--vectors and --doclens (or --encoder and --corpus) "
+                               "are required");
 
     size_t nv = 0, nl = 0;
     char **vlist = cli_split_commas(vectors, &nv), **llist = cli_split_commas(doclens, &nl);
@@ -147,29 +262,7 @@ int cmd_build(int argc, char **argv) {
         rc = cli_fail("build", st);
         goto done;
     }
-    cli_progress_state ps;
-    cli_progress_init(&ps);
-    o.progress = cli_progress;
-    o.progress_user = &ps;
-    tt_build_stats bs;
-    st = tt_build(out, in, &o, &bs);
-    cli_progress_done(&ps);
-    if (st) {
-        rc = cli_fail("build", st);
-        goto done;
-    }
-    char h1[32], h2[32];
-    printf("built %s: %llu documents, %llu vectors x %u dims, %u centroids, %d-bit residuals\n",
-           out, (unsigned long long)tt_input_num_docs(in),
-           (unsigned long long)tt_input_num_vectors(in), tt_input_dim(in), bs.num_centroids,
-           o.nbits);
-    uint64_t f16 = tt_input_num_vectors(in) * tt_input_dim(in) * 2;
-    printf("index %s (float16 vectors: %s, %.2fx smaller) in %.2f s "
-           "(train %.2f s, encode %.2f s, ivf %.2f s)\n",
-           cli_human_bytes(bs.index_bytes, h1, sizeof h1), cli_human_bytes(f16, h2, sizeof h2),
-           (double)f16 / (double)bs.index_bytes, bs.seconds_total, bs.seconds_train,
-           bs.seconds_encode, bs.seconds_ivf);
-    rc = CLI_OK;
+    rc = run_build(in, out, &o);
 done:
     tt_input_free(in);
     cli_free_list(vlist);
