@@ -4,8 +4,9 @@
 # same threads, measured in the same run. Reports wall time and peak RSS.
 #
 # usage: bench/bench_build.sh BUILDDIR WORKDIR DOCS DOCLEN DIM [MEMORY]
-#   e.g. bench/bench_build.sh build /var/tmp/tb 160000 32 128 2G     (5.12M x 128-d)
-#        bench/bench_build.sh build /var/tmp/tb 31250 16 3584 2G     (500k x 3584-d)
+#   e.g. CENTROIDS=8192 bench/bench_build.sh build /var/tmp/tb 160000 32 128 2G  (5.12M x 128-d)
+#        CENTROIDS=4096 bench/bench_build.sh build /var/tmp/tb 31250 16 3584 2G  (500k x 3584-d)
+# CENTROIDS (default: tartan's default K) and THREADS (default 2) are environment knobs.
 set -eu
 B=$(cd "$1" && pwd); W=$2; DOCS=$3; DOCLEN=$4; DIM=$5; MEM=${6:-2G}
 THREADS=${THREADS:-2}
@@ -13,13 +14,15 @@ mkdir -p "$W"
 here=$(cd "$(dirname "$0")" && pwd)
 TT_EXTRA_PKGS="python3-faiss time bc" "$here/../tools/setup-debian.sh"
 P="$W/c${DOCS}x${DOCLEN}x${DIM}"
-if [ ! -f "$P.vectors.npy" ]; then
+if [ ! -f "$P.done" ]; then # regenerate unless a previous run finished writing it
     "$B/tartan-synth" --out "$P" --docs "$DOCS" --doclen "$DOCLEN" --dim "$DIM" --queries 100 \
         --qlen 4 --f16 --seed 3
+    touch "$P.done"
 fi
 rm -rf "$W/index"
 /usr/bin/time -f "%e %M" -o "$W/tartan.time" "$B/tartan" build --vectors "$P.vectors.npy" \
-    --doclens "$P.doclens.npy" --out "$W/index" --threads "$THREADS" --memory "$MEM" >"$W/tartan.out"
+    --doclens "$P.doclens.npy" --out "$W/index" --threads "$THREADS" --memory "$MEM" \
+    ${CENTROIDS:+--centroids "$CENTROIDS"} >"$W/tartan.out"
 cat "$W/tartan.out"
 "$B/tartan" info --json "$W/index" >"$W/info.json"
 read -r tsec trss <"$W/tartan.time"
