@@ -244,6 +244,72 @@ TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *
                            const tt_search_options *opt, int threads, tt_hit *hits,
                            uint32_t *nhits, double *seconds);
 
+/* ------------------------------------------------------ search (more) */
+
+/* Residual path of a context whose io_uring ring could not be set up although the
+ * index chose io_uring (synchronous pread; see tt_search_stats.io_note). */
+enum { TT_IO_PREAD = 3 };
+
+/* The parameters a search with these options and k really uses: nprobe, threshold and
+ * ndocs defaults by k filled in (ColBERTv2: k <= 10: 1, 0.5, 256; k <= 100: 2, 0.45,
+ * 1024; larger: 4, 0.4, max(4k, 4096)). opt may be NULL (defaults). */
+TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
+                                      tt_search_options *out);
+
+/* Counters of one search context since it was created or last reset. */
+typedef struct tt_search_stats {
+    uint64_t queries;       /* searches run */
+    uint64_t candidates;    /* documents from the probed IVF lists (PLAID stage 1) */
+    uint64_t stage2_docs;   /* documents scored by pruned centroid interaction (stage 2) */
+    uint64_t stage3_docs;   /* documents scored by full centroid interaction (stage 3) */
+    uint64_t scored_docs;   /* documents scored by decompressed (or exact) MaxSim */
+    uint64_t bytes_read;    /* residual bytes read from the file (mmap: bytes touched) */
+    uint64_t reads;         /* read requests issued (io_uring, pread; 0 with mmap) */
+    double seconds[4];      /* time in stage 1 (Q·Cᵀ, IVF), 2, 3, 4 (fetch + MaxSim) */
+    double seconds_fetch;   /* part of stage 4 (or of a scan) spent reading residuals */
+    int io;                 /* TT_IO_URING, TT_IO_MMAP or TT_IO_PREAD */
+    char io_note[160];      /* why this context does not use io_uring, or "" */
+} tt_search_stats;
+
+/* Errors: TT_EINVAL (NULL). */
+TT_API int tt_search_ctx_stats(const tt_search_ctx *ctx, tt_search_stats *out);
+TT_API void tt_search_ctx_reset_stats(tt_search_ctx *ctx);
+
+/* Threads the BLAS library (OpenBLAS) may use inside one sgemm call, process-wide.
+ * Search threads come from tt_search_batch; BLAS threads on top of them oversubscribe
+ * the cores, so callers that run searches in parallel (tartan search does) set 1.
+ * Returns TT_OK, or TT_EUNSUPPORTED when the linked BLAS has no such control. */
+TT_API int tt_blas_set_threads(int n);
+
+/* Query vectors loaded from NumPy files: a 3-D float32/float16 array
+ * [num_queries, Kq, dim] (every query has Kq vectors), or a 2-D array
+ * [num_vectors, dim] plus qlens_path, a 1-D integer array of vectors per query (their
+ * sum must be num_vectors). With a 3-D array, qlens (num_queries values <= Kq) selects
+ * the first qlens[i] vectors of each padded query. ids_path (may be NULL) holds one
+ * query id per line; the default id is the query's row number. Every vector is
+ * checked to be finite. Read-only after loading; free with tt_queries_free. */
+typedef struct tt_queries {
+    char *path;             /* the vector file */
+    uint64_t num_queries;
+    uint32_t dim;
+    uint64_t num_vectors;   /* rows in `vectors` */
+    float *vectors;         /* num_vectors * dim, row-major */
+    uint64_t *offsets;      /* num_queries: first row of each query in `vectors` */
+    uint32_t *lens;         /* num_queries: vectors per query (>= 1) */
+    char **ids;             /* num_queries NUL-terminated ids */
+} tt_queries;
+
+/* Errors: TT_ENOTFOUND, TT_EFORMAT/TT_EUNSUPPORTED (not a float .npy of 2 or 3
+ * dimensions), TT_EDIM (qlens or ids count disagree with the vectors, a qlen of 0 or
+ * above Kq), TT_EVALUE (NaN/Inf: names the query number and id), TT_EPARSE, TT_EIO,
+ * TT_ENOMEM. */
+TT_API int tt_queries_load(tt_queries **out, const char *path, const char *qlens_path,
+                           const char *ids_path);
+/* Checks that the queries fit the index: TT_EDIM naming the query file and both
+ * dimensions when they differ. */
+TT_API int tt_queries_check(const tt_queries *q, const tt_index *idx);
+TT_API void tt_queries_free(tt_queries *q);
+
 /* ----------------------------------------------------------------- encoders */
 
 /* An encoder is an external program that turns texts into vectors, speaking the

@@ -214,9 +214,12 @@ static int load_ivf(tt_index *idx) {
         return tt_err(TT_ECORRUPT, "%s: list offsets do not span the data", f->path);
     uint64_t entries = 0;
     for (uint64_t c = 0; c < K; c++) {
-        if (idx->ivf_off[c + 1] < idx->ivf_off[c])
-            return tt_err(TT_ECORRUPT, "%s: list offsets not ascending at centroid %" PRIu64,
-                          f->path, c);
+        /* Ascending and inside the data before any pointer is formed: the last offset
+         * equals the data size, but a middle one may not yet be known to be below it
+         * (found by fuzzing, tests/fuzz/regress/index). */
+        if (idx->ivf_off[c + 1] < idx->ivf_off[c] || idx->ivf_off[c + 1] > idx->ivf_data_bytes)
+            return tt_err(TT_ECORRUPT, "%s: list offsets not ascending within the data at "
+                          "centroid %" PRIu64, f->path, c);
         /* Decode the list: it must hold exactly len ascending documents < num_docs. */
         const uint8_t *p = idx->ivf_data + idx->ivf_off[c], *end = idx->ivf_data + idx->ivf_off[c + 1];
         uint64_t doc = 0, delta;

@@ -1,6 +1,330 @@
+/* tartan search: query vectors -> ranked run (TREC or JSON lines), with a latency
+ * summary. */
 #include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: tartan search --index DIR --queries Q.npy --out RUN [options]\n"
+        "\n"
+        "Searches an index with query vectors and writes a TREC run\n"
+        "(qid Q0 docid rank score tag), or JSON lines with --jsonl. Prints a latency\n"
+        "summary (p50/p95/p99, QPS) on stderr.\n"
+        "\n"
+        "  --index DIR          index directory\n"
+        "  --queries Q.npy      float32/float16 [num_queries, Kq, dim], or [num_vectors, dim]\n"
+        "                       with --qlens\n"
+        "  --qlens L.npy        vectors per query (int); with a 3-D array: the first qlens[i]\n"
+        "                       vectors of each padded query\n"
+        "  --query-ids FILE     one query id per line (default: query row number)\n"
+        "  --k N                results per query (default 10)\n"
+        "  --out RUN            output file ('-' for stdout); written aside, then renamed\n"
+        "  --mode M             plaid (default), exhaustive (decompressed MaxSim over every\n"
+        "                       document) or exact (original vectors; index built with\n"
+        "                       --keep-originals f16)\n"
+        "  --io uring|mmap      residual reads (default: io_uring when available)\n"
+        "  --direct             O_DIRECT residual reads (io_uring only)\n"
+        "  --queue-depth N      io_uring reads in flight per thread (default 64)\n"
+        "  --nprobe N           centroids probed per query vector (default by k: 1, 2, 4)\n"
+        "  --threshold T        centroid pruning threshold (default by k: 0.5, 0.45, 0.4)\n"
+        "  --ndocs N            candidates kept after pruned centroid interaction (default\n"
+        "                       by k: 256, 1024, max(4k, 4096))\n"
+        "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
+        "  --threads T          search threads (default 1; 0: all CPUs)\n"
+        "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
+        "  --tag NAME           run tag (default tartan)\n");
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted values. */
+static double pct(const double *v, uint64_t n, double p) {
+    if (n == 0)
+        return 0;
+    uint64_t r = (uint64_t)ceil(p / 100.0 * (double)n);
+    return v[r ? r - 1 : 0];
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *mode_name(int m) {
+    return m == TT_MODE_EXACT ? "exact" : m == TT_MODE_EXHAUSTIVE ? "exhaustive" : "plaid";
+}
+
+static const char *io_name(int io) {
+    return io == TT_IO_URING ? "io_uring" : io == TT_IO_PREAD ? "pread" : "mmap";
+}
+
+static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uint64_t q,
+                         const tt_hit *hits, uint32_t n, bool jsonl, const char *tag) {
+    if (jsonl) {
+        fputs("{\"qid\": ", f);
+        cli_json_string(f, qs->ids[q]);
+        fputs(", \"results\": [", f);
+    }
+    for (uint32_t r = 0; r < n; r++) {
+        size_t len;
+        const char *id = tt_index_doc_id(idx, hits[r].doc, &len);
+        if (jsonl) {
+            char *s = strndup(id, len);
+            if (!s)
+                return -1;
+            fputs(r ? ", {\"docid\": " : "{\"docid\": ", f);
+            cli_json_string(f, s);
+            free(s);
+            fprintf(f, ", \"rank\": %u, \"score\": %.6f}", r + 1, hits[r].score);
+        } else {
+            fprintf(f, "%s Q0 %.*s %u %.6f %s\n", qs->ids[q], (int)len, id, r + 1, hits[r].score,
+                    tag);
+        }
+    }
+    if (jsonl)
+        fputs("]}\n", f);
+    return ferror(f) ? -1 : 0;
+}
+
 int cmd_search(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "tartan search: not available in this build\n");
-    return CLI_FAIL;
+    static const struct option longopts[] = {
+        {"index", required_argument, 0, 'x'},   {"queries", required_argument, 0, 'q'},
+        {"qlens", required_argument, 0, 'L'},   {"query-ids", required_argument, 0, 'i'},
+        {"k", required_argument, 0, 'k'},       {"out", required_argument, 0, 'o'},
+        {"mode", required_argument, 0, 'm'},    {"io", required_argument, 0, 'I'},
+        {"direct", no_argument, 0, 'D'},        {"queue-depth", required_argument, 0, 'Q'},
+        {"nprobe", required_argument, 0, 'p'},  {"threshold", required_argument, 0, 'T'},
+        {"ndocs", required_argument, 0, 'n'},   {"score", required_argument, 0, 's'},
+        {"threads", required_argument, 0, 't'}, {"jsonl", no_argument, 0, 'j'},
+        {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
+    const char *tag = "tartan";
+    uint64_t k = 10, u;
+    int threads = 1, c;
+    bool jsonl = false;
+    double d;
+    tt_search_options so;
+    tt_open_options oo;
+    tt_search_options_init(&so);
+    tt_open_options_init(&oo);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'x': index = optarg; break;
+        case 'q': queries = optarg; break;
+        case 'L': qlens = optarg; break;
+        case 'i': qids = optarg; break;
+        case 'o': out = optarg; break;
+        case 'g': tag = optarg; break;
+        case 'j': jsonl = true; break;
+        case 'D': oo.direct = 1; break;
+        case 'k':
+            if (!cli_parse_u64(optarg, &k) || k == 0 || k > 1000000)
+                return cli_usage_error("search", "--k must be 1..1000000");
+            break;
+        case 'm':
+            if (!strcmp(optarg, "plaid"))
+                so.mode = TT_MODE_PLAID;
+            else if (!strcmp(optarg, "exhaustive"))
+                so.mode = TT_MODE_EXHAUSTIVE;
+            else if (!strcmp(optarg, "exact"))
+                so.mode = TT_MODE_EXACT;
+            else
+                return cli_usage_error("search", "--mode must be plaid, exhaustive or exact");
+            break;
+        case 'I':
+            if (!strcmp(optarg, "uring"))
+                oo.io = TT_IO_URING;
+            else if (!strcmp(optarg, "mmap"))
+                oo.io = TT_IO_MMAP;
+            else
+                return cli_usage_error("search", "--io must be uring or mmap");
+            break;
+        case 'Q':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 4096)
+                return cli_usage_error("search", "--queue-depth must be 1..4096");
+            oo.queue_depth = (int)u;
+            break;
+        case 'p':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > (1u << 24))
+                return cli_usage_error("search", "--nprobe must be 1..16777216");
+            so.nprobe = (int)u;
+            break;
+        case 'T':
+            if (!cli_parse_double(optarg, &d))
+                return cli_usage_error("search", "--threshold must be a finite number");
+            so.threshold = (float)d;
+            break;
+        case 'n':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > UINT32_MAX)
+                return cli_usage_error("search", "--ndocs must be 1..4294967295");
+            so.ndocs = (uint32_t)u;
+            break;
+        case 's':
+            if (!strcmp(optarg, "sum"))
+                so.score = TT_SCORE_SUM;
+            else if (!strcmp(optarg, "mean"))
+                so.score = TT_SCORE_MEAN;
+            else
+                return cli_usage_error("search", "--score must be sum or mean");
+            break;
+        case 't':
+            if (!cli_parse_u64(optarg, &u) || u > 1024)
+                return cli_usage_error("search", "--threads must be 0..1024");
+            threads = (int)u;
+            break;
+        case 'h': usage(stdout); return CLI_OK;
+        default: usage(stderr); return CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
+    if (!index || !queries || !out)
+        return cli_usage_error("search", "--index, --queries and --out are required");
+    if (oo.direct && oo.io == TT_IO_MMAP)
+        return cli_usage_error("search", "--direct needs io_uring reads (not --io mmap)");
+
+    /* Parallelism comes from --threads; sgemm threads on top would oversubscribe. */
+    tt_blas_set_threads(1);
+    int rc = CLI_FAIL, st;
+    tt_queries *qs = NULL;
+    tt_index *idx = NULL;
+    tt_hit *hits = NULL;
+    uint32_t *nhits = NULL;
+    double *secs = NULL;
+    FILE *f = NULL;
+    char *tmp = NULL;
+    if ((st = tt_queries_load(&qs, queries, qlens, qids)) ||
+        (st = tt_index_open(&idx, index, &oo)) || (st = tt_queries_check(qs, idx))) {
+        rc = cli_fail("search", st);
+        goto done;
+    }
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    tt_search_options eff;
+    tt_search_options_resolve(&so, (uint32_t)k, &eff);
+    if (eff.mode == TT_MODE_PLAID)
+        fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
+                "threshold=%g ndocs=%u; residuals via %s\n",
+                (unsigned long long)qs->num_queries, (unsigned long long)info.num_docs,
+                (unsigned long long)k, eff.nprobe, eff.threshold, eff.ndocs, io_name(info.io));
+    else
+        fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "
+                "via %s\n", (unsigned long long)qs->num_queries,
+                (unsigned long long)info.num_docs, mode_name(eff.mode), (unsigned long long)k,
+                io_name(info.io));
+    {
+        /* Why io_uring is not used, if it was asked for (or chosen by default). */
+        tt_search_ctx *probe = NULL;
+        tt_search_stats ss;
+        if ((st = tt_search_ctx_new(idx, &probe)) == TT_OK &&
+            tt_search_ctx_stats(probe, &ss) == TT_OK && ss.io_note[0])
+            fprintf(stderr, "tartan search: note: %s\n", ss.io_note);
+        tt_search_ctx_free(probe);
+        if (st) {
+            rc = cli_fail("search", st);
+            goto done;
+        }
+    }
+
+    const uint64_t nq = qs->num_queries;
+    hits = malloc((nq ? nq : 1) * k * sizeof *hits);
+    nhits = malloc((nq ? nq : 1) * sizeof *nhits);
+    secs = malloc((nq ? nq : 1) * sizeof *secs);
+    if (!hits || !nhits || !secs) {
+        fprintf(stderr, "tartan search: out of memory for %llu x %llu results\n",
+                (unsigned long long)nq, (unsigned long long)k);
+        goto done;
+    }
+    if (strcmp(out, "-")) {
+        tmp = malloc(strlen(out) + 16);
+        if (!tmp) {
+            fprintf(stderr, "tartan search: out of memory\n");
+            goto done;
+        }
+        sprintf(tmp, "%s.tmp", out);
+        if (!(f = fopen(tmp, "w"))) {
+            fprintf(stderr, "tartan search: error: %s: %s\n", tmp, strerror(errno));
+            goto done;
+        }
+    } else {
+        f = stdout;
+    }
+
+    /* On a terminal, search in slices to show progress; otherwise in one batch. */
+    cli_progress_state ps;
+    cli_progress_init(&ps);
+    int nt = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t slice = ps.tty ? (uint64_t)(nt > 0 ? nt : 1) * 32 : (nq ? nq : 1);
+    double t0 = now_s();
+    for (uint64_t q0 = 0; q0 < nq; q0 += slice) {
+        uint64_t m = nq - q0 < slice ? nq - q0 : slice;
+        st = tt_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, m, (uint32_t)k,
+                             &so, threads, hits + q0 * k, nhits + q0, secs + q0);
+        if (st) {
+            cli_progress_done(&ps);
+            if (m == nq) {
+                rc = cli_fail("search", st);
+            } else {
+                /* The batch numbers queries from the start of its slice. */
+                fprintf(stderr, "tartan search: error: in the queries from number %llu (id %s) "
+                        "on: %s\n", (unsigned long long)q0, qs->ids[q0], tt_last_error());
+            }
+            goto done;
+        }
+        cli_progress(&ps, "search", q0 + m, nq);
+    }
+    double wall = now_s() - t0;
+    cli_progress_done(&ps);
+    for (uint64_t q = 0; q < nq; q++)
+        if (write_results(f, idx, qs, q, hits + q * k, nhits[q], jsonl, tag)) {
+            fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
+                    strerror(errno));
+            goto done;
+        }
+    if (f != stdout) {
+        int e = fclose(f);
+        f = NULL;
+        if (e || rename(tmp, out)) {
+            fprintf(stderr, "tartan search: error: %s: %s\n", out, strerror(errno));
+            goto done;
+        }
+    } else if (fflush(stdout)) {
+        fprintf(stderr, "tartan search: error: stdout: %s\n", strerror(errno));
+        goto done;
+    }
+    qsort(secs, nq, sizeof *secs, dbl_cmp);
+    double sum = 0;
+    for (uint64_t q = 0; q < nq; q++)
+        sum += secs[q];
+    fprintf(stderr, "tartan search: %llu queries in %.3f s on %d thread%s: %.1f QPS; latency "
+            "mean %.3f ms, p50 %.3f ms, p95 %.3f ms, p99 %.3f ms\n",
+            (unsigned long long)nq, wall, nt, nt == 1 ? "" : "s",
+            wall > 0 ? (double)nq / wall : 0.0, nq ? 1e3 * sum / (double)nq : 0.0,
+            1e3 * pct(secs, nq, 50), 1e3 * pct(secs, nq, 95), 1e3 * pct(secs, nq, 99));
+    rc = CLI_OK;
+done:
+    if (f && f != stdout)
+        fclose(f);
+    if (rc != CLI_OK && tmp)
+        unlink(tmp);
+    free(tmp);
+    free(hits);
+    free(nhits);
+    free(secs);
+    tt_index_close(idx);
+    tt_queries_free(qs);
+    return rc;
 }

@@ -1,0 +1,224 @@
+/* Search latency / throughput / I/O benchmark over an index and a query file.
+ *
+ *   search_bench --index DIR --queries Q.npy [--query-ids FILE] [--k 10]
+ *                [--mode plaid|exhaustive|exact]
+ *                [--io uring|mmap] [--direct] [--queue-depth N] [--nprobe N]
+ *                [--threshold T] [--ndocs N] [--cold] [--threads T] [--limit N]
+ *                [--run FILE] [--label TEXT]
+ *
+ * Single thread (default): one context, queries in order, wall time per query. With
+ * --cold the residual file is evicted from the page cache before every query (our own
+ * mapping dropped with madvise(MADV_DONTNEED), then posix_fadvise(POSIX_FADV_DONTNEED)
+ * on the file), so every residual byte a query needs comes from the device; centroids,
+ * codes and IVF stay resident, as they do by design. Without --cold the residual file is
+ * read once before timing (warm page cache). With --threads T > 1: QPS of
+ * tt_search_batch over all queries (warm). Prints one JSON object on stdout: latency
+ * percentiles, QPS, residual bytes and read requests per query, major page faults per
+ * query, time per stage, and the thread CPU time per query (p50/p95: less disturbed
+ * than wall time on a loaded machine; 0 with --threads). --run writes the hits as a TREC
+ * run (for recall).
+ *
+ * Uses the internal index struct only to reach the residual mapping and descriptor
+ * for eviction. Build: see bench/search_bench.sh. */
+#include "search.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, uint64_t n, double p) {
+    uint64_t r = (uint64_t)ceil(p / 100.0 * (double)n);
+    return n ? v[r ? r - 1 : 0] : 0;
+}
+
+static long majflt(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_majflt;
+}
+
+/* Drops the residual file from the page cache (and from our mapping). */
+static int evict(const tt_index *idx) {
+    if (idx->res_map) {
+        const uint8_t *base = idx->f_residuals.base;
+        if (madvise((void *)base, (size_t)idx->f_residuals.size, MADV_DONTNEED))
+            return -1;
+    }
+    return posix_fadvise(idx->f_residuals.fd, 0, 0, POSIX_FADV_DONTNEED) ? -1 : 0;
+}
+
+/* Reads the residual file once so that a warm run starts warm. */
+static void warm_up(const tt_index *idx) {
+    static uint8_t buf[1 << 20];
+    uint64_t off = 0;
+    ssize_t r;
+    while ((r = pread(idx->f_residuals.fd, buf, sizeof buf, (off_t)off)) > 0)
+        off += (uint64_t)r;
+}
+
+int main(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"index", 1, 0, 'x'}, {"queries", 1, 0, 'q'}, {"k", 1, 0, 'k'}, {"mode", 1, 0, 'm'},
+        {"io", 1, 0, 'i'}, {"direct", 0, 0, 'D'}, {"queue-depth", 1, 0, 'Q'},
+        {"nprobe", 1, 0, 'p'}, {"threshold", 1, 0, 'T'}, {"ndocs", 1, 0, 'n'},
+        {"cold", 0, 0, 'c'}, {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'}, {"run", 1, 0, 'r'},
+        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {0, 0, 0, 0}};
+    const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
+    uint32_t k = 10;
+    int cold = 0, threads = 1, c;
+    uint64_t limit = UINT64_MAX;
+    tt_open_options oo;
+    tt_search_options so;
+    tt_open_options_init(&oo);
+    tt_search_options_init(&so);
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'x': index = optarg; break;
+        case 'q': queries = optarg; break;
+        case 'k': k = (uint32_t)atoi(optarg); break;
+        case 'm':
+            so.mode = !strcmp(optarg, "exhaustive") ? TT_MODE_EXHAUSTIVE
+                      : !strcmp(optarg, "exact")    ? TT_MODE_EXACT
+                                                    : TT_MODE_PLAID;
+            break;
+        case 'i': oo.io = !strcmp(optarg, "mmap") ? TT_IO_MMAP : TT_IO_URING; break;
+        case 'D': oo.direct = 1; break;
+        case 'Q': oo.queue_depth = atoi(optarg); break;
+        case 'p': so.nprobe = atoi(optarg); break;
+        case 'T': so.threshold = strtof(optarg, NULL); break;
+        case 'n': so.ndocs = (uint32_t)atoi(optarg); break;
+        case 'c': cold = 1; break;
+        case 't': threads = atoi(optarg); break;
+        case 'l': limit = strtoull(optarg, NULL, 10); break;
+        case 'r': runpath = optarg; break;
+        case 'L': label = optarg; break;
+        case 'I': qids = optarg; break;
+        default: return 2;
+        }
+    }
+    if (!index || !queries || k == 0) {
+        fprintf(stderr, "usage: search_bench --index DIR --queries Q.npy [options]\n");
+        return 2;
+    }
+    tt_blas_set_threads(1);
+    tt_queries *qs;
+    tt_index *idx;
+    int st;
+    if ((st = tt_queries_load(&qs, queries, NULL, qids)) ||
+        (st = tt_index_open(&idx, index, &oo)) || (st = tt_queries_check(qs, idx))) {
+        fprintf(stderr, "search_bench: %s\n", tt_last_error());
+        return 1;
+    }
+    uint64_t nq = qs->num_queries < limit ? qs->num_queries : limit;
+    tt_hit *hits = malloc(nq * k * sizeof *hits);
+    uint32_t *nh = malloc(nq * sizeof *nh);
+    double *lat = malloc(nq * sizeof *lat), *cpu = calloc(nq, sizeof *cpu);
+    tt_search_stats ss;
+    memset(&ss, 0, sizeof ss);
+    if (!cold)
+        warm_up(idx);
+    long f0 = majflt();
+    double t0 = wall(), total;
+    if (threads > 1) {
+        if (cold)
+            fprintf(stderr, "search_bench: --cold is single-threaded; ignored\n");
+        st = tt_search_batch(idx, qs->vectors, qs->offsets, qs->lens, nq, k, &so, threads, hits,
+                             nh, lat);
+        total = wall() - t0;
+    } else {
+        tt_search_ctx *ctx;
+        if ((st = tt_search_ctx_new(idx, &ctx))) {
+            fprintf(stderr, "search_bench: %s\n", tt_last_error());
+            return 1;
+        }
+        total = 0;
+        for (uint64_t q = 0; q < nq && !st; q++) {
+            if (cold && evict(idx)) {
+                fprintf(stderr, "search_bench: evict: %s\n", strerror(errno));
+                return 1;
+            }
+            double a = wall(), ca = thread_cpu();
+            st = tt_search(idx, ctx, qs->vectors + qs->offsets[q] * qs->dim, qs->lens[q], k, &so,
+                           hits + q * k, &nh[q]);
+            lat[q] = wall() - a;
+            cpu[q] = thread_cpu() - ca;
+            total += lat[q];
+        }
+        tt_search_ctx_stats(ctx, &ss);
+        tt_search_ctx_free(ctx);
+    }
+    long faults = majflt() - f0;
+    if (st) {
+        fprintf(stderr, "search_bench: %s\n", tt_last_error());
+        return 1;
+    }
+    if (runpath) {
+        FILE *f = fopen(runpath, "w");
+        for (uint64_t q = 0; q < nq; q++)
+            for (uint32_t r = 0; r < nh[q]; r++) {
+                size_t len;
+                const char *id = tt_index_doc_id(idx, hits[q * k + r].doc, &len);
+                fprintf(f, "%s Q0 %.*s %u %.6f tartan\n", qs->ids[q], (int)len, id, r + 1,
+                        hits[q * k + r].score);
+            }
+        fclose(f);
+    }
+    double mean = 0;
+    for (uint64_t q = 0; q < nq; q++)
+        mean += lat[q];
+    mean /= (double)nq;
+    qsort(lat, nq, sizeof *lat, dcmp);
+    qsort(cpu, nq, sizeof *cpu, dcmp);
+    tt_search_options eff;
+    tt_search_options_resolve(&so, k, &eff);
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    const char *io = info.io == TT_IO_URING ? (oo.direct ? "io_uring+O_DIRECT" : "io_uring")
+                                            : "mmap";
+    double n = (double)nq;
+    printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"threshold\": %g, "
+           "\"ndocs\": %u, \"io\": \"%s\", \"cold\": %d, \"threads\": %d, \"queries\": %llu, "
+           "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
+           "\"cpu_p50_ms\": %.3f, \"cpu_p95_ms\": %.3f, "
+           "\"qps\": %.1f, \"bytes_per_query\": %.0f, \"reads_per_query\": %.1f, "
+           "\"major_faults_per_query\": %.1f, \"candidates\": %.1f, \"stage_ms\": "
+           "[%.3f, %.3f, %.3f, %.3f], \"fetch_ms\": %.3f}\n",
+           label, eff.mode, k, eff.nprobe, eff.threshold, eff.ndocs, io, cold, threads,
+           (unsigned long long)nq, 1e3 * pct(lat, nq, 50), 1e3 * pct(lat, nq, 95),
+           1e3 * pct(lat, nq, 99), 1e3 * mean, 1e3 * pct(cpu, nq, 50), 1e3 * pct(cpu, nq, 95),
+           n / total, (double)ss.bytes_read / n,
+           (double)ss.reads / n, (double)faults / n, (double)ss.candidates / n,
+           1e3 * ss.seconds[0] / n, 1e3 * ss.seconds[1] / n, 1e3 * ss.seconds[2] / n,
+           1e3 * ss.seconds[3] / n, 1e3 * ss.seconds_fetch / n);
+    free(hits);
+    free(nh);
+    free(lat);
+    free(cpu);
+    tt_queries_free(qs);
+    tt_index_close(idx);
+    return 0;
+}

@@ -1,0 +1,143 @@
+/* Stage-4 kernel choice: decompressed MaxSim of n documents by
+ *   (a) decode the packed residuals to floats + one sgemm R·Qᵀ per group (search.c), or
+ *   (b) per-query-vector lookup tables over the packed bytes (tt_codec_build_lut +
+ *       tt_codec_dot_lut, no floats materialised),
+ * both adding the centroid scores St and taking the per-query-vector maxima. Reports
+ * thread CPU time per call (median of reps) and the largest score difference.
+ *
+ * Build (from a configured build directory B):
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -include B/config.h -I include -I src \
+ *       bench/search_kernels.c B/.libs/libtartan-internal.a -lopenblas -luring -lxxhash \
+ *       -lm -lpthread -o search_kernels
+ * Usage: search_kernels DIM NQ DOCLEN NDOCS [NBITS] [REPS] */
+#include "search.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float gauss(tt_rng *r) {
+    double u1 = tt_rng_uniform(r) + 1e-12, u2 = tt_rng_uniform(r);
+    return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s DIM NQ DOCLEN NDOCS [NBITS] [REPS]\n", argv[0]);
+        return 2;
+    }
+    const uint32_t dim = (uint32_t)atoi(argv[1]), nq = (uint32_t)atoi(argv[2]);
+    const uint32_t doclen = (uint32_t)atoi(argv[3]), ndocs = (uint32_t)atoi(argv[4]);
+    const uint32_t nbits = argc > 5 ? (uint32_t)atoi(argv[5]) : 2;
+    const int reps = argc > 6 ? atoi(argv[6]) : 21;
+    const uint32_t K = 1024, nqp = tt_qpad(nq), nvec = doclen * ndocs;
+    tt_rng r;
+    tt_rng_seed(&r, 7);
+
+    /* A per-dimension codec trained on Gaussian residuals. */
+    float *train = malloc((size_t)4096 * dim * sizeof *train);
+    for (size_t i = 0; i < (size_t)4096 * dim; i++)
+        train[i] = 0.05f * gauss(&r);
+    tt_codec c;
+    if (tt_codec_train(&c, train, 4096, dim, (int)nbits, 1)) {
+        fprintf(stderr, "codec: %s\n", tt_last_error());
+        return 1;
+    }
+    free(train);
+    tt_resdec dec;
+    tt_resdec_init(&dec, &c);
+    float *Qp = calloc((size_t)nqp * dim, sizeof *Qp);
+    for (size_t i = 0; i < (size_t)nq * dim; i++)
+        Qp[i] = gauss(&r);
+    tt_normalize_rows(Qp, nq, dim);
+    float *St = malloc((size_t)K * nqp * sizeof *St);
+    for (size_t i = 0; i < (size_t)K * nqp; i++)
+        St[i] = 0.5f * (float)tt_rng_uniform(&r);
+    uint8_t *packed = malloc((size_t)nvec * c.bytes_per_vec);
+    for (size_t i = 0; i < (size_t)nvec * c.bytes_per_vec; i++)
+        packed[i] = (uint8_t)tt_rng_next(&r);
+    uint32_t *codes = malloc(nvec * sizeof *codes), *lens = malloc(ndocs * sizeof *lens);
+    for (uint32_t v = 0; v < nvec; v++)
+        codes[v] = (uint32_t)tt_rng_below(&r, K);
+    for (uint32_t d = 0; d < ndocs; d++)
+        lens[d] = doclen;
+    float *R = malloc((size_t)nvec * dim * sizeof *R), *QR = malloc((size_t)nvec * nqp * 4);
+    float *sa = malloc(ndocs * sizeof *sa), *sb = malloc(ndocs * sizeof *sb);
+    float *lut = malloc((size_t)nq * c.bytes_per_vec * 256 * sizeof *lut);
+    float *m = malloc(nq * sizeof *m);
+    double *ta = malloc(reps * sizeof *ta), *tb = malloc(reps * sizeof *tb);
+
+    for (int rep = 0; rep < reps; rep++) {
+        /* In groups of at most 2^18 decoded floats (at least one document), as search.c. */
+        double t0 = cpu_now();
+        const uint32_t gdocs = TT_MAX(1u, (1u << 18) / dim / doclen);
+        for (uint32_t d0 = 0; d0 < ndocs; d0 += gdocs) {
+            uint32_t g = TT_MIN(gdocs, ndocs - d0);
+            size_t v0 = (size_t)d0 * doclen;
+            tt_resdec_decode(&dec, packed + v0 * c.bytes_per_vec, (uint64_t)g * doclen, R);
+            tt_maxsim_group(Qp, nq, nqp, dim, St, R, codes + v0, lens, g, QR, sa + d0);
+        }
+        ta[rep] = cpu_now() - t0;
+
+        t0 = cpu_now();
+        for (uint32_t i = 0; i < nq; i++)
+            tt_codec_build_lut(&c, Qp + (size_t)i * dim, lut + (size_t)i * c.bytes_per_vec * 256);
+        for (uint32_t d = 0; d < ndocs; d++) {
+            for (uint32_t i = 0; i < nq; i++)
+                m[i] = -INFINITY;
+            for (uint32_t j = 0; j < doclen; j++) {
+                uint32_t v = d * doclen + j;
+                const float *s = St + (size_t)codes[v] * nqp;
+                const uint8_t *p = packed + (size_t)v * c.bytes_per_vec;
+                for (uint32_t i = 0; i < nq; i++) {
+                    float y = s[i] + tt_codec_dot_lut(lut + (size_t)i * c.bytes_per_vec * 256, p,
+                                                      c.bytes_per_vec);
+                    m[i] = y > m[i] ? y : m[i];
+                }
+            }
+            float sum = 0;
+            for (uint32_t i = 0; i < nq; i++)
+                sum += m[i];
+            sb[d] = sum;
+        }
+        tb[rep] = cpu_now() - t0;
+    }
+    double maxdiff = 0;
+    for (uint32_t d = 0; d < ndocs; d++)
+        maxdiff = fmax(maxdiff, fabs((double)sa[d] - sb[d]) / (1 + fabs((double)sa[d])));
+    qsort(ta, reps, sizeof *ta, dcmp);
+    qsort(tb, reps, sizeof *tb, dcmp);
+    printf("dim %u nq %u nbits %u: %u docs x %u vectors: decode+sgemm %.3f ms, "
+           "lut %.3f ms (lut/decode %.2fx); max rel. score difference %.2g\n",
+           dim, nq, nbits, ndocs, doclen, 1e3 * ta[reps / 2], 1e3 * tb[reps / 2],
+           tb[reps / 2] / ta[reps / 2], maxdiff);
+    tt_resdec_free(&dec);
+    tt_codec_free(&c);
+    free(Qp);
+    free(St);
+    free(packed);
+    free(codes);
+    free(lens);
+    free(R);
+    free(QR);
+    free(sa);
+    free(sb);
+    free(lut);
+    free(m);
+    free(ta);
+    free(tb);
+    return 0;
+}
