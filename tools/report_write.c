@@ -1,0 +1,715 @@
+/* tartan report: the four output forms of a report (doc/report.md). Markdown for
+ * papers (DiffRetriever's Table 8 layout: "original -> compressed" per cell, a dagger
+ * where the paired t-test rejects equality at p < 0.05), CSV and JSON for programs,
+ * and a hand-written SVG scatter plot of storage (log scale) against the primary
+ * metric that any browser opens. */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const DAGGER = "\xe2\x80\xa0"; /* U+2020 */
+static const char *const ARROW = "\xe2\x86\x92";  /* U+2192 */
+static const char *const TIMES = "\xc3\x97";      /* U+00D7 */
+
+/* ------------------------------------------------------------------ variants */
+
+bool rp_parse_variant(const char *s, rp_variant *v) {
+    memset(v, 0, sizeof *v);
+    if (!strcmp(s, "original")) {
+        v->original = true;
+    } else {
+        if ((s[0] != '1' && s[0] != '2' && s[0] != '4') || strncmp(s + 1, "bit", 3))
+            return false;
+        v->nbits = s[0] - '0';
+        const char *rest = s + 4;
+        if (!strcmp(rest, "-shared"))
+            v->shared = true;
+        else if (*rest && strcmp(rest, "-perdim") && strcmp(rest, "-per-dim"))
+            return false;
+    }
+    if (v->original)
+        snprintf(v->name, sizeof v->name, "original");
+    else
+        snprintf(v->name, sizeof v->name, "%dbit%s", v->nbits, v->shared ? "-shared" : "");
+    for (size_t m = 0; m < RP_MAX_METRICS; m++)
+        v->p[m] = NAN;
+    v->recall = NAN;
+    v->latency_p50 = NAN;
+    v->build_seconds = NAN;
+    return true;
+}
+
+const char *rp_variant_label(const rp_variant *v, char *buf, size_t len) {
+    if (v->original)
+        snprintf(buf, len, "original (float16)");
+    else
+        snprintf(buf, len, "%d-bit (%s)", v->nbits, v->shared ? "shared table" : "per-dim tables");
+    return buf;
+}
+
+static double ratio_of(const rp_report *r, const rp_variant *v) {
+    const rp_variant *o = &r->variants[0];
+    return v->bytes ? (double)o->bytes / (double)v->bytes : NAN;
+}
+
+/* --------------------------------------------------------------- formatting */
+
+const char *rp_human_bytes(double bytes, char *buf, size_t len) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 5) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0) {
+        snprintf(buf, len, "%.0f B", bytes);
+        return buf;
+    }
+    char num[32];
+    snprintf(num, sizeof num, "%.*f", bytes >= 100 ? 0 : bytes >= 10 ? 1 : 2, bytes);
+    char *dot = strchr(num, '.');
+    if (dot) { /* drop trailing zeros: "1.50" -> "1.5", "2.00" -> "2" */
+        char *end = num + strlen(num) - 1;
+        while (end > dot && *end == '0')
+            *end-- = '\0';
+        if (end == dot)
+            *end = '\0';
+    }
+    snprintf(buf, len, "%s %s", num, units[u]);
+    return buf;
+}
+
+static void human_seconds(double s, char *buf, size_t len) {
+    if (!isfinite(s))
+        snprintf(buf, len, "n/a");
+    else if (s < 1e-3)
+        snprintf(buf, len, "%.1f µs", s * 1e6);
+    else if (s < 1)
+        snprintf(buf, len, "%.2f ms", s * 1e3);
+    else if (s < 600)
+        snprintf(buf, len, "%.2f s", s);
+    else
+        snprintf(buf, len, "%.1f min", s / 60);
+}
+
+/* ---------------------------------------------------------------- Markdown */
+
+/* Markdown table cells must not contain '|' or newlines (paths can). */
+static void md_text(FILE *f, const char *s) {
+    for (; *s; s++)
+        if (*s == '|')
+            fputs("\\|", f);
+        else if (*s == '\n' || *s == '\r')
+            fputc(' ', f);
+        else
+            fputc(*s, f);
+}
+
+int rp_write_markdown(FILE *f, const rp_report *r) {
+    const rp_variant *o = &r->variants[0];
+    char h1[32], h2[32], lab[64];
+    fprintf(f, "# Storage vs effectiveness\n\n");
+    fprintf(f, "%llu documents, %llu vectors %s %u dimensions (`", (unsigned long long)r->num_docs,
+            (unsigned long long)r->num_vectors, TIMES, r->dim);
+    md_text(f, r->corpus_text ? r->corpus_text : r->vectors);
+    fprintf(f, "`); %llu queries searched (`", (unsigned long long)r->num_queries);
+    md_text(f, r->query_text ? r->query_text : r->queries);
+    fprintf(f, "`), %zu evaluated against `", r->eval_queries);
+    md_text(f, r->qrels);
+    fprintf(f, "`. Top %u per query, %s of MaxSim over query vectors; compressed variants are "
+            "searched with PLAID (nprobe %d, threshold %g, ndocs %u), the original with exact "
+            "MaxSim over every document.\n\n",
+            r->k, r->score_mean ? "mean" : "sum", r->nprobe, r->threshold, r->ndocs);
+    if (r->encoder) {
+        fputs("Vectors made by the encoder `", f);
+        md_text(f, r->encoder);
+        fputs("`", f);
+        if (r->encoder_description && *r->encoder_description) {
+            fputs(": ", f);
+            md_text(f, r->encoder_description);
+        }
+        fputs(".\n\n", f);
+    }
+
+    /* The main table. */
+    fprintf(f, "| Variant |");
+    for (size_t m = 0; m < r->nmetrics; m++)
+        fprintf(f, " %s |", r->metric[m]);
+    fprintf(f, " Storage | Ratio | Bits/dim | Recall@%u vs exact | Latency p50 | Build |\n",
+            r->k);
+    fprintf(f, "|---|");
+    for (size_t m = 0; m < r->nmetrics; m++)
+        fprintf(f, "---:|");
+    fprintf(f, "---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < r->nvariants; i++) {
+        const rp_variant *v = &r->variants[i];
+        fprintf(f, "| %s |", rp_variant_label(v, lab, sizeof lab));
+        for (size_t m = 0; m < r->nmetrics; m++) {
+            if (v->original)
+                fprintf(f, " %.4f |", v->value[m]);
+            else
+                fprintf(f, " %.4f %s %.4f%s |", o->value[m], ARROW, v->value[m],
+                        isfinite(v->p[m]) && v->p[m] < RP_ALPHA ? DAGGER : "");
+        }
+        if (v->original)
+            fprintf(f, " %s |", rp_human_bytes((double)v->bytes, h1, sizeof h1));
+        else
+            fprintf(f, " %s %s %s |", rp_human_bytes((double)o->bytes, h1, sizeof h1), ARROW,
+                    rp_human_bytes((double)v->bytes, h2, sizeof h2));
+        fprintf(f, " %.2f%s | %.2f |", ratio_of(r, v), TIMES, v->bits_per_dim);
+        if (isfinite(v->recall))
+            fprintf(f, " %.4f |", v->recall);
+        else
+            fprintf(f, " n/a |");
+        human_seconds(v->latency_p50, h1, sizeof h1);
+        if (isfinite(v->build_seconds))
+            fprintf(f, " %s | %.2f s |\n", h1, v->build_seconds);
+        else
+            fprintf(f, " %s | n/a |\n", h1);
+    }
+    fprintf(f, "\n%s: the two-sided paired t-test of the per-query values against the original "
+            "rejects equal means at p < %.2f (%zu queries; p-values below).\n\n",
+            DAGGER, RP_ALPHA, r->eval_queries);
+
+    /* p-values, one column per metric. */
+    if (r->nvariants > 1) {
+        fprintf(f, "Paired t-test p-values against the original:\n\n| Variant |");
+        for (size_t m = 0; m < r->nmetrics; m++)
+            fprintf(f, " %s |", r->metric[m]);
+        fprintf(f, "\n|---|");
+        for (size_t m = 0; m < r->nmetrics; m++)
+            fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (size_t i = 1; i < r->nvariants; i++) {
+            const rp_variant *v = &r->variants[i];
+            fprintf(f, "| %s |", rp_variant_label(v, lab, sizeof lab));
+            for (size_t m = 0; m < r->nmetrics; m++) {
+                if (!isfinite(v->p[m]))
+                    fprintf(f, " n/a |");
+                else if (v->p[m] < 1e-4)
+                    fprintf(f, " %.1e%s |", v->p[m], v->p[m] < RP_ALPHA ? DAGGER : "");
+                else
+                    fprintf(f, " %.4f%s |", v->p[m], v->p[m] < RP_ALPHA ? DAGGER : "");
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\n");
+    }
+
+    fprintf(f, "Columns (doc/report.md): metrics are means over the %zu evaluated queries "
+            "(trec_eval definitions; judged queries without query vectors count 0). Storage of "
+            "the original is its float16 vectors (vectors %s dim %s 2 bytes); of a compressed "
+            "variant, every file of its index (centroids, codec, codes, residuals, IVF, doclens, "
+            "ids, metadata). Ratio = original storage / variant storage. Bits/dim = storage %s 8 "
+            "/ (vectors %s dim). Recall@%u vs exact: share of the original's exact top %u that "
+            "the variant also returns, averaged over the searched queries. Latency: median "
+            "seconds per query on one thread (%llu queries). Build: wall time of the index "
+            "build.\n\n",
+            r->eval_queries, TIMES, TIMES, TIMES, TIMES, r->k, r->k,
+            (unsigned long long)(r->nvariants ? r->variants[0].latency_queries : 0));
+    if (r->missing)
+        fprintf(f, "Note: %zu judged queries have no query vectors and count 0 in every variant."
+                "\n\n", r->missing);
+    if (r->unjudged)
+        fprintf(f, "Note: %zu searched queries have no judgements and are not evaluated.\n\n",
+                r->unjudged);
+    fprintf(f, "Made by tartan %s on %s with:\n\n```\n%s\n```\n", r->version ? r->version : "?",
+            r->created ? r->created : "?", r->command ? r->command : "tartan report");
+    return ferror(f) ? -1 : 0;
+}
+
+/* --------------------------------------------------------------------- CSV */
+
+static void csv_field(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* x with `digits` decimals (%.*f), or significant digits (%.*g) when digits < 0;
+ * nothing for a missing (non-finite) value. */
+static void put_num(FILE *f, int digits, double x) {
+    if (digits >= 0)
+        fprintf(f, "%.*f", digits, x);
+    else
+        fprintf(f, "%.*g", -digits, x);
+}
+
+static void csv_num(FILE *f, int digits, double x) {
+    fputc(',', f);
+    if (isfinite(x))
+        put_num(f, digits, x);
+}
+
+int rp_write_csv(FILE *f, const rp_report *r) {
+    char lab[64];
+    fputs("variant,label,nbits,codec_tables,search", f);
+    for (size_t m = 0; m < r->nmetrics; m++)
+        fprintf(f, ",%s,%s_original,%s_p", r->metric[m], r->metric[m], r->metric[m]);
+    fprintf(f, ",storage_bytes,original_bytes,ratio,bits_per_dim,recall@%u_vs_exact,"
+            "latency_p50_ms,latency_queries,build_seconds,reused,index,run\n", r->k);
+    const rp_variant *o = &r->variants[0];
+    for (size_t i = 0; i < r->nvariants; i++) {
+        const rp_variant *v = &r->variants[i];
+        csv_field(f, v->name);
+        fputc(',', f);
+        csv_field(f, rp_variant_label(v, lab, sizeof lab));
+        fprintf(f, ",%d,%s,%s", v->nbits, v->original ? "" : v->shared ? "shared" : "per-dim",
+                v->original ? "exact" : "plaid");
+        for (size_t m = 0; m < r->nmetrics; m++) {
+            csv_num(f, 6, v->value[m]);
+            csv_num(f, 6, o->value[m]);
+            csv_num(f, -6, v->p[m]);
+        }
+        fprintf(f, ",%llu,%llu", (unsigned long long)v->bytes, (unsigned long long)o->bytes);
+        csv_num(f, 4, ratio_of(r, v));
+        csv_num(f, 4, v->bits_per_dim);
+        csv_num(f, 6, v->recall);
+        csv_num(f, 4, v->latency_p50 * 1e3);
+        fprintf(f, ",%llu", (unsigned long long)v->latency_queries);
+        csv_num(f, 3, v->build_seconds);
+        fprintf(f, ",%s,", v->reused ? "true" : "false");
+        csv_field(f, v->index_dir ? v->index_dir : "");
+        fputc(',', f);
+        csv_field(f, v->run_path ? v->run_path : "");
+        fputc('\n', f);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* -------------------------------------------------------------------- JSON */
+
+static void json_str(FILE *f, const char *s) {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, int digits, double x) {
+    if (isfinite(x))
+        put_num(f, digits, x);
+    else
+        fputs("null", f);
+}
+
+int rp_write_json(FILE *f, const rp_report *r) {
+    char lab[64];
+    fputs("{\n  \"tartan_version\": ", f);
+    json_str(f, r->version);
+    fputs(",\n  \"created\": ", f);
+    json_str(f, r->created);
+    fputs(",\n  \"command\": ", f);
+    json_str(f, r->command);
+    fputs(",\n  \"inputs\": {\"vectors\": ", f);
+    json_str(f, r->vectors);
+    fputs(", \"doclens\": ", f);
+    json_str(f, r->doclens);
+    fputs(", \"ids\": ", f);
+    json_str(f, r->ids);
+    fputs(", \"queries\": ", f);
+    json_str(f, r->queries);
+    fputs(", \"qrels\": ", f);
+    json_str(f, r->qrels);
+    fputs(",\n             \"encoder\": ", f);
+    json_str(f, r->encoder);
+    fputs(", \"encoder_description\": ", f);
+    json_str(f, r->encoder_description);
+    fputs(", \"corpus_text\": ", f);
+    json_str(f, r->corpus_text);
+    fputs(", \"query_text\": ", f);
+    json_str(f, r->query_text);
+    fprintf(f, "},\n  \"collection\": {\"documents\": %llu, \"vectors\": %llu, \"dim\": %u},\n",
+            (unsigned long long)r->num_docs, (unsigned long long)r->num_vectors, r->dim);
+    fprintf(f, "  \"queries\": {\"searched\": %llu, \"evaluated\": %zu, "
+            "\"judged_without_vectors\": %zu, \"unjudged\": %zu},\n",
+            (unsigned long long)r->num_queries, r->eval_queries, r->missing, r->unjudged);
+    fprintf(f, "  \"search\": {\"k\": %u, \"score\": \"%s\", \"nprobe\": %d, \"threshold\": %g, "
+            "\"ndocs\": %u, \"threads\": %d},\n", r->k, r->score_mean ? "mean" : "sum", r->nprobe,
+            r->threshold, r->ndocs, r->threads);
+    fputs("  \"metrics\": [", f);
+    for (size_t m = 0; m < r->nmetrics; m++) {
+        fputs(m ? ", " : "", f);
+        json_str(f, r->metric[m]);
+    }
+    fprintf(f, "],\n  \"alpha\": %g,\n  \"variants\": [\n", RP_ALPHA);
+    for (size_t i = 0; i < r->nvariants; i++) {
+        const rp_variant *v = &r->variants[i];
+        fputs("    {\"name\": ", f);
+        json_str(f, v->name);
+        fputs(", \"label\": ", f);
+        json_str(f, rp_variant_label(v, lab, sizeof lab));
+        fprintf(f, ", \"original\": %s, \"nbits\": %d, \"codec_tables\": %s, \"search\": \"%s\",\n",
+                v->original ? "true" : "false", v->nbits,
+                v->original ? "null" : v->shared ? "\"shared\"" : "\"per-dim\"",
+                v->original ? "exact" : "plaid");
+        const char *sep[] = {"metrics", "original_metrics", "p_values"};
+        for (int part = 0; part < 3; part++) {
+            fprintf(f, "     \"%s\": {", sep[part]);
+            for (size_t m = 0; m < r->nmetrics; m++) {
+                fputs(m ? ", " : "", f);
+                json_str(f, r->metric[m]);
+                fputs(": ", f);
+                if (part == 0)
+                    json_num(f, 6, v->value[m]);
+                else if (part == 1)
+                    json_num(f, 6, r->variants[0].value[m]);
+                else
+                    json_num(f, -6, v->p[m]);
+            }
+            fputs("},\n", f);
+        }
+        fputs("     \"significant\": {", f);
+        for (size_t m = 0; m < r->nmetrics; m++) {
+            fputs(m ? ", " : "", f);
+            json_str(f, r->metric[m]);
+            fprintf(f, ": %s", isfinite(v->p[m]) && v->p[m] < RP_ALPHA ? "true" : "false");
+        }
+        fprintf(f, "},\n     \"storage_bytes\": %llu, \"original_bytes\": %llu, \"ratio\": ",
+                (unsigned long long)v->bytes, (unsigned long long)r->variants[0].bytes);
+        json_num(f, 4, ratio_of(r, v));
+        fputs(", \"bits_per_dim\": ", f);
+        json_num(f, 4, v->bits_per_dim);
+        fputs(",\n     \"recall_vs_exact\": ", f);
+        json_num(f, 6, v->recall);
+        fputs(", \"latency_p50_ms\": ", f);
+        json_num(f, 4, v->latency_p50 * 1e3);
+        fprintf(f, ", \"latency_queries\": %llu, \"build_seconds\": ",
+                (unsigned long long)v->latency_queries);
+        json_num(f, 3, v->build_seconds);
+        fprintf(f, ", \"reused\": %s,\n     \"index\": ", v->reused ? "true" : "false");
+        json_str(f, v->index_dir);
+        fputs(", \"run\": ", f);
+        json_str(f, v->run_path);
+        fprintf(f, "}%s\n", i + 1 < r->nvariants ? "," : "");
+    }
+    fputs("  ]\n}\n", f);
+    return ferror(f) ? -1 : 0;
+}
+
+/* --------------------------------------------------------------------- axes */
+
+size_t rp_log_ticks(double lo, double hi, double *ticks, size_t max, double *axis_lo,
+                    double *axis_hi) {
+    /* Powers of two make exact binary-unit labels (256 KiB, 512 KiB, 1 MiB). The axis
+     * ends at a power of two at least 0.15 octave beyond the data, so no point sits on
+     * the frame. */
+    int e_lo = (int)floor(log2(lo) - 0.15), e_hi = (int)ceil(log2(hi) + 0.15);
+    int octaves = e_hi - e_lo;
+    int step = (octaves + 6) / 7; /* at most about 8 ticks */
+    if (step < 1)
+        step = 1;
+    e_lo -= ((e_lo % step) + step) % step; /* ticks at multiples of step: 2^0, 2^10, ... */
+    while ((e_hi - e_lo) % step)
+        e_hi++;
+    size_t n = 0;
+    for (int e = e_lo; e <= e_hi && n < max; e += step) {
+        ticks[n++] = ldexp(1.0, e);
+        /* Few octaves: 1.5 x 2^e between the powers (384 KiB, 768 KiB, 1.5 MiB). */
+        if (e_hi - e_lo <= 3 && e < e_hi && n < max)
+            ticks[n++] = 1.5 * ldexp(1.0, e);
+    }
+    *axis_lo = ldexp(1.0, e_lo);
+    *axis_hi = ldexp(1.0, e_hi);
+    return n;
+}
+
+size_t rp_lin_ticks(double lo, double hi, double *ticks, size_t max, double *axis_lo,
+                    double *axis_hi) {
+    if (hi - lo < 1e-9) {
+        lo -= 0.05;
+        hi += 0.05;
+    }
+    double raw = (hi - lo) / 5, mag = pow(10, floor(log10(raw))), step;
+    double frac = raw / mag;
+    frac *= 1 - 1e-9; /* 0.05 / 5 is 0.010000000000000009: still a step of 0.01 */
+    step = (frac <= 1 ? 1 : frac <= 2 ? 2 : frac <= 5 ? 5 : 10) * mag;
+    double a = floor(lo / step + 1e-9) * step, b = ceil(hi / step - 1e-9) * step;
+    size_t n = 0;
+    for (long i = 0; n < max; i++) {
+        double t = a + (double)i * step;
+        if (t > b + step * 1e-6)
+            break;
+        ticks[n++] = fabs(t) < step * 1e-9 ? 0.0 : t;
+    }
+    *axis_lo = a;
+    *axis_hi = b;
+    return n;
+}
+
+/* ---------------------------------------------------------------------- SVG */
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\t' || *s == '\n')
+                fputc(*s, f);
+        }
+    }
+}
+
+typedef struct box {
+    double x0, y0, x1, y1;
+} box;
+
+static double overlap(box a, box b) {
+    double w = fmin(a.x1, b.x1) - fmax(a.x0, b.x0), h = fmin(a.y1, b.y1) - fmax(a.y0, b.y0);
+    return w > 0 && h > 0 ? w * h : 0;
+}
+
+enum { SVG_W = 860, SVG_H = 600, PX0 = 90, PX1 = 820, PY0 = 100, PY1 = 510 };
+#define CHAR_W 7.4 /* generous average advance of a 13 px sans-serif glyph */
+
+/* Where to put each point's label: the first of the candidate spots (right, left,
+ * centred; above, then below; then rings further out, drawn with a leader line) whose
+ * box overlaps no label placed before, no point, and stays inside the plot; else the
+ * candidate with the least overlap. */
+static void place_labels(const double *px, const double *py, const char *const *text, size_t n,
+                         double *lx, double *ly, int *anchor, bool *leader) {
+    enum { RINGS = 5, NCAND = RINGS * 6 };
+    struct { double dx, dy; int anchor; } cand[NCAND];
+    for (int r = 0; r < RINGS; r++)
+        for (int side = 0; side < 2; side++) {
+            double dy = side == 0 ? -8 - 16.0 * r : 17 + 16.0 * r;
+            int c0 = r * 6 + side * 3;
+            cand[c0 + 0].dx = 12 + 4.0 * r, cand[c0 + 0].dy = dy, cand[c0 + 0].anchor = 0;
+            cand[c0 + 1].dx = -12 - 4.0 * r, cand[c0 + 1].dy = dy, cand[c0 + 1].anchor = 2;
+            cand[c0 + 2].dx = 0, cand[c0 + 2].dy = dy + (side ? 6 : -5), cand[c0 + 2].anchor = 1;
+        }
+    box *placed = calloc(n ? n : 1, sizeof *placed);
+    for (size_t i = 0; i < n; i++) {
+        double w = CHAR_W * (double)strlen(text[i]), best = INFINITY;
+        size_t bc = 0;
+        box bb = {0, 0, 0, 0};
+        for (size_t c = 0; c < NCAND; c++) {
+            double x = px[i] + cand[c].dx, y = py[i] + cand[c].dy;
+            double x0 = cand[c].anchor == 0 ? x : cand[c].anchor == 1 ? x - w / 2 : x - w;
+            box b = {x0 - 2, y - 12, x0 + w + 2, y + 4};
+            double cost = 0;
+            for (size_t j = 0; j < i && placed; j++)
+                cost += overlap(b, placed[j]);
+            for (size_t j = 0; j < n; j++)
+                cost += overlap(b, (box){px[j] - 9, py[j] - 9, px[j] + 9, py[j] + 9});
+            if (b.x0 < PX0 || b.x1 > PX1 || b.y0 < PY0 || b.y1 > PY1)
+                cost += 1000;
+            cost += (double)c * 1e-3; /* prefer earlier (closer) spots on ties */
+            if (cost < best) {
+                best = cost;
+                bc = c;
+                bb = b;
+            }
+        }
+        if (placed)
+            placed[i] = bb;
+        lx[i] = px[i] + cand[bc].dx;
+        ly[i] = py[i] + cand[bc].dy;
+        anchor[i] = cand[bc].anchor;
+        leader[i] = bc >= 6;
+    }
+    free(placed);
+}
+
+static void svg_marker(FILE *f, const rp_variant *v, double x, double y) {
+    if (v->original)
+        fprintf(f, "<path class=\"point\" data-variant=\"%s\" d=\"M%.1f %.1fl7 7l-7 7l-7 -7z\" "
+                "fill=\"#222\"/>", v->name, x, y - 7);
+    else if (v->shared)
+        fprintf(f, "<rect class=\"point\" data-variant=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"10\" "
+                "height=\"10\" fill=\"#d9480f\"/>", v->name, x - 5, y - 5);
+    else
+        fprintf(f, "<circle class=\"point\" data-variant=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"5.5\" "
+                "fill=\"#1864ab\"/>", v->name, x, y);
+}
+
+int rp_write_svg(FILE *f, const rp_report *r) {
+    const size_t n = r->nvariants;
+    double bmin = INFINITY, bmax = 0, vmin = INFINITY, vmax = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double b = r->variants[i].bytes ? (double)r->variants[i].bytes : 1;
+        bmin = fmin(bmin, b);
+        bmax = fmax(bmax, b);
+        vmin = fmin(vmin, r->variants[i].value[0]);
+        vmax = fmax(vmax, r->variants[i].value[0]);
+    }
+    if (n == 0)
+        bmin = bmax = 1, vmin = vmax = 0;
+    double xt[32], yt[32], xa, xb, ya, yb;
+    size_t nxt = rp_log_ticks(bmin, bmax, xt, 32, &xa, &xb);
+    /* Effectiveness axis: 8% of the spread beyond the data, inside [0, 1]. */
+    double pad = vmax - vmin < 1e-9 ? 0.05 : (vmax - vmin) * 0.08;
+    double lo = vmin - pad, hi = vmax + pad;
+    if (vmin >= 0)
+        lo = fmax(lo, 0);
+    if (vmax <= 1)
+        hi = fmin(hi, 1);
+    size_t nyt = rp_lin_ticks(lo, hi, yt, 32, &ya, &yb);
+    double ystep = nyt > 1 ? yt[1] - yt[0] : 0.1;
+    int ydec = ystep >= 1 ? 0 : (int)ceil(-log10(ystep) - 1e-9);
+    double lxa = log2(xa), lxb = log2(xb);
+#define XP(b) (PX0 + (log2(b) - lxa) / (lxb - lxa) * (PX1 - PX0))
+/* 16 px inside the frame at both ends, so points at the axis ends stay clear of it. */
+#define YP(v) (PY1 - 16 - ((v) - ya) / (yb - ya) * (PY1 - PY0 - 32))
+
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\">\n",
+            SVG_W, SVG_H, SVG_W, SVG_H);
+    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", SVG_W, SVG_H);
+    fprintf(f, "<text x=\"%d\" y=\"30\" font-size=\"18\" font-weight=\"bold\">Storage vs ",
+            PX0);
+    xml_text(f, r->metric[0]);
+    fprintf(f, "</text>\n<text x=\"%d\" y=\"50\" font-size=\"12\" fill=\"#555\">%llu documents, "
+            "%llu vectors %s %u dims; %zu evaluated queries; top %u, %s MaxSim</text>\n",
+            PX0, (unsigned long long)r->num_docs, (unsigned long long)r->num_vectors, TIMES, r->dim,
+            r->eval_queries, r->k, r->score_mean ? "mean" : "sum");
+
+    /* Legend (only the series present), above the plot. */
+    bool has[3] = {false, false, false};
+    for (size_t i = 0; i < n; i++)
+        has[r->variants[i].original ? 0 : r->variants[i].shared ? 2 : 1] = true;
+    static const char *const legend[] = {"original (float16, exact MaxSim)",
+                                         "per-dimension codec tables",
+                                         "one shared codec table (ColBERTv2)"};
+    double lx = PX0;
+    for (int s = 0; s < 3; s++) {
+        if (!has[s])
+            continue;
+        fputs("<g class=\"legend\">", f);
+        /* Legend markers use class "legend-mark" so that class="point" counts variants. */
+        if (s == 0)
+            fprintf(f, "<path class=\"legend-mark\" d=\"M%.1f 65l7 7l-7 7l-7 -7z\" fill=\"#222\"/>",
+                    lx + 6);
+        else if (s == 2)
+            fprintf(f, "<rect class=\"legend-mark\" x=\"%.1f\" y=\"67\" width=\"10\" height=\"10\" "
+                    "fill=\"#d9480f\"/>", lx + 1);
+        else
+            fprintf(f, "<circle class=\"legend-mark\" cx=\"%.1f\" cy=\"72\" r=\"5.5\" "
+                    "fill=\"#1864ab\"/>", lx + 6);
+        fprintf(f, "<text x=\"%.1f\" y=\"76\" font-size=\"12\">%s</text></g>\n", lx + 18,
+                legend[s]);
+        lx += 18 + CHAR_W * 0.93 * (double)strlen(legend[s]) + 24;
+    }
+
+    /* Grid, ticks and tick labels. */
+    fputs("<g stroke=\"#e5e5e5\" stroke-width=\"1\">\n", f);
+    for (size_t t = 0; t < nxt; t++)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>\n", XP(xt[t]), PY0,
+                XP(xt[t]), PY1);
+    for (size_t t = 0; t < nyt; t++)
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", PX0, YP(yt[t]), PX1,
+                YP(yt[t]));
+    fputs("</g>\n", f);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#333\"/>\n",
+            PX0, PY0, PX1 - PX0, PY1 - PY0);
+    fputs("<g font-size=\"12\" fill=\"#333\">\n", f);
+    for (size_t t = 0; t < nxt; t++) {
+        char hb[32];
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>"
+                "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                XP(xt[t]), PY1, XP(xt[t]), PY1 + 5, XP(xt[t]), PY1 + 20,
+                rp_human_bytes(xt[t], hb, sizeof hb));
+    }
+    for (size_t t = 0; t < nyt; t++)
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>"
+                "<text class=\"ytick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n",
+                PX0 - 5, YP(yt[t]), PX0, YP(yt[t]), PX0 - 9, YP(yt[t]) + 4, ydec, yt[t]);
+    fputs("</g>\n", f);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\">storage on disk "
+            "(log scale): index files; original: float16 vectors</text>\n",
+            (PX0 + PX1) / 2, PY1 + 50);
+    fprintf(f, "<text transform=\"translate(%d %d) rotate(-90)\" font-size=\"14\" "
+            "text-anchor=\"middle\">", 28, (PY0 + PY1) / 2);
+    xml_text(f, r->metric[0]);
+    fprintf(f, " (mean over %zu queries)</text>\n", r->eval_queries);
+
+    /* Points: positions, series lines (by storage), markers, labels. */
+    double *px = calloc(n ? n : 1, sizeof *px), *py = calloc(n ? n : 1, sizeof *py);
+    double *tx = calloc(n ? n : 1, sizeof *tx), *ty = calloc(n ? n : 1, sizeof *ty);
+    int *anc = calloc(n ? n : 1, sizeof *anc);
+    bool *lead = calloc(n ? n : 1, sizeof *lead);
+    const char **text = calloc(n ? n : 1, sizeof *text);
+    if (!px || !py || !tx || !ty || !anc || !lead || !text) {
+        free(px), free(py), free(tx), free(ty), free(anc), free(lead), free(text);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const rp_variant *v = &r->variants[i];
+        px[i] = XP(v->bytes ? (double)v->bytes : 1);
+        py[i] = YP(v->value[0]);
+        text[i] = v->name;
+    }
+    for (int s = 1; s <= 2; s++) {
+        /* Connect a series' points in storage order (insertion sort on indexes). */
+        size_t idx[64], m = 0;
+        for (size_t i = 0; i < n && m < 64; i++) {
+            const rp_variant *v = &r->variants[i];
+            if (v->original || (s == 2) != v->shared)
+                continue;
+            size_t j = m++;
+            while (j > 0 && r->variants[idx[j - 1]].bytes > v->bytes) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = i;
+        }
+        if (m < 2)
+            continue;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                "stroke-dasharray=\"4 3\" points=\"", s == 2 ? "#d9480f" : "#1864ab");
+        for (size_t j = 0; j < m; j++)
+            fprintf(f, "%s%.1f,%.1f", j ? " " : "", px[idx[j]], py[idx[j]]);
+        fputs("\"/>\n", f);
+    }
+    if (n > 0 && r->variants[0].original) /* the original's level, for reading drops */
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#888\" "
+                "stroke-width=\"1\" stroke-dasharray=\"2 4\"/>\n", PX0, py[0], PX1, py[0]);
+    place_labels(px, py, text, n, tx, ty, anc, lead);
+    static const char *const anchors[] = {"start", "middle", "end"};
+    for (size_t i = 0; i < n; i++) {
+        const rp_variant *v = &r->variants[i];
+        char hb[32], lab[64];
+        fputs("<g>", f);
+        fprintf(f, "<title>%s: %s %.4f, %s (%.2f%s smaller than float16)</title>",
+                rp_variant_label(v, lab, sizeof lab), r->metric[0], v->value[0],
+                rp_human_bytes((double)v->bytes, hb, sizeof hb), ratio_of(r, v), TIMES);
+        if (lead[i]) /* to the label's top edge if below the point, else its baseline */
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\"/>",
+                    px[i], py[i], tx[i], ty[i] > py[i] ? ty[i] - 12 : ty[i] + 3);
+        svg_marker(f, v, px[i], py[i]);
+        fprintf(f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" "
+                "text-anchor=\"%s\">", tx[i], ty[i], anchors[anc[i]]);
+        xml_text(f, v->name);
+        fputs("</text></g>\n", f);
+    }
+    fputs("</svg>\n", f);
+#undef XP
+#undef YP
+    free(px), free(py), free(tx), free(ty), free(anc), free(lead), free(text);
+    return ferror(f) ? -1 : 0;
+}
