@@ -13,6 +13,7 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: tartan search --index DIR --queries Q.npy --out RUN [options]\n"
+        "       tartan search --index DIR --encoder CMD --queries queries.jsonl --out RUN\n"
         "\n"
         "Searches an index with query vectors and writes a TREC run\n"
         "(qid Q0 docid rank score tag), or JSON lines with --jsonl. Prints a latency\n"
@@ -24,6 +25,9 @@ static void usage(FILE *f) {
         "  --qlens L.npy        vectors per query (int); with a 3-D array: the first qlens[i]\n"
         "                       vectors of each padded query\n"
         "  --query-ids FILE     one query id per line (default: query row number)\n"
+        "  --encoder CMD        encode --queries (BEIR queries.jsonl or id<TAB>text TSV) with\n"
+        "                       this encoder program in query mode (doc/encoder-protocol.md)\n"
+        "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
         "  --k N                results per query (default 10)\n"
         "  --out RUN            output file ('-' for stdout); written aside, then renamed\n"
         "  --mode M             plaid (default), exhaustive (decompressed MaxSim over every\n"
@@ -97,6 +101,100 @@ static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uin
     return ferror(f) ? -1 : 0;
 }
 
+/* ------------------------------------------------- queries from an encoder */
+
+typedef struct query_acc {
+    tt_queries *q;
+    uint64_t cap_q, cap_v;
+} query_acc;
+
+/* Encoder sink: appends one query's vectors and id to the growing tt_queries. */
+static int add_query(void *user, uint64_t index, const char *id, size_t id_len, uint32_t n,
+                     const float *vectors) {
+    query_acc *a = user;
+    tt_queries *q = a->q;
+    (void)index;
+    if (n == 0) {
+        fprintf(stderr, "tartan search: the encoder returned no vectors for query '%.*s'\n",
+                (int)id_len, id);
+        return TT_EVALUE;
+    }
+    if (q->num_queries == a->cap_q) {
+        uint64_t nc = a->cap_q ? 2 * a->cap_q : 64;
+        uint64_t *o = realloc(q->offsets, nc * sizeof *o);
+        if (o)
+            q->offsets = o;
+        uint32_t *l = realloc(q->lens, nc * sizeof *l);
+        if (l)
+            q->lens = l;
+        char **ids = realloc(q->ids, nc * sizeof *ids);
+        if (ids)
+            q->ids = ids;
+        if (!o || !l || !ids)
+            return TT_ENOMEM;
+        a->cap_q = nc;
+    }
+    if (q->num_vectors + n > a->cap_v) {
+        uint64_t nc = a->cap_v ? 2 * a->cap_v : 1024;
+        while (nc < q->num_vectors + n)
+            nc *= 2;
+        float *v = realloc(q->vectors, nc * q->dim * sizeof *v);
+        if (!v)
+            return TT_ENOMEM;
+        q->vectors = v;
+        a->cap_v = nc;
+    }
+    char *qid = malloc(id_len + 1);
+    if (!qid)
+        return TT_ENOMEM;
+    memcpy(qid, id, id_len);
+    qid[id_len] = '\0';
+    memcpy(q->vectors + q->num_vectors * q->dim, vectors, (size_t)n * q->dim * sizeof *vectors);
+    q->ids[q->num_queries] = qid;
+    q->offsets[q->num_queries] = q->num_vectors;
+    q->lens[q->num_queries] = n;
+    q->num_queries++;
+    q->num_vectors += n;
+    return TT_OK;
+}
+
+/* Runs `encoder` in query mode over the query texts in `path` (BEIR queries.jsonl or
+ * TSV); the encoder must produce vectors of the index's dimension. */
+static int encode_queries(const char *encoder, const char *path, const tt_index *idx,
+                          uint32_t timeout_ms, tt_queries **out) {
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    tt_encoder_options eo;
+    tt_encoder_options_init(&eo);
+    eo.expected_dim = info.dim;
+    if (timeout_ms)
+        eo.timeout_ms = timeout_ms;
+    tt_encoder *enc = NULL;
+    query_acc acc = {0};
+    int st = TT_ENOMEM;
+    acc.q = calloc(1, sizeof *acc.q);
+    if (!acc.q || !(acc.q->path = strdup(path)))
+        goto fail;
+    if ((st = tt_encoder_start(&enc, encoder, TT_ENC_QUERY, &eo)))
+        goto fail;
+    acc.q->dim = tt_encoder_dim(enc);
+    if ((st = tt_encoder_encode_file(enc, path, add_query, &acc)))
+        goto fail;
+    tt_encoder_free(enc);
+    if (acc.q->num_queries == 0) {
+        fprintf(stderr, "tartan search: %s holds no queries\n", path);
+        st = TT_EVALUE;
+        enc = NULL;
+        goto fail;
+    }
+    *out = acc.q;
+    return TT_OK;
+fail:
+    tt_encoder_free(enc);
+    tt_queries_free(acc.q);
+    return st;
+}
+
 int cmd_search(int argc, char **argv) {
     static const struct option longopts[] = {
         {"index", required_argument, 0, 'x'},   {"queries", required_argument, 0, 'q'},
@@ -108,8 +206,11 @@ int cmd_search(int argc, char **argv) {
         {"ndocs", required_argument, 0, 'n'},   {"score", required_argument, 0, 's'},
         {"threads", required_argument, 0, 't'}, {"jsonl", no_argument, 0, 'j'},
         {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
+        {"encoder", required_argument, 0, 'E'}, {"encoder-timeout", required_argument, 0, 'O'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
+    const char *encoder = NULL;
+    uint32_t enc_timeout_ms = 0;
     const char *tag = "tartan";
     uint64_t k = 10, u;
     int threads = 1, c;
@@ -185,6 +286,14 @@ int cmd_search(int argc, char **argv) {
                 return cli_usage_error("search", "--threads must be 0..1024");
             threads = (int)u;
             break;
+        case 'E': encoder = optarg; break;
+        case 'O': {
+            uint64_t secs;
+            if (!cli_parse_u64(optarg, &secs) || secs == 0 || secs > 86400)
+                return cli_usage_error("search", "--encoder-timeout must be 1..86400 seconds");
+            enc_timeout_ms = (uint32_t)(secs * 1000);
+            break;
+        }
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
@@ -193,6 +302,9 @@ int cmd_search(int argc, char **argv) {
         return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
     if (!index || !queries || !out)
         return cli_usage_error("search", "--index, --queries and --out are required");
+    if (encoder && (qlens || qids))
+        return cli_usage_error("search", "with --encoder the query ids come from --queries; "
+                               "--qlens/--query-ids do not apply");
     if (oo.direct && oo.io == TT_IO_MMAP)
         return cli_usage_error("search", "--direct needs io_uring reads (not --io mmap)");
 
@@ -206,8 +318,10 @@ int cmd_search(int argc, char **argv) {
     double *secs = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
-    if ((st = tt_queries_load(&qs, queries, qlens, qids)) ||
-        (st = tt_index_open(&idx, index, &oo)) || (st = tt_queries_check(qs, idx))) {
+    if ((st = tt_index_open(&idx, index, &oo)) ||
+        (st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs)
+                      : tt_queries_load(&qs, queries, qlens, qids)) ||
+        (st = tt_queries_check(qs, idx))) {
         rc = cli_fail("search", st);
         goto done;
     }
