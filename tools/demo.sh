@@ -15,8 +15,10 @@ make -C "$build" -j"$(nproc)" -s >/dev/null
 T="$build/tartan"
 work=$(mktemp -d /tmp/tartan-demo-XXXXXX)
 echo "== 1. a synthetic collection: 20,000 documents x 20-40 vectors x 128-d, 200 queries"
+# Noise levels like ColBERT token vectors: most vectors score > 0.5 with their centroid,
+# which is what PLAID's default pruning threshold assumes (doc/search.md).
 "$build/tartan-synth" --out "$work/demo" --docs 20000 --doclen 20-40 --dim 128 \
-    --queries 200 --qlen 32 --seed 7
+    --queries 200 --qlen 32 --seed 7 --noise 0.3 --qnoise 0.2
 echo "== 2. build a 2-bit index"
 "$T" build --vectors "$work/demo.vectors.npy" --doclens "$work/demo.doclens.npy" \
     --ids "$work/demo.ids.txt" --out "$work/index" --nbits 2 --describe "tartan-synth demo"
