@@ -1,0 +1,196 @@
+/* An LD_PRELOAD library that makes system calls fail on demand, for the crash-safety
+ * and resource-limit tests (tests/crash_safety.sh, tests/resource_limits.sh). Only
+ * this test helper reads the environment; the library under test never does.
+ *
+ *   TT_FAIL_WRITE_AFTER=N   the (N+1)-th write/pwrite to a regular file fails, and
+ *                           every later one too (a disk that filled up and stays full)
+ *   TT_FAIL_PATH=TEXT       only writes/fsyncs to files whose path contains TEXT count
+ *                           and fail (default: every regular file; the CLI's own
+ *                           stdout/stderr redirected to files must usually be spared)
+ *   TT_FAIL_ERRNO=NAME      errno of the failures: EIO (default), ENOSPC, EFBIG, EDQUOT
+ *   TT_FAIL_FSYNC=1         fsync and fdatasync of regular files fail
+ *   TT_FAIL_RENAME=1        rename fails
+ *   TT_FAIL_URING=1         io_uring_queue_init* return -ENOSYS (a kernel without
+ *                           io_uring, or a seccomp filter that refuses it)
+ *   TT_FAIL_LOG=1           say on stderr when a failure is injected
+ *
+ * Under AddressSanitizer, run with ASAN_OPTIONS=verify_asan_link_order=0. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+struct io_uring;
+struct io_uring_params;
+
+/* Exported interposers need prototypes under -Wmissing-prototypes. */
+ssize_t write(int fd, const void *buf, size_t n);
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off);
+int fsync(int fd);
+int fdatasync(int fd);
+int rename(const char *from, const char *to);
+int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags);
+int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+                               struct io_uring_params *p);
+
+static atomic_long writes_left = -2; /* -2: not read yet, -1: never fail */
+
+static void *next(const char *name) {
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        static const char msg[] = "faultinject: symbol not found\n";
+        ssize_t r = syscall(1 /* SYS_write */, 2, msg, sizeof msg - 1);
+        (void)r;
+        abort();
+    }
+    return f;
+}
+
+static int fail_errno(void) {
+    const char *e = getenv("TT_FAIL_ERRNO");
+    if (!e || !strcmp(e, "EIO"))
+        return EIO;
+    if (!strcmp(e, "ENOSPC"))
+        return ENOSPC;
+    if (!strcmp(e, "EFBIG"))
+        return EFBIG;
+    if (!strcmp(e, "EDQUOT"))
+        return EDQUOT;
+    return EIO;
+}
+
+static void note(const char *what) {
+    if (getenv("TT_FAIL_LOG"))
+        fprintf(stderr, "faultinject: failing %s\n", what);
+}
+
+/* True if fd is a regular file whose path contains TT_FAIL_PATH (when set). */
+static int regular(int fd) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0;
+    const char *want = getenv("TT_FAIL_PATH");
+    if (!want || !*want)
+        return 1;
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n < 0)
+        return 0;
+    path[n] = '\0';
+    return strstr(path, want) != NULL;
+}
+
+/* True if this write must fail. */
+static int write_fails(int fd) {
+    long left = atomic_load(&writes_left);
+    if (left == -2) {
+        const char *s = getenv("TT_FAIL_WRITE_AFTER");
+        left = s && *s ? strtol(s, NULL, 10) : -1;
+        atomic_store(&writes_left, left);
+    }
+    if (left < 0 || !regular(fd))
+        return 0;
+    if (left == 0) {
+        note("write");
+        errno = fail_errno();
+        return 1;
+    }
+    atomic_fetch_sub(&writes_left, 1);
+    return 0;
+}
+
+ssize_t write(int fd, const void *buf, size_t n) {
+    static ssize_t (*real)(int, const void *, size_t);
+    if (!real)
+        real = (ssize_t (*)(int, const void *, size_t))next("write");
+    if (write_fails(fd))
+        return -1;
+    return real(fd, buf, n);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    if (!real)
+        real = (ssize_t (*)(int, const void *, size_t, off_t))next("pwrite");
+    if (write_fails(fd))
+        return -1;
+    return real(fd, buf, n, off);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) {
+    return pwrite(fd, buf, n, off);
+}
+
+static int sync_fails(int fd) {
+    const char *s = getenv("TT_FAIL_FSYNC");
+    if (s && *s == '1' && regular(fd)) {
+        note("fsync");
+        errno = fail_errno();
+        return 1;
+    }
+    return 0;
+}
+
+int fsync(int fd) {
+    static int (*real)(int);
+    if (!real)
+        real = (int (*)(int))next("fsync");
+    return sync_fails(fd) ? -1 : real(fd);
+}
+
+int fdatasync(int fd) {
+    static int (*real)(int);
+    if (!real)
+        real = (int (*)(int))next("fdatasync");
+    return sync_fails(fd) ? -1 : real(fd);
+}
+
+int rename(const char *from, const char *to) {
+    static int (*real)(const char *, const char *);
+    if (!real)
+        real = (int (*)(const char *, const char *))next("rename");
+    const char *s = getenv("TT_FAIL_RENAME");
+    if (s && *s == '1') {
+        note("rename");
+        errno = fail_errno();
+        return -1;
+    }
+    return real(from, to);
+}
+
+static int uring_fails(void) {
+    const char *s = getenv("TT_FAIL_URING");
+    if (s && *s == '1') {
+        note("io_uring setup");
+        return 1;
+    }
+    return 0;
+}
+
+int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags) {
+    if (uring_fails())
+        return -ENOSYS;
+    int (*real)(unsigned, struct io_uring *, unsigned) =
+        (int (*)(unsigned, struct io_uring *, unsigned))next("io_uring_queue_init");
+    return real(entries, ring, flags);
+}
+
+int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+                               struct io_uring_params *p) {
+    if (uring_fails())
+        return -ENOSYS;
+    int (*real)(unsigned, struct io_uring *, struct io_uring_params *) =
+        (int (*)(unsigned, struct io_uring *, struct io_uring_params *))next(
+            "io_uring_queue_init_params");
+    return real(entries, ring, p);
+}
