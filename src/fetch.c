@@ -133,21 +133,6 @@ static int rng_cmp(const void *a, const void *b) {
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
-static int grow(void **p, size_t *cap, size_t n, size_t elem, const char *what) {
-    if (n <= *cap)
-        return TT_OK;
-    size_t nc = TT_MAX(n, *cap * 2);
-    uint64_t bytes;
-    if (!tt_mul_ok(nc, elem, &bytes) || bytes > SIZE_MAX)
-        return tt_err(TT_ENOMEM, "%s: size overflows", what);
-    void *q = realloc(*p, (size_t)bytes);
-    if (!q)
-        return tt_err(TT_ENOMEM, "%s: cannot allocate %llu bytes", what,
-                      (unsigned long long)bytes);
-    *p = q;
-    *cap = nc;
-    return TT_OK;
-}
 
 static int grow_buf(tt_fetcher *f, uint64_t need) {
     if (need <= f->buf_cap)
@@ -310,7 +295,7 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
         return TT_OK;
 
     /* Sort by file offset (skipped when already sorted, as in exhaustive scans). */
-    if ((status = grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")))
+    if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")))
         return status;
     bool sorted = true;
     for (size_t i = 0; i < n; i++) {
@@ -365,9 +350,9 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
         total = boff;
         if (pass == 0) {
             if ((status = grow_buf(f, total)) ||
-                (status = grow((void **)&f->pc, &f->pc_cap, npc, sizeof *f->pc, "fetch reads")))
+                (status = tt_grow((void **)&f->pc, &f->pc_cap, npc, sizeof *f->pc, "fetch reads")))
                 return status;
-            if ((status = grow((void **)&f->queue, &f->queue_cap, npc, sizeof *f->queue,
+            if ((status = tt_grow((void **)&f->queue, &f->queue_cap, npc, sizeof *f->queue,
                                "fetch queue")))
                 return status;
         }

@@ -94,6 +94,10 @@ static inline bool tt_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
  * with `what` in the message. */
 void *tt_alloc(uint64_t n, uint64_t size, const char *what);
 void *tt_calloc(uint64_t n, uint64_t size, const char *what);
+/* Grows *p (an array of *cap elements of elem bytes) to hold at least n elements,
+ * by at least half again; TT_ENOMEM with `what` in the message on failure (the old
+ * array is kept). */
+int tt_grow(void **p, size_t *cap, size_t n, size_t elem, const char *what);
 /* 64-byte aligned allocation (free with free()). */
 void *tt_alloc_aligned(uint64_t n, uint64_t size, uint64_t align, const char *what);
 

@@ -422,21 +422,6 @@ struct tt_search_ctx {
     tt_search_stats st;
 };
 
-static int grow_arr(void **p, size_t *cap, size_t n, size_t elem, const char *what) {
-    if (n <= *cap)
-        return TT_OK;
-    size_t nc = TT_MAX(n, *cap + *cap / 2);
-    uint64_t bytes;
-    if (!tt_mul_ok(nc, elem, &bytes) || bytes > SIZE_MAX)
-        return tt_err(TT_ENOMEM, "%s: size overflows", what);
-    void *q = realloc(*p, (size_t)bytes);
-    if (!q)
-        return tt_err(TT_ENOMEM, "%s: cannot allocate %llu bytes", what,
-                      (unsigned long long)bytes);
-    *p = q;
-    *cap = nc;
-    return TT_OK;
-}
 
 int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     int st = TT_OK;
@@ -644,8 +629,8 @@ static int stage1_select(tt_search_ctx *c, uint32_t nprobe, const float *thresho
     const uint32_t K = c->idx->num_centroids, nq = c->nq, nqp = c->nqp;
     int st;
     size_t np = (size_t)nq * nprobe, cap = TT_MAX(np, (size_t)nqp);
-    if ((st = grow_arr((void **)&c->probe, &c->probe_cap, cap, sizeof *c->probe, "probes")) ||
-        (st = grow_arr((void **)&c->probe_s, &c->probe_s_cap, cap, sizeof *c->probe_s,
+    if ((st = tt_grow((void **)&c->probe, &c->probe_cap, cap, sizeof *c->probe, "probes")) ||
+        (st = tt_grow((void **)&c->probe_s, &c->probe_s_cap, cap, sizeof *c->probe_s,
                        "probes")))
         return st;
     if (nprobe == 1 && threshold) {
@@ -746,7 +731,7 @@ static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
     }
     size_t n = 0;
     if (total > 0) {
-        if ((st = grow_arr((void **)&c->cand, &c->cand_cap,
+        if ((st = tt_grow((void **)&c->cand, &c->cand_cap,
                            (size_t)TT_MIN(total, idx->num_docs), sizeof *c->cand, "candidates")))
             return st;
         for (uint64_t w = wlo; w <= whi; w++) {
@@ -874,9 +859,9 @@ static void score_decompressed(tt_search_ctx *c, const uint64_t *docs, uint64_t 
 static int reserve_ranges(tt_search_ctx *c, size_t n) {
     size_t cap = c->r_cap, cap2 = c->r_cap, cap3 = c->r_cap;
     int st;
-    if ((st = grow_arr((void **)&c->roff, &cap, n, sizeof *c->roff, "residual ranges")) ||
-        (st = grow_arr((void **)&c->rlen, &cap2, n, sizeof *c->rlen, "residual ranges")) ||
-        (st = grow_arr((void **)&c->rptr, &cap3, n, sizeof *c->rptr, "residual ranges")))
+    if ((st = tt_grow((void **)&c->roff, &cap, n, sizeof *c->roff, "residual ranges")) ||
+        (st = tt_grow((void **)&c->rlen, &cap2, n, sizeof *c->rlen, "residual ranges")) ||
+        (st = tt_grow((void **)&c->rptr, &cap3, n, sizeof *c->rptr, "residual ranges")))
         return st;
     c->r_cap = cap;
     return TT_OK;
@@ -981,7 +966,7 @@ static int check_options(const tt_index *idx, const tt_search_options *o) {
 static int top_to_list(tt_search_ctx *c, size_t *n) {
     int st;
     *n = c->top.n;
-    if ((st = grow_arr((void **)&c->list, &c->list_cap, *n, sizeof *c->list, "candidates")))
+    if ((st = tt_grow((void **)&c->list, &c->list_cap, *n, sizeof *c->list, "candidates")))
         return st;
     for (size_t t = 0; t < *n; t++)
         c->list[t] = c->top.h[t].doc;

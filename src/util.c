@@ -33,6 +33,22 @@ void *tt_calloc(uint64_t n, uint64_t size, const char *what) {
     return p;
 }
 
+int tt_grow(void **p, size_t *cap, size_t n, size_t elem, const char *what) {
+    if (n <= *cap)
+        return TT_OK;
+    size_t nc = TT_MAX(n, *cap + *cap / 2);
+    uint64_t bytes;
+    if (!tt_mul_ok(nc, elem, &bytes) || bytes > SIZE_MAX)
+        return tt_err(TT_ENOMEM, "%s: size overflows", what);
+    void *q = realloc(*p, (size_t)bytes);
+    if (!q)
+        return tt_err(TT_ENOMEM, "%s: cannot allocate %llu bytes", what,
+                      (unsigned long long)bytes);
+    *p = q;
+    *cap = nc;
+    return TT_OK;
+}
+
 void *tt_alloc_aligned(uint64_t n, uint64_t size, uint64_t align, const char *what) {
     uint64_t bytes;
     if (!tt_mul_ok(n, size, &bytes) || !tt_add_ok(bytes, align, &bytes) || bytes > SIZE_MAX) {

@@ -41,19 +41,6 @@ static void usage(FILE *f) {
             TT_METRICS_DEFAULT);
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static void print_json(const tt_eval *ev, char (*names)[32], size_t nm, bool per_query,
                        int digits) {
     printf("{\n");
@@ -65,7 +52,7 @@ static void print_json(const tt_eval *ev, char (*names)[32], size_t nm, bool per
         printf("  \"per_query\": {\n");
         for (size_t i = 0; i < nq; i++) {
             printf("    ");
-            json_string(stdout, tt_eval_query_id(ev, i));
+            cli_json_string(stdout, tt_eval_query_id(ev, i));
             printf(": {");
             for (size_t m = 0; m < nm; m++)
                 printf("%s\"%s\": %.*f", m ? ", " : "", names[m], digits,
