@@ -27,10 +27,20 @@ build() { # corpus out [extra options]: the command line of one build
     "$T" build --vectors "$WORK/$c.vectors.npy" --doclens "$WORK/$c.doclens.npy" \
         --ids "$WORK/$c.ids.txt" --out "$o" --threads 2 --centroids 128 --force "$@"
 }
+# A build in the background whose pid ($!) is tartan's own, so that kill -9 hits the
+# build and not a shell around it: the subshell execs tartan (the libtool wrapper
+# script execs the binary in turn).
+build_bg() { # corpus out
+    (exec "$T" build --vectors "$WORK/$1.vectors.npy" --doclens "$WORK/$1.doclens.npy" \
+        --ids "$WORK/$1.ids.txt" --out "$2" --threads 2 --centroids 128 --force \
+        >/dev/null 2>&1) &
+}
 docs_of() { # index -> its document count, or "none" (no index), or "bad" (does not open)
     if [ ! -e "$1" ]; then echo none; return; fi
     if ! "$T" verify "$1" >/dev/null 2>"$WORK/verify.err"; then echo bad; return; fi
-    "$T" info --json "$1" 2>/dev/null | sed -n 's/.*"num_docs": *\([0-9]*\).*/\1/p' | head -n 1
+    n=$("$T" info --json "$1" 2>"$WORK/verify.err" |
+        sed -n 's/.*"num_docs": *\([0-9]*\).*/\1/p' | head -n 1)
+    echo "${n:-info-failed}"
 }
 leftovers() { ls -d "$1".tmp-* 2>/dev/null | wc -l; }
 
@@ -52,11 +62,12 @@ while [ $i -lt "$iters" ]; do
     if [ $((i % 2)) = 1 ]; then c=b; n=2500; else c=a; n=300; fi
     [ $i = 3 ] && { rm -rf "$IDX"; prev=none; } # one round starting from nothing
     delay=$(awk -v s="$seed" -v i="$i" -v ms="$ms" 'BEGIN { srand(s + i); printf "%.3f", rand() * ms * 1.1 / 1000 }')
-    build $c "$IDX" >/dev/null 2>&1 &
+    build_bg $c "$IDX"
     pid=$!
     sleep "$delay"
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
+    kill -0 $pid 2>/dev/null && bad "build $pid survived kill -9"
     now=$(docs_of "$IDX")
     if [ "$now" = "$prev" ] || [ "$now" = "$n" ]; then
         ok "kill after ${delay}s: index holds $now (before: $prev, building: $n)"
@@ -67,12 +78,22 @@ while [ $i -lt "$iters" ]; do
     prev=$now
 done
 
-# 2. SIGKILL in each phase: poll the build directory for the first file of the phase.
-kill_at() { # marker-file phase-name
-    build b "$IDX" >/dev/null 2>&1 &
+# 2. SIGKILL in each phase: poll the build directory for the first file of the phase
+# (and, last, OUT for the moment the new index took the old one's place).
+kill_at() { # marker-file phase-name (marker "exchanged": OUT/MANIFEST was replaced)
+    ino=$(stat -c %i "$IDX/MANIFEST")
+    build_bg b "$IDX"
     pid=$!
     hit=""
     while kill -0 $pid 2>/dev/null; do
+        if [ "$1" = exchanged ]; then
+            if [ "$(stat -c %i "$IDX/MANIFEST" 2>/dev/null)" != "$ino" ]; then
+                kill -9 $pid 2>/dev/null
+                hit=1
+                break
+            fi
+            continue
+        fi
         for d in "$IDX".tmp-*; do
             if [ -e "$d/$1" ]; then
                 kill -9 $pid 2>/dev/null
@@ -100,6 +121,7 @@ kill_at centroids.tt "tables"
 kill_at meta.tt "meta"
 kill_at MANIFEST.tmp "publish"
 kill_at MANIFEST "rename"
+kill_at exchanged "removing the previous index"
 
 # A failed build must exit 1 naming a file of the build and the cause, keep the
 # previous index byte for byte and leave no temporary directory.

@@ -22,5 +22,8 @@ const char *fz_write(const char *name, const void *data, size_t size);
 uint8_t *fz_read(const char *path, size_t *size);
 /* Removes a directory tree of regular files (depth 1, as index directories are). */
 void fz_rmdir(const char *dir);
+/* Number of open file descriptors of this process: targets compare it before and
+ * after each input, so that a reader that leaks a descriptor on some path fails. */
+int fz_count_fds(void);
 
 #endif

@@ -9,7 +9,6 @@
 #include "encoder.h"
 #include "fuzz.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,17 +48,6 @@ static int sink(void *user, uint64_t index, const char *id, size_t id_len, uint3
             abort(); /* the protocol promises finite values */
     s->sunk++;
     return 0;
-}
-
-static int count_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
 }
 
 static void put32(FILE *f, uint32_t v) {
@@ -128,7 +116,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fz_write("encoder-output", data, size);
     const char *argv[] = {"/bin/sh", "-c", "exec cat \"$0\"", path, NULL};
-    int fds = count_fds();
+    int fds = fz_count_fds();
     tt_encoder_options o;
     tt_encoder_options_init(&o);
     o.timeout_ms = 5000; /* cat never stalls: a timeout would be a bug */
@@ -150,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     if (st != TT_OK && !*tt_last_error())
         abort();
-    if (count_fds() != fds)
+    if (fz_count_fds() != fds)
         abort(); /* every pipe closed */
     if (waitpid(-1, NULL, WNOHANG) > 0)
         abort(); /* the library reaps its children itself */

@@ -71,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     const char *qp = fz_write("qrels.txt", data, qn);
     const char *rp = fz_write("run.txt", run, rn);
+    int fds = fz_count_fds();
     tt_qrels *q = NULL;
     tt_run *r = NULL;
     int qs = tt_qrels_load(&q, qp), rs = tt_run_load(&r, rp);
@@ -108,5 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     tt_qrels_free(q);
     tt_run_free(r);
+    if (fz_count_fds() != fds)
+        abort(); /* a descriptor leaked */
     return 0;
 }

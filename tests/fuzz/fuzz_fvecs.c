@@ -15,9 +15,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fz_write("fuzz.fvecs", data, size);
+    int fds = fz_count_fds();
     tt_vecfile vf;
-    if (tt_vecfile_open(&vf, path, 0) != TT_OK)
+    if (tt_vecfile_open(&vf, path, 0) != TT_OK) {
+        if (fz_count_fds() != fds)
+            abort(); /* a failed open leaked its descriptor */
         return 0;
+    }
     /* rows * (4 + 4 * dim) <= size: the buffer is bounded by the input. */
     float *buf = malloc((size_t)vf.dim * sizeof(float) * 16);
     for (uint64_t r = 0; buf && r < vf.rows; r += 16) {

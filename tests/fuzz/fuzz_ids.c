@@ -33,6 +33,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *ids = fz_write("ids.txt", data, size);
+    int fds = fz_count_fds();
     tt_input *in = NULL;
     if (tt_input_open(&in, 1, &vec_path, &len_path, ids, NULL) == TT_OK) {
         if (!in->ids_blob || !in->id_off || in->num_docs != 3)
@@ -44,5 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     tt_input_free(in);
+    if (fz_count_fds() != fds)
+        abort(); /* a descriptor leaked */
     return 0;
 }

@@ -14,12 +14,14 @@
  * The fix-ups matter: checksums stop accidents, not an attacker, who recomputes them.
  * With them the fuzzer gets past the checksums to the structural checks (counts,
  * offsets, IVF lists, ids, codes) and to what search does with a hostile index that
- * passed them. Seeds: tests/fuzz/corpus/index (written by this target when
+ * passed them. Every input must leave as many open descriptors and mappings as it
+ * found. Seeds: tests/fuzz/corpus/index (written by this target when
  * TT_FUZZ_WRITE_SEEDS=DIR is set). */
 #include "format.h"
 #include "fuzz.h"
 #include "npy.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -291,6 +293,24 @@ static void write_index(void) {
     }
 }
 
+/* Open descriptors of this process and its mappings of the index files: no path,
+ * failing or not, may leak either. (Other mappings come and go with the allocators.) */
+static void resources(int *fds, int *maps) {
+    *fds = *maps = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        ++*fds;
+    if (d)
+        closedir(d);
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f))
+        *maps += strstr(line, work) != NULL;
+    if (f)
+        fclose(f);
+}
+
 /* What a caller does with an index that opened: every accessor must stay in bounds. */
 static void use_index(const tt_index *idx, int search) {
     tt_index_info info;
@@ -353,6 +373,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fix_manifest();
     write_index();
 
+    int fds0, maps0, fds1, maps1;
+    resources(&fds0, &maps0);
     tt_open_options oo;
     tt_open_options_init(&oo);
     oo.io = flags & 16 ? TT_IO_AUTO : TT_IO_MMAP;
@@ -370,5 +392,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (vst == TT_OK && st != TT_OK && !(flags & 16))
             abort();
     }
+    resources(&fds1, &maps1);
+    if (fds1 != fds0 || maps1 != maps0)
+        abort(); /* a descriptor or a mapping outlived its index */
     return 0;
 }

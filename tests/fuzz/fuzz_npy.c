@@ -33,6 +33,7 @@ static void read_all(const tt_vecfile *vf) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    int fds = fz_count_fds();
     tt_npy_header h;
     for (int bf16 = 0; bf16 < 2; bf16++) {
         if (tt_npy_parse_header(data, size, "fuzz.npy", bf16, &h) == TT_OK &&
@@ -70,5 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         tt_queries_free(q);
     }
+    if (fz_count_fds() != fds)
+        abort(); /* a descriptor leaked */
     return 0;
 }

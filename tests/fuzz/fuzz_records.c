@@ -25,6 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size - 1;
     const char *path = fz_write(fnames[sel], body, n);
 
+    int fds = fz_count_fds();
     tt_records *r = NULL;
     if (tt_records_open(&r, path, formats[sel], mode) == TT_OK) {
         tt_record rec;
@@ -46,6 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)count;
         tt_records_close(r);
     }
+    if (fz_count_fds() != fds)
+        abort(); /* a descriptor leaked */
 
     /* JSON fields of the whole body as one object */
     static const char *const keys[] = {"_id", "title", "text"};

@@ -36,6 +36,17 @@ void fz_rmdir(const char *dir) {
     rmdir(dir);
 }
 
+int fz_count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 const char *fz_dir(void) {
     if (scratch[0])
         return scratch;
