@@ -5,7 +5,7 @@
 # time, the concurrency test under ThreadSanitizer, and valgrind memcheck on the
 # command-line integration path.
 # Usage (Debian 12, as root): tools/run-tests.sh      (CI: .ci/run calls this)
-# TT_FUZZ_SECONDS (default 60, as the reliability issue asks) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
+# TT_FUZZ_SECONDS (default 60) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
 # leaves stages out.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
