@@ -3,6 +3,7 @@
  * where the paired t-test rejects equality at p < 0.05), CSV and JSON for programs,
  * and a hand-written SVG scatter plot of storage (log scale) against the primary
  * metric that any browser opens. */
+#include "cli.h"
 #include "report.h"
 
 #include <math.h>
@@ -290,20 +291,10 @@ int rp_write_csv(FILE *f, const rp_report *r) {
 /* -------------------------------------------------------------------- JSON */
 
 static void json_str(FILE *f, const char *s) {
-    if (!s) {
+    if (!s)
         fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    else
+        cli_json_string(f, s);
 }
 
 static void json_num(FILE *f, int digits, double x) {
