@@ -326,8 +326,9 @@ static void fill_info(tt_index *idx, const tt_manifest *man) {
     in->ratio_f16 = (double)in->bytes_f16 / (double)in->bytes_index;
     in->ratio_f32 = (double)in->bytes_f32 / (double)in->bytes_index;
     /* Search keeps everything in memory except the residuals and originals, plus the
-     * document offsets computed at open. */
-    in->resident_bytes = in->bytes_index - in->bytes_residuals + 8 * (idx->num_docs + 1);
+     * document offsets and the int8 centroids made at open. */
+    in->resident_bytes = in->bytes_index - in->bytes_residuals +
+                         8 * (idx->num_docs + 1) + tt_cq_bytes(&idx->cq);
 }
 
 int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
@@ -376,6 +377,10 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
         goto fail;
     idx->centroids = (const float *)idx->f_centroids.payload;
+    if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim))) {
+        st = tt_err(st, "%s: out of memory for the int8 centroids", dir);
+        goto fail;
+    }
     if ((st = open_file(idx, &man, &idx->f_codec, TT_F_CODEC, "CODC", TT_MAP_WHOLE)) ||
         (st = load_codec(idx)) ||
         (st = open_file(idx, &man, &idx->f_doclens, TT_F_DOCLENS, "DOCL", TT_MAP_WHOLE)) ||
@@ -432,6 +437,7 @@ void tt_index_close(tt_index *idx) {
     if (idx->res_fd_direct >= 0)
         close(idx->res_fd_direct);
     tt_codec_free(&idx->codec);
+    tt_cq_free(&idx->cq);
     free(idx->doc_vec0);
     free(idx->dir);
     free(idx);

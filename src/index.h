@@ -3,6 +3,7 @@
 #define TT_INDEX_H
 
 #include "codec.h"
+#include "cscore.h"
 #include "format.h"
 
 struct tt_index {
@@ -16,6 +17,7 @@ struct tt_index {
         f_originals;
 
     const float *centroids;    /* num_centroids * dim (mmap, little-endian host) */
+    tt_cq cq;                  /* int8 copy for the candidate stages (made at open) */
     tt_codec codec;
     const uint32_t *doclens;   /* num_docs (mmap) */
     uint64_t *doc_vec0;        /* num_docs + 1, computed at open (in RAM) */

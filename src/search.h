@@ -71,6 +71,10 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c);
 void tt_resdec_free(tt_resdec *d);
 /* Unpacks n packed vectors (n * bytes_per_vec bytes) into n * dim floats. */
 void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, float *out);
+/* The same, adding centroid codes[v] (rows of centroids, dim floats) to vector v: the
+ * decompressed vectors c + r. */
+void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                          const float *centroids, const uint32_t *codes, float *out);
 
 /* Bounded top-k selection with deterministic order: a hit is better if its score is
  * higher, or equal with a lower document id, so that any evaluation order of the same
@@ -91,22 +95,23 @@ void tt_topk_free(tt_topk *t);
 #define TT_QB 4u
 static inline uint32_t tt_qpad(uint32_t nq) { return (nq + TT_QB - 1) / TT_QB * TT_QB; }
 
-/* Decompressed MaxSim of a group of documents, given the centroid scores
- * St[c * nqp + i] = <q_i, centroid c> and decoded residual rows.
- *   score(d) = sum_{i < nq} max_j (St[code_j * nqp + i] + <q_i, r_j>)
- * The <q_i, r_j> come from one sgemm R Qpᵀ over the group (`QR`: nvec * nqp scratch).
- * Qp is nqp * dim (rows nq.. zero), R is nvec * dim (rows of the group's documents in
- * order), codes nvec centroid ids, doclens ndocs lengths. St may be NULL (exact mode: R
- * then holds the original vectors). nqp = tt_qpad(nq). */
-void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *St,
-                     const float *R, const uint32_t *codes, const uint32_t *doclens,
-                     uint32_t ndocs, float *QR, float *scores);
+/* MaxSim of a group of documents over decoded vectors (c + r, or the originals):
+ *   score(d) = sum_{i < nq} max_j <q_i, v_j>
+ * from one sgemm V Qpᵀ over the group (`QR`: nvec * nqp scratch). Qp is nqp * dim
+ * (rows nq.. zero), R is nvec * dim (rows of the group's documents in order), doclens
+ * ndocs lengths. nqp = tt_qpad(nq). */
+void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
+                     const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores);
 
 /* Scalar reference of the same score for one document (double accumulation), from
  * the packed residuals and the codec; used by the tests. */
 double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,
                            const tt_codec *c, const uint32_t *codes, const uint8_t *packed,
                            uint32_t doclen);
+
+/* Switches the AVX-512 row loops of the centroid stages on (where the CPU has AVX-512)
+ * or off; returns whether they were on. For the tests, which compare the two. */
+int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
 
 /* PLAID defaults by k (ColBERTv2): k <= 10: nprobe 1, threshold 0.5, ndocs 256;
  * k <= 100: 2, 0.45, 1024; larger: 4, 0.4, max(4k, 4096). */

@@ -2,6 +2,7 @@
  * (planted documents, recall against exhaustive, io paths, batch == serial, bad input). */
 #include "testutil.h"
 
+#include "cscore.h"
 #include "npy.h"
 #include "search.h"
 
@@ -331,19 +332,11 @@ START_TEST(maxsim_group_matches_reference) {
             Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
         for (uint32_t i = 0; i < K * dim; i++)
             C[i] = (float)(tt_rng_uniform(&r) - 0.5);
-        /* Padded query (rows nq..nqp zero) and centroid scores with row stride nqp. */
+        /* Padded query (rows nq..nqp zero). */
         const uint32_t nqp = tt_qpad(nq);
         ck_assert_uint_eq(nqp % TT_QB, 0);
         float *Qp = calloc((size_t)nqp * dim, sizeof *Qp);
         memcpy(Qp, Q, (size_t)nq * dim * sizeof *Q);
-        float *St = calloc((size_t)K * nqp, sizeof *St);
-        for (uint32_t k = 0; k < K; k++)
-            for (uint32_t i = 0; i < nq; i++) {
-                double s = 0;
-                for (uint32_t j = 0; j < dim; j++)
-                    s += (double)C[k * dim + j] * Q[i * dim + j];
-                St[k * nqp + i] = (float)s;
-            }
         uint32_t lens[13], total = 0;
         for (uint32_t t = 0; t < ndocs; t++) {
             lens[t] = 1 + (uint32_t)tt_rng_below(&r, 12);
@@ -358,8 +351,8 @@ START_TEST(maxsim_group_matches_reference) {
         float *R = malloc((size_t)total * dim * sizeof *R);
         float *QR = malloc((size_t)total * nqp * sizeof *QR);
         float scores[13];
-        tt_resdec_decode(&d, packed, total, R);
-        tt_maxsim_group(Qp, nq, nqp, dim, St, R, codes, lens, ndocs, QR, scores);
+        tt_resdec_decode_add(&d, packed, total, C, codes, R);
+        tt_maxsim_group(Qp, nq, nqp, dim, R, lens, ndocs, QR, scores);
         uint32_t v = 0;
         for (uint32_t t = 0; t < ndocs; t++) {
             double ref = tt_maxsim_reference(Q, nq, dim, C, &c, codes + v,
@@ -370,13 +363,81 @@ START_TEST(maxsim_group_matches_reference) {
         free(Q);
         free(Qp);
         free(C);
-        free(St);
         free(codes);
         free(packed);
         free(R);
         free(QR);
         tt_resdec_free(&d);
         tt_codec_free(&c);
+    }
+}
+END_TEST
+
+/* int8 centroid scores: the dispatched kernel (AVX-512 VNNI where the CPU has it) equals
+ * the portable loop bit for bit, and both are close to the float32 dot products, for
+ * dimensions that are and are not multiples of 4, partial centroid blocks and every
+ * query-vector count around the kernels' block sizes. */
+START_TEST(cq_kernels_agree) {
+    const uint32_t dims[] = {128, 130, 3584}, Ks[] = {1, 15, 16, 17, 100};
+    const uint32_t nqs[] = {1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 40};
+    tt_rng r;
+    tt_rng_seed(&r, 2024);
+    for (size_t di = 0; di < 3; di++) {
+        const uint32_t dim = dims[di];
+        for (size_t ki = 0; ki < 5; ki++) {
+            const uint32_t K = Ks[ki];
+            float *C = malloc((size_t)K * dim * sizeof *C);
+            for (uint32_t k = 0; k < K; k++) {
+                double ss = 0;
+                for (uint32_t j = 0; j < dim; j++) {
+                    float x = (float)(tt_rng_uniform(&r) - 0.5);
+                    if (j % 61 == 7) /* an outlier dimension */
+                        x *= 8;
+                    C[(size_t)k * dim + j] = x;
+                    ss += (double)x * x;
+                }
+                for (uint32_t j = 0; j < dim; j++)
+                    C[(size_t)k * dim + j] /= (float)sqrt(ss);
+            }
+            if (K == 15)
+                C[3] = 0; /* and a zero centroid */
+            tt_cq q;
+            ck_assert_int_eq(tt_cq_init(&q, C, K, dim), TT_OK);
+            for (size_t ni = 0; ni < sizeof nqs / sizeof nqs[0]; ni++) {
+                const uint32_t nq = nqs[ni], nqp = tt_qpad(nq);
+                float *Q = malloc((size_t)nq * dim * sizeof *Q);
+                for (uint32_t i = 0; i < nq * dim; i++)
+                    Q[i] = (float)(tt_rng_uniform(&r) - 0.5) / (float)sqrt(dim / 12.0);
+                if (nq == 5)
+                    memset(Q, 0, dim * sizeof *Q); /* a zero query vector */
+                uint8_t *qp = aligned_alloc(64, tt_cq_qpack_bytes(&q, nqp) + 64);
+                float *qs = malloc(nqp * sizeof *qs);
+                float *S1 = malloc((size_t)K * nqp * sizeof *S1);
+                float *S2 = malloc((size_t)K * nqp * sizeof *S2);
+                tt_cq_query(&q, Q, nq, nqp, qp, qs);
+                tt_cq_scores(&q, qp, qs, nqp, S1);
+                tt_cq_scores_portable(&q, qp, qs, nqp, S2);
+                ck_assert_mem_eq(S1, S2, (size_t)K * nqp * sizeof *S1);
+                for (uint32_t k = 0; k < K; k++)
+                    for (uint32_t i = 0; i < nqp; i++) {
+                        double dot = 0, qn = 0;
+                        for (uint32_t j = 0; i < nq && j < dim; j++) {
+                            dot += (double)C[(size_t)k * dim + j] * Q[(size_t)i * dim + j];
+                            qn += (double)Q[(size_t)i * dim + j] * Q[(size_t)i * dim + j];
+                        }
+                        /* two 8-bit roundings of vectors of norm <= ~1.5: well under 2 % */
+                        ck_assert_double_eq_tol(S1[(size_t)k * nqp + i], dot,
+                                                0.02 * (1 + sqrt(qn)));
+                    }
+                free(Q);
+                free(qp);
+                free(qs);
+                free(S1);
+                free(S2);
+            }
+            tt_cq_free(&q);
+            free(C);
+        }
     }
 }
 END_TEST
@@ -799,6 +860,34 @@ START_TEST(batch_equals_serial) {
 }
 END_TEST
 
+/* The AVX-512 row loops of the centroid stages return exactly what the SSE2 loops do,
+ * for the nprobe == 1 scan and the general one, sum and mean scores. */
+START_TEST(avx512_loops_agree) {
+    tt_index *idx = open_idx(g_idx, TT_IO_MMAP, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const uint32_t qlens[] = {32, 4, 7, 40, 64, 80};
+    tt_hit h1[100], h2[100];
+    uint32_t n1, n2;
+    for (int t = 0; t < 12; t++) {
+        uint32_t nq = qlens[t % 6], k = t % 2 ? 100 : 10;
+        float *Q = query_near(&g_c, (uint64_t)t * 37 % g_c.ndocs, nq, 0.3f, 500 + t);
+        tt_search_options o;
+        tt_search_options_init(&o);
+        o.score = t % 3 == 2 ? TT_SCORE_MEAN : TT_SCORE_SUM;
+        tt_search_ctx_use_avx512(ctx, 1);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h1, &n1), TT_OK);
+        tt_search_ctx_use_avx512(ctx, 0);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h2, &n2), TT_OK);
+        ck_assert_uint_eq(n1, n2);
+        ck_assert(hits_equal(h1, h2, n1));
+        free(Q);
+    }
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
 START_TEST(bad_input) {
     tt_index *idx = open_idx(g_idx_plain, TT_IO_AUTO, 0);
     tt_search_ctx *ctx;
@@ -1048,6 +1137,7 @@ int main(void) {
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
+    tcase_add_test(tc, cq_kernels_agree);
     suite_add_tcase(s, tc);
 
     /* The indexes are built once, before the test processes fork. */
@@ -1073,6 +1163,7 @@ int main(void) {
     tcase_add_test(tc, scores_match_reference);
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
+    tcase_add_test(tc, avx512_loops_agree);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, io_uring_refused);
     tcase_add_test(tc, nanofiqa);
