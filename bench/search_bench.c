@@ -4,7 +4,7 @@
  *                [--mode plaid|exhaustive|exact]
  *                [--io uring|mmap] [--direct] [--queue-depth N] [--nprobe N]
  *                [--threshold T] [--ndocs N] [--cold] [--threads T] [--limit N]
- *                [--run FILE] [--label TEXT]
+ *                [--score sum|mean] [--run FILE] [--label TEXT]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
  * --cold the residual file is evicted from the page cache before every query (our own
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
         {"io", 1, 0, 'i'}, {"direct", 0, 0, 'D'}, {"queue-depth", 1, 0, 'Q'},
         {"nprobe", 1, 0, 'p'}, {"threshold", 1, 0, 'T'}, {"ndocs", 1, 0, 'n'},
         {"cold", 0, 0, 'c'}, {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'}, {"run", 1, 0, 'r'},
-        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {0, 0, 0, 0}};
+        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     uint32_t k = 10;
     int cold = 0, threads = 1, c;
@@ -117,6 +117,7 @@ int main(int argc, char **argv) {
         case 'r': runpath = optarg; break;
         case 'L': label = optarg; break;
         case 'I': qids = optarg; break;
+        case 'S': so.score = !strcmp(optarg, "mean") ? TT_SCORE_MEAN : TT_SCORE_SUM; break;
         default: return 2;
         }
     }

@@ -4,7 +4,8 @@
 # (p50/p95, recall@10 against exhaustive); QPS with 2 threads; cold page cache with
 # io_uring, io_uring + O_DIRECT and mmap (bytes and reads per query, major faults); the
 # device's random-read IOPS by fio; optionally (FAISS=1) FAISS IVF-PQ + exact rerank
-# tuned to PLAID's recall@10 against exact MaxSim (bench/search_faiss.py).
+# tuned to PLAID's recall against exact MaxSim at k = 10 and k = 100
+# (bench/search_faiss.py).
 #
 # usage: bench/search_bench.sh BUILDDIR WORKDIR PREFIX [NQUERIES]
 #   PREFIX: tartan-synth output (PREFIX.vectors.npy, .doclens.npy, .ids.txt,
@@ -14,7 +15,8 @@
 #         --queries 500 --qlen 32 --noise 0.3 --qnoise 0.2 --f16 --seed 5
 #     FAISS=1 bench/search_bench.sh build /var/tmp/tt cb300k 100
 # Environment: THREADS (QPS run, default 2), NQ_EXH (queries for the exhaustive
-# reference, default NQUERIES), NQ_COLD (default 50).
+# reference, default NQUERIES), NQ_COLD (default 50), SCORE (sum or mean; DiffRetriever
+# averages over query vectors), FIO=0 to skip fio.
 set -eu
 B=$(cd "$1" && pwd); W=$(cd "$2" && pwd); P=$3; NQ=${4:-100}
 THREADS=${THREADS:-2}; NQ_EXH=${NQ_EXH:-$NQ}; NQ_COLD=${NQ_COLD:-50}
@@ -37,7 +39,8 @@ echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d:
 
 run() { # label, args...
     label=$1; shift
-    "$SB" --index "$P.idx" --queries "$Q" --query-ids "$P.qids.txt" --label "$label" "$@" |
+    "$SB" --index "$P.idx" --queries "$Q" --query-ids "$P.qids.txt" --label "$label" \
+        --score "${SCORE:-sum}" "$@" |
         tee -a "$W/results.jsonl"
 }
 : > "$W/results.jsonl"
@@ -48,6 +51,12 @@ R10=$($PY "$here/search_recall.py" "$W/k10.run" "$W/exh.run" 10)
 R100=$($PY "$here/search_recall.py" "$W/k100.run" "$W/exh.run" 10)
 R100at100=$($PY "$here/search_recall.py" "$W/k100.run" "$W/exh.run" 100)
 echo "recall@10 vs exhaustive: k=10 $R10, k=100 $R100 (recall@100 $R100at100)"
+# Larger ndocs at k = 10 (NDOCS="640 768"): what recall costs where the defaults fall short.
+for nd in ${NDOCS:-}; do
+    run "plaid-k10-ndocs$nd" --k 10 --ndocs "$nd" --limit "$NQ" --run "$W/k10n$nd.run"
+    echo "recall@10 vs exhaustive, k=10 ndocs $nd:" \
+        "$($PY "$here/search_recall.py" "$W/k10n$nd.run" "$W/exh.run" 10)"
+done
 run plaid-k10-${THREADS}t --k 10 --limit "$NQ" --threads "$THREADS"
 run plaid-k100-${THREADS}t --k 100 --limit "$NQ" --threads "$THREADS"
 # Cold page cache: residuals evicted before every query.
@@ -56,7 +65,7 @@ run cold-uring-direct --k 10 --limit "$NQ_COLD" --cold --io uring --direct
 run cold-mmap --k 10 --limit "$NQ_COLD" --cold --io mmap
 run warm-mmap --k 10 --limit "$NQ" --io mmap
 # The device under the residual file: 4 KiB random reads, queue depth 64, O_DIRECT.
-if command -v fio >/dev/null; then
+if [ "${FIO:-1}" = 1 ] && command -v fio >/dev/null; then
     fio --name=randread --filename="$P.idx/residuals.tt" --readonly --rw=randread --bs=4k \
         --direct=1 --ioengine=io_uring --iodepth=64 --runtime=10 --time_based \
         --output-format=terse --terse-version=3 2>/dev/null |
@@ -68,4 +77,5 @@ if command -v fio >/dev/null; then
 fi
 if [ "${FAISS:-0}" = 1 ]; then
     $PY "$here/search_faiss.py" "$P" "$W/k10.run" "$NQ" 10
+    $PY "$here/search_faiss.py" "$P" "$W/k100.run" "$NQ" 100
 fi

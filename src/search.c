@@ -624,6 +624,21 @@ static void centroid_scores(tt_search_ctx *c) {
 
 /* ---------------------------------------------------------------- stages */
 
+/* Inserts centroid k with score x into a sorted list of nprobe (scores ps, ids pc) that
+ * it beats the last of; returns the new last score. Equal scores keep the earlier
+ * (lower) id first. */
+static inline float probe_insert(float *ps, uint32_t *pc, uint32_t nprobe, float x, uint32_t k) {
+    uint32_t r = nprobe - 1;
+    while (r > 0 && x > ps[r - 1]) {
+        ps[r] = ps[r - 1];
+        pc[r] = pc[r - 1];
+        r--;
+    }
+    ps[r] = x;
+    pc[r] = k;
+    return ps[nprobe - 1];
+}
+
 /* Best query score of every centroid (the pruning mask: a centroid survives if it
  * reaches the threshold) and, for nprobe == 1, every query vector's best centroid
  * (ties: the lower id). best and arg have nqp entries. */
@@ -710,6 +725,41 @@ AVX512_FN static void scan_top1_avx512(const float *St, uint32_t K, uint32_t nq,
     }
 }
 
+/* scan_topn for nqp <= AVX512_MAX_NQP. */
+AVX512_FN static void scan_topn_avx512(const float *St, uint32_t K, uint32_t nq, uint32_t nqp,
+                                       uint32_t nprobe, const float *threshold, uint8_t *keep,
+                                       float *probe_s, uint32_t *probe) {
+    const uint32_t nv = (nqp + 15) / 16;
+    __m512 worst[4];
+    __mmask16 mq[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        worst[r] = _mm512_set1_ps(-INFINITY);
+        mq[r] = lanes16(nq, r);
+    }
+    const __m512 thr = _mm512_set1_ps(threshold ? *threshold : 0.0f);
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = St + (uint64_t)k * nqp;
+        __mmask16 hit = 0;
+        for (uint32_t r = 0; r < nv; r++) {
+            __m512 x = _mm512_maskz_loadu_ps(mq[r], row + 16 * r);
+            __mmask16 gt = _mm512_mask_cmp_ps_mask(mq[r], x, worst[r], _CMP_GT_OQ);
+            hit |= _mm512_mask_cmp_ps_mask(mq[r], x, thr, _CMP_GE_OQ);
+            if (!gt)
+                continue;
+            float w[16];
+            _mm512_storeu_ps(w, worst[r]);
+            for (uint32_t bits = gt; bits; bits &= bits - 1) {
+                uint32_t l = (uint32_t)__builtin_ctz(bits), i = 16 * r + l;
+                w[l] = probe_insert(probe_s + (size_t)i * nprobe, probe + (size_t)i * nprobe,
+                                    nprobe, row[i], k);
+            }
+            worst[r] = _mm512_loadu_ps(w);
+        }
+        if (threshold)
+            keep[k] = hit != 0;
+    }
+}
+
 /* codes_max for nqp <= AVX512_MAX_NQP. */
 AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
                                        const tt_index *idx, uint64_t d, const uint8_t *keep) {
@@ -737,6 +787,50 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
 }
 #endif
 
+/* The nprobe best centroids of every query vector (lists sorted, ties: lower id) and,
+ * with threshold, the pruning mask. probe_s/probe have nq * nprobe entries, already
+ * -inf / UINT32_MAX; scratch has nqp floats. */
+static void scan_topn(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, uint32_t nprobe,
+                      const float *threshold, uint8_t *keep, float *probe_s, uint32_t *probe,
+                      float *scratch) {
+    /* worst[i]: the score a centroid must beat to enter query vector i's list
+     * (padding lanes never enter: +inf). A vector test skips most rows. */
+    float *worst = scratch;
+    for (uint32_t i = 0; i < nqp; i++)
+        worst[i] = i < nq ? -INFINITY : INFINITY;
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = St + (uint64_t)k * nqp;
+        float mx = -INFINITY;
+#ifdef TT_SSE2
+        __m128 any = _mm_setzero_ps(), vmx = _mm_set1_ps(-INFINITY);
+        for (uint32_t i = 0; i < nqp; i += 4) {
+            __m128 x = _mm_loadu_ps(row + i);
+            any = _mm_or_ps(any, _mm_cmpgt_ps(x, _mm_loadu_ps(worst + i)));
+            vmx = _mm_max_ps(x, vmx);
+        }
+        bool enter = _mm_movemask_ps(any) != 0;
+        if (nq == nqp) {
+            float t[4];
+            _mm_storeu_ps(t, vmx);
+            mx = TT_MAX(TT_MAX(t[0], t[1]), TT_MAX(t[2], t[3]));
+        } else {
+            for (uint32_t i = 0; i < nq; i++) /* padding rows score 0: not counted */
+                mx = row[i] > mx ? row[i] : mx;
+        }
+#else
+        bool enter = true;
+        for (uint32_t i = 0; i < nq; i++)
+            mx = row[i] > mx ? row[i] : mx;
+#endif
+        for (uint32_t i = 0; enter && i < nq; i++)
+            if (row[i] > worst[i])
+                worst[i] = probe_insert(probe_s + (size_t)i * nprobe, probe + (size_t)i * nprobe,
+                                        nprobe, row[i], k);
+        if (threshold)
+            keep[k] = mx >= *threshold;
+    }
+}
+
 /* One pass over St: with threshold, the pruning mask; and a sorted list of the nprobe
  * best centroids of every query vector (ties: lower id); then the distinct probed
  * centroids in c->cells. */
@@ -761,54 +855,13 @@ static int stage1_select(tt_search_ctx *c, uint32_t nprobe, const float *thresho
             c->probe_s[r] = -INFINITY;
             c->probe[r] = UINT32_MAX;
         }
-        /* worst[i]: the score a centroid must beat to enter query vector i's list
-         * (padding lanes never enter: +inf). A vector test skips most rows. */
-        float *worst = c->m;
-        for (uint32_t i = 0; i < nqp; i++)
-            worst[i] = i < nq ? -INFINITY : INFINITY;
-        for (uint32_t k = 0; k < K; k++) {
-            const float *row = c->St + (uint64_t)k * nqp;
-            float mx = -INFINITY;
-#ifdef TT_SSE2
-            __m128 any = _mm_setzero_ps(), vmx = _mm_set1_ps(-INFINITY);
-            for (uint32_t i = 0; i < nqp; i += 4) {
-                __m128 x = _mm_loadu_ps(row + i);
-                any = _mm_or_ps(any, _mm_cmpgt_ps(x, _mm_loadu_ps(worst + i)));
-                vmx = _mm_max_ps(x, vmx);
-            }
-            bool enter = _mm_movemask_ps(any) != 0;
-            if (nq == nqp) {
-                float t[4];
-                _mm_storeu_ps(t, vmx);
-                mx = TT_MAX(TT_MAX(t[0], t[1]), TT_MAX(t[2], t[3]));
-            } else {
-                for (uint32_t i = 0; i < nq; i++) /* padding rows score 0: not counted */
-                    mx = row[i] > mx ? row[i] : mx;
-            }
-#else
-            bool enter = true;
-            for (uint32_t i = 0; i < nq; i++)
-                mx = row[i] > mx ? row[i] : mx;
+#ifdef TT_AVX512
+        if (c->avx512 && nqp <= AVX512_MAX_NQP)
+            scan_topn_avx512(c->St, K, nq, nqp, nprobe, threshold, c->keep, c->probe_s, c->probe);
+        else
 #endif
-            for (uint32_t i = 0; enter && i < nq; i++) {
-                float x = row[i];
-                if (!(x > worst[i]))
-                    continue;
-                float *ps = c->probe_s + (size_t)i * nprobe;
-                uint32_t *pc = c->probe + (size_t)i * nprobe;
-                uint32_t r = nprobe - 1;
-                while (r > 0 && x > ps[r - 1]) {
-                    ps[r] = ps[r - 1];
-                    pc[r] = pc[r - 1];
-                    r--;
-                }
-                ps[r] = x;
-                pc[r] = k;
-                worst[i] = ps[nprobe - 1];
-            }
-            if (threshold)
-                c->keep[k] = mx >= *threshold;
-        }
+            scan_topn(c->St, K, nq, nqp, nprobe, threshold, c->keep, c->probe_s, c->probe,
+                      c->m);
     }
     uint32_t ncells = 0;
     for (size_t r = 0; r < np; r++) {
