@@ -66,7 +66,10 @@ int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
     free(row);
 #ifdef TT_CQ_X86
     __builtin_cpu_init();
-    q->vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
+        q->kernel = TT_CQ_VNNI;
+    else if (__builtin_cpu_supports("avx2"))
+        q->kernel = TT_CQ_AVX2;
 #endif
     return TT_OK;
 }
@@ -270,16 +273,89 @@ VNNI static void scores_clanes(const tt_cq *q, const uint8_t *qpack, const float
             clanes_block(q, qpack, qscale, 8, blk, St);
     }
 }
+
+/* AVX2 without VNNI (Zen 2/3, most Intel client CPUs): 8 query lanes per register. The
+ * byte products use the usual sign trick, |q8| * (c8 * sign(q8)) through vpmaddubsw:
+ * with |q8| <= 127 a pair sum stays below 2^15, so nothing saturates, and the 32-bit
+ * sums are the same exact integers as the VNNI kernel's (no +128 offset here). Tiles of
+ * 4 centroids x 16 query lanes. */
+#define AVX2 __attribute__((target("avx2")))
+
+#define DPA(A, X, AX, C)                                                                    \
+    A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(AX, _mm256_sign_epi8(C, X)), \
+                                              ones))
+
+AVX2 static void tile_4x16_avx2(const tt_cq *q, const uint8_t *qb, uint32_t k0, const uint8_t *cp,
+                                uint32_t nqp, uint32_t lane0, const float *qs16, float *St) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0,
+            b3 = a0;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m256i x0 = _mm256_xor_si256(_mm256_load_si256((const void *)(qb + (size_t)g * 64)),
+                                            flip);
+        const __m256i x1 = _mm256_xor_si256(
+            _mm256_load_si256((const void *)(qb + (size_t)g * 64 + 32)), flip);
+        const __m256i ax0 = _mm256_abs_epi8(x0), ax1 = _mm256_abs_epi8(x1);
+        int32_t w[4];
+        memcpy(w, cp + (size_t)g * 64, 16);
+        __m256i c = _mm256_set1_epi32(w[0]);
+        DPA(a0, x0, ax0, c);
+        DPA(b0, x1, ax1, c);
+        c = _mm256_set1_epi32(w[1]);
+        DPA(a1, x0, ax0, c);
+        DPA(b1, x1, ax1, c);
+        c = _mm256_set1_epi32(w[2]);
+        DPA(a2, x0, ax0, c);
+        DPA(b2, x1, ax1, c);
+        c = _mm256_set1_epi32(w[3]);
+        DPA(a3, x0, ax0, c);
+        DPA(b3, x1, ax1, c);
+    }
+    const __m256i A[4] = {a0, a1, a2, a3}, B[4] = {b0, b1, b2, b3};
+    for (uint32_t t = 0; t < 4 && k0 + t < q->K; t++) {
+        const uint32_t k = k0 + t;
+        const __m256 s = _mm256_set1_ps(q->scale[k]);
+        float out[16];
+        _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(A[t]),
+                                            _mm256_mul_ps(s, _mm256_loadu_ps(qs16))));
+        _mm256_storeu_ps(out + 8,
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(B[t]),
+                                       _mm256_mul_ps(s, _mm256_loadu_ps(qs16 + 8))));
+        uint32_t n = nqp - lane0 < 16 ? nqp - lane0 : 16;
+        memcpy(St + (uint64_t)k * nqp + lane0, out, n * sizeof(float));
+    }
+}
+
+AVX2 static void scores_avx2(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                             uint32_t nqp, float *St) {
+    const size_t bstride = (size_t)q->nd4 * 64;
+    const uint32_t nqb = (nqp + 15) / 16;
+    /* qscale holds nqp entries; the tile reads 16 (padding lanes: scale 0). */
+    float qs[16];
+    for (uint32_t b = 0; b < nqb; b++) {
+        const uint32_t lane0 = 16 * b, n = nqp - lane0 < 16 ? nqp - lane0 : 16;
+        memset(qs, 0, sizeof qs);
+        memcpy(qs, qscale + lane0, n * sizeof *qs);
+        for (uint32_t blk = 0; blk < q->nblk; blk++)
+            for (uint32_t h = 0; h < 4 && blk * 16 + h * 4 < q->K; h++)
+                tile_4x16_avx2(q, qpack + b * bstride, blk * 16 + h * 4,
+                               q->data + blk * bstride + h * 16, nqp, lane0, qs, St);
+    }
+}
 #endif
 
 void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
                   float *St) {
 #ifdef TT_CQ_X86
-    if (q->vnni) {
+    if (q->kernel == TT_CQ_VNNI) {
         if (nqp <= 8)
             scores_clanes(q, qpack, qscale, nqp, St);
         else
             scores_qlanes(q, qpack, qscale, nqp, St);
+        return;
+    }
+    if (q->kernel == TT_CQ_AVX2) {
+        scores_avx2(q, qpack, qscale, nqp, St);
         return;
     }
 #endif

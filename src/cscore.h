@@ -4,7 +4,7 @@
  * St[k, i] ~ <q_i, c_k> computed from int8 copies of the centroids and of the query
  * (one scale per vector): St = (float)(sum_d q8[i, d] * c8[k, d]) * (cscale[k] *
  * qscale[i]). The integer dot products are exact, so every kernel (AVX-512 VNNI or the
- * portable loop) returns bit-identical scores. Stage 4 and the exhaustive mode do not
+ * AVX2 or portable loop) returns bit-identical scores. Stage 4 and the exhaustive mode do not
  * use these scores: they score c + r in float32.
  *
  * Layout: centroids in blocks of 16; a block holds, for each group of four dimensions,
@@ -27,8 +27,10 @@ typedef struct tt_cq {
     uint8_t *data;         /* nblk * nd4 * 64 bytes of int8 (zero padded) */
     float *scale;          /* nblk * 16: the value of one int8 step, per centroid */
     int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
-    int vnni;              /* the AVX-512 VNNI kernels are used on this CPU */
+    int kernel;            /* TT_CQ_* kernel used by tt_cq_scores (the best this CPU has) */
 } tt_cq;
+
+enum { TT_CQ_PORTABLE = 0, TT_CQ_AVX2 = 1, TT_CQ_VNNI = 2 };
 
 /* Quantizes K x dim centroids (non-finite values count as 0). TT_ENOMEM. */
 int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim);
@@ -43,7 +45,8 @@ size_t tt_cq_qpack_bytes(const tt_cq *q, uint32_t nq);
  * padding that scores 0). */
 void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint8_t *qpack,
                  float *qscale);
-/* St[k * nqp + i] for every centroid k and i < nqp, nqp a multiple of 4. */
+/* St[k * nqp + i] for every centroid k and i < nqp, nqp a multiple of 4, with the kernel
+ * q->kernel (which a test may lower to compare the kernels). */
 void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
                   float *St);
 /* The same with the portable loop (the tests compare the two). */

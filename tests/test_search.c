@@ -373,8 +373,8 @@ START_TEST(maxsim_group_matches_reference) {
 }
 END_TEST
 
-/* int8 centroid scores: the dispatched kernel (AVX-512 VNNI where the CPU has it) equals
- * the portable loop bit for bit, and both are close to the float32 dot products, for
+/* int8 centroid scores: every kernel the CPU has (AVX-512 VNNI, AVX2) equals the
+ * portable loop bit for bit, and both are close to the float32 dot products, for
  * dimensions that are and are not multiples of 4, partial centroid blocks and every
  * query-vector count around the kernels' block sizes. */
 START_TEST(cq_kernels_agree) {
@@ -415,9 +415,16 @@ START_TEST(cq_kernels_agree) {
                 float *S1 = malloc((size_t)K * nqp * sizeof *S1);
                 float *S2 = malloc((size_t)K * nqp * sizeof *S2);
                 tt_cq_query(&q, Q, nq, nqp, qp, qs);
-                tt_cq_scores(&q, qp, qs, nqp, S1);
                 tt_cq_scores_portable(&q, qp, qs, nqp, S2);
-                ck_assert_mem_eq(S1, S2, (size_t)K * nqp * sizeof *S1);
+                /* every kernel this CPU has, down to the portable loop */
+                const int best = q.kernel;
+                for (int kern = best; kern >= TT_CQ_PORTABLE; kern--) {
+                    q.kernel = kern;
+                    memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
+                    tt_cq_scores(&q, qp, qs, nqp, S1);
+                    ck_assert_mem_eq(S1, S2, (size_t)K * nqp * sizeof *S1);
+                }
+                q.kernel = best;
                 for (uint32_t k = 0; k < K; k++)
                     for (uint32_t i = 0; i < nqp; i++) {
                         double dot = 0, qn = 0;
