@@ -1,6 +1,6 @@
 /* Search latency / throughput / I/O benchmark over an index and a query file.
  *
- *   search_bench --index DIR --queries Q.npy [--query-ids FILE] [--k 10]
+ *   search_bench --index DIR --queries Q.npy [--qlens L.npy] [--query-ids FILE] [--k 10]
  *                [--mode plaid|exhaustive|exact]
  *                [--io uring|mmap] [--direct] [--queue-depth N] [--nprobe N]
  *                [--threshold T] [--ndocs N] [--cold] [--threads T] [--limit N]
@@ -86,8 +86,9 @@ int main(int argc, char **argv) {
         {"io", 1, 0, 'i'}, {"direct", 0, 0, 'D'}, {"queue-depth", 1, 0, 'Q'},
         {"nprobe", 1, 0, 'p'}, {"threshold", 1, 0, 'T'}, {"ndocs", 1, 0, 'n'},
         {"cold", 0, 0, 'c'}, {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'}, {"run", 1, 0, 'r'},
-        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {0, 0, 0, 0}};
+        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {"qlens", 1, 0, 'J'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
+    const char *qlens = NULL;
     uint32_t k = 10;
     int cold = 0, threads = 1, c;
     uint64_t limit = UINT64_MAX;
@@ -117,6 +118,7 @@ int main(int argc, char **argv) {
         case 'r': runpath = optarg; break;
         case 'L': label = optarg; break;
         case 'I': qids = optarg; break;
+        case 'J': qlens = optarg; break;
         case 'S': so.score = !strcmp(optarg, "mean") ? TT_SCORE_MEAN : TT_SCORE_SUM; break;
         default: return 2;
         }
@@ -129,7 +131,7 @@ int main(int argc, char **argv) {
     tt_queries *qs;
     tt_index *idx;
     int st;
-    if ((st = tt_queries_load(&qs, queries, NULL, qids)) ||
+    if ((st = tt_queries_load(&qs, queries, qlens, qids)) ||
         (st = tt_index_open(&idx, index, &oo)) || (st = tt_queries_check(qs, idx))) {
         fprintf(stderr, "search_bench: %s\n", tt_last_error());
         return 1;

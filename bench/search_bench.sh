@@ -16,7 +16,8 @@
 #     FAISS=1 bench/search_bench.sh build /var/tmp/tt cb300k 100
 # Environment: THREADS (QPS run, default 2), NQ_EXH (queries for the exhaustive
 # reference, default NQUERIES), NQ_COLD (default 50), SCORE (sum or mean; DiffRetriever
-# averages over query vectors), FIO=0 to skip fio.
+# averages over query vectors), FIO=0 to skip fio, QUERIES / QLENS (a 2-D query file with
+# per-query lengths instead of PREFIX.queries.npy).
 set -eu
 B=$(cd "$1" && pwd); W=$(cd "$2" && pwd); P=$3; NQ=${4:-100}
 THREADS=${THREADS:-2}; NQ_EXH=${NQ_EXH:-$NQ}; NQ_COLD=${NQ_COLD:-50}
@@ -34,13 +35,13 @@ if [ ! -f "$P.idx/MANIFEST" ]; then
         --doclens "$P.doclens.npy" --ids "$P.ids.txt" --out "$P.idx" --threads "$THREADS"
 fi
 "$B/tartan" info "$P.idx" | sed -n '1,6p'
-Q="$P.queries.npy"
+Q=${QUERIES:-$P.queries.npy}
 echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 run() { # label, args...
     label=$1; shift
-    "$SB" --index "$P.idx" --queries "$Q" --query-ids "$P.qids.txt" --label "$label" \
-        --score "${SCORE:-sum}" "$@" |
+    "$SB" --index "$P.idx" --queries "$Q" ${QLENS:+--qlens "$QLENS"} \
+        --query-ids "$P.qids.txt" --label "$label" --score "${SCORE:-sum}" "$@" |
         tee -a "$W/results.jsonl"
 }
 : > "$W/results.jsonl"

@@ -20,6 +20,8 @@
 #define FETCH_ALIGN 4096u
 #define FETCH_DEFAULT_QD 64
 #define FETCH_DEFAULT_MAX_READ (1u << 20)
+/* Mapped ranges at least this long get MADV_WILLNEED (exhaustive scan chunks). */
+#define MMAP_WILLNEED_BYTES (256u << 10)
 
 typedef struct fetch_rng {
     uint64_t off, len;
@@ -288,6 +290,13 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
         for (size_t i = 0; i < n; i++) {
             ptr[i] = f->cfg.map + off[i];
             f->st.bytes += len[i];
+            /* The mapping is MADV_RANDOM (no readahead): a long range, as in an
+             * exhaustive scan, is asked for as a whole instead of page by page. */
+            if (len[i] >= MMAP_WILLNEED_BYTES) {
+                uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+                uintptr_t a = (uintptr_t)ptr[i] & ~(pg - 1);
+                (void)madvise((void *)a, (size_t)((uintptr_t)ptr[i] + len[i] - a), MADV_WILLNEED);
+            }
         }
         return TT_OK;
     }

@@ -282,11 +282,17 @@ static int setup_io(tt_index *idx, const tt_open_options *o) {
         else
             idx->direct = 1;
     }
+    /* Search reads residuals at random, about a kilobyte per document: kernel readahead
+     * (up to 128 KiB around each read or fault) would multiply the bytes read from the
+     * device and evict useful pages. Exhaustive scans ask for their large ranges
+     * explicitly (fetch.c). Advice only: failure changes nothing but speed. */
+    (void)posix_fadvise(idx->f_residuals.fd, 0, 0, POSIX_FADV_RANDOM);
     if (idx->io == TT_IO_MMAP) {
         const tt_fmap *f = &idx->f_residuals;
         void *p = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, f->fd, 0);
         if (p == MAP_FAILED)
             return tt_err_errno(TT_EIO, errno, "%s: mmap failed", f->path);
+        (void)madvise(p, (size_t)f->size, MADV_RANDOM);
         idx->f_residuals.base = p;
         idx->f_residuals.payload = idx->f_residuals.base + TT_HEADER_SIZE;
         idx->res_map = idx->f_residuals.payload;
