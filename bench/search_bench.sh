@@ -15,12 +15,17 @@
 #         --queries 500 --qlen 32 --noise 0.3 --qnoise 0.2 --f16 --seed 5
 #     FAISS=1 bench/search_bench.sh build /var/tmp/tt cb300k 100
 # Environment: THREADS (QPS run, default 2), NQ_EXH (queries for the exhaustive
-# reference, default NQUERIES), NQ_COLD (default 50), SCORE (sum or mean; DiffRetriever
-# averages over query vectors), FIO=0 to skip fio, QUERIES / QLENS (a 2-D query file with
-# per-query lengths instead of PREFIX.queries.npy).
+# reference, default NQUERIES), NQ_COLD (default 50), NQ_QPS (queries of the threaded
+# QPS runs, default NQUERIES; a run shorter than a second mostly measures start-up),
+# SCORE (sum or mean; DiffRetriever averages over query vectors), NDOCS (extra k = 10
+# runs with these ndocs), FIO=0 to skip fio, QUERIES / QLENS (a 2-D query file with
+# per-query lengths instead of PREFIX.queries.npy), FAISS=1.
 set -eu
 B=$(cd "$1" && pwd); W=$(cd "$2" && pwd); P=$3; NQ=${4:-100}
-THREADS=${THREADS:-2}; NQ_EXH=${NQ_EXH:-$NQ}; NQ_COLD=${NQ_COLD:-50}
+THREADS=${THREADS:-2}; NQ_EXH=${NQ_EXH:-$NQ}; NQ_COLD=${NQ_COLD:-50}; NQ_QPS=${NQ_QPS:-$NQ}
+# OpenBLAS's own threads stay off (the library's tt_blas_set_threads(1) does the same
+# once it runs; the variable also keeps OpenBLAS's start-up threads from spinning).
+export OPENBLAS_NUM_THREADS=1
 here=$(cd "$(dirname "$0")" && pwd); top=$(cd "$here/.." && pwd)
 PY=/usr/bin/python3
 SB="$W/search_bench"
@@ -58,8 +63,8 @@ for nd in ${NDOCS:-}; do
     echo "recall@10 vs exhaustive, k=10 ndocs $nd:" \
         "$($PY "$here/search_recall.py" "$W/k10n$nd.run" "$W/exh.run" 10)"
 done
-run plaid-k10-${THREADS}t --k 10 --limit "$NQ" --threads "$THREADS"
-run plaid-k100-${THREADS}t --k 100 --limit "$NQ" --threads "$THREADS"
+run plaid-k10-${THREADS}t --k 10 --limit "$NQ_QPS" --threads "$THREADS"
+run plaid-k100-${THREADS}t --k 100 --limit "$NQ_QPS" --threads "$THREADS"
 # Cold page cache: residuals evicted before every query.
 run cold-uring --k 10 --limit "$NQ_COLD" --cold --io uring
 run cold-uring-direct --k 10 --limit "$NQ_COLD" --cold --io uring --direct
