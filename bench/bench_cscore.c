@@ -7,28 +7,13 @@
  * Usage: OPENBLAS_NUM_THREADS=1 bench/bench_cscore K DIM NQ [REPS] */
 #include "cscore.h"
 #include "search.h"
+#include "benchutil.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float gauss(tt_rng *r) {
-    double u1 = tt_rng_uniform(r) + 1e-300, u2 = tt_rng_uniform(r);
-    return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
-}
 
 int main(int argc, char **argv) {
     if (argc < 4) {
@@ -42,9 +27,9 @@ int main(int argc, char **argv) {
     tt_rng_seed(&r, 7);
     float *C = malloc((size_t)K * dim * sizeof *C), *Q = calloc((size_t)nqp * dim, sizeof *Q);
     for (size_t i = 0; i < (size_t)K * dim; i++)
-        C[i] = gauss(&r);
+        C[i] = bench_gauss(&r);
     for (size_t i = 0; i < (size_t)nq * dim; i++)
-        Q[i] = gauss(&r);
+        Q[i] = bench_gauss(&r);
     tt_normalize_rows(C, K, dim);
     tt_normalize_rows(Q, nq, dim);
     tt_cq cq;
@@ -59,12 +44,12 @@ int main(int argc, char **argv) {
     static const char *names[] = {"portable", "avx2", "avx512-vnni"};
 
     for (int rep = 0; rep < reps; rep++) {
-        double t0 = cpu_now();
+        double t0 = bench_cpu_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)K, (int)nqp, (int)dim, 1.0f, C,
                     (int)dim, Q, (int)dim, 0.0f, S32, (int)nqp);
-        t[rep] = cpu_now() - t0;
+        t[rep] = bench_cpu_now() - t0;
     }
-    qsort(t, reps, sizeof *t, dcmp);
+    qsort(t, reps, sizeof *t, bench_dcmp);
     double base = t[reps / 2];
     printf("K %u dim %u nq %u: sgemm float32 %.3f ms\n", K, dim, nq, 1e3 * base);
     const int best = cq.kernel;
@@ -72,12 +57,12 @@ int main(int argc, char **argv) {
         cq.kernel = kern;
         int n = kern == TT_CQ_PORTABLE ? (reps + 4) / 5 : reps;
         for (int rep = 0; rep < n; rep++) {
-            double t0 = cpu_now();
+            double t0 = bench_cpu_now();
             tt_cq_query(&cq, Q, nq, nqp, qp, qs);
             tt_cq_scores(&cq, qp, qs, nqp, S8);
-            t[rep] = cpu_now() - t0;
+            t[rep] = bench_cpu_now() - t0;
         }
-        qsort(t, n, sizeof *t, dcmp);
+        qsort(t, n, sizeof *t, bench_dcmp);
         double err = 0;
         for (size_t i = 0; i < (size_t)K * nqp; i++)
             err = fmax(err, fabs((double)S8[i] - S32[i]));

@@ -21,6 +21,7 @@
  * Uses the internal index struct only to reach the residual mapping and descriptor
  * for eviction. Build: see bench/search_bench.sh. */
 #include "search.h"
+#include "benchutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,23 +33,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-static double wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double thread_cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double pct(const double *v, uint64_t n, double p) {
     uint64_t r = (uint64_t)ceil(p / 100.0 * (double)n);
@@ -145,13 +129,13 @@ int main(int argc, char **argv) {
     if (!cold)
         warm_up(idx);
     long f0 = majflt();
-    double t0 = wall(), total;
+    double t0 = bench_wall(), total;
     if (threads > 1) {
         if (cold)
             fprintf(stderr, "search_bench: --cold is single-threaded; ignored\n");
         st = tt_search_batch(idx, qs->vectors, qs->offsets, qs->lens, nq, k, &so, threads, hits,
                              nh, lat);
-        total = wall() - t0;
+        total = bench_wall() - t0;
     } else {
         tt_search_ctx *ctx;
         if ((st = tt_search_ctx_new(idx, &ctx))) {
@@ -164,11 +148,11 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "search_bench: evict: %s\n", strerror(errno));
                 return 1;
             }
-            double a = wall(), ca = thread_cpu();
+            double a = bench_wall(), ca = bench_cpu_now();
             st = tt_search(idx, ctx, qs->vectors + qs->offsets[q] * qs->dim, qs->lens[q], k, &so,
                            hits + q * k, &nh[q]);
-            lat[q] = wall() - a;
-            cpu[q] = thread_cpu() - ca;
+            lat[q] = bench_wall() - a;
+            cpu[q] = bench_cpu_now() - ca;
             total += lat[q];
         }
         tt_search_ctx_stats(ctx, &ss);
@@ -194,8 +178,8 @@ int main(int argc, char **argv) {
     for (uint64_t q = 0; q < nq; q++)
         mean += lat[q];
     mean /= (double)nq;
-    qsort(lat, nq, sizeof *lat, dcmp);
-    qsort(cpu, nq, sizeof *cpu, dcmp);
+    qsort(lat, nq, sizeof *lat, bench_dcmp);
+    qsort(cpu, nq, sizeof *cpu, bench_dcmp);
     tt_search_options eff;
     tt_search_options_resolve(&so, k, &eff);
     tt_index_info info;

@@ -12,28 +12,13 @@
  *       -lm -lpthread -o search_kernels
  * Usage: search_kernels DIM NQ DOCLEN NDOCS [NBITS] [REPS] */
 #include "search.h"
+#include "benchutil.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float gauss(tt_rng *r) {
-    double u1 = tt_rng_uniform(r) + 1e-12, u2 = tt_rng_uniform(r);
-    return (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
-}
 
 int main(int argc, char **argv) {
     if (argc < 5) {
@@ -51,7 +36,7 @@ int main(int argc, char **argv) {
     /* A per-dimension codec trained on Gaussian residuals. */
     float *train = malloc((size_t)4096 * dim * sizeof *train);
     for (size_t i = 0; i < (size_t)4096 * dim; i++)
-        train[i] = 0.05f * gauss(&r);
+        train[i] = 0.05f * bench_gauss(&r);
     tt_codec c;
     if (tt_codec_train(&c, train, 4096, dim, (int)nbits, 1)) {
         fprintf(stderr, "codec: %s\n", tt_last_error());
@@ -62,13 +47,13 @@ int main(int argc, char **argv) {
     tt_resdec_init(&dec, &c);
     float *Qp = calloc((size_t)nqp * dim, sizeof *Qp);
     for (size_t i = 0; i < (size_t)nq * dim; i++)
-        Qp[i] = gauss(&r);
+        Qp[i] = bench_gauss(&r);
     tt_normalize_rows(Qp, nq, dim);
     /* Centroids, and their exact scores St for the lookup-table path (which thus gets
      * the centroid part for free; the decode path adds the centroid rows, as search.c). */
     float *C = malloc((size_t)K * dim * sizeof *C);
     for (size_t i = 0; i < (size_t)K * dim; i++)
-        C[i] = gauss(&r);
+        C[i] = bench_gauss(&r);
     tt_normalize_rows(C, K, dim);
     float *St = calloc((size_t)K * nqp, sizeof *St);
     for (uint32_t k = 0; k < K; k++)
@@ -94,7 +79,7 @@ int main(int argc, char **argv) {
 
     for (int rep = 0; rep < reps; rep++) {
         /* In groups of at most 2^18 decoded floats (at least one document), as search.c. */
-        double t0 = cpu_now();
+        double t0 = bench_cpu_now();
         const uint32_t gdocs = TT_MAX(1u, (1u << 18) / dim / doclen);
         for (uint32_t d0 = 0; d0 < ndocs; d0 += gdocs) {
             uint32_t g = TT_MIN(gdocs, ndocs - d0);
@@ -103,9 +88,9 @@ int main(int argc, char **argv) {
                                  codes + v0, R);
             tt_maxsim_group(Qp, nq, nqp, dim, R, lens, g, QR, sa + d0);
         }
-        ta[rep] = cpu_now() - t0;
+        ta[rep] = bench_cpu_now() - t0;
 
-        t0 = cpu_now();
+        t0 = bench_cpu_now();
         for (uint32_t i = 0; i < nq; i++)
             tt_codec_build_lut(&c, Qp + (size_t)i * dim, lut + (size_t)i * c.bytes_per_vec * 256);
         for (uint32_t d = 0; d < ndocs; d++) {
@@ -126,13 +111,13 @@ int main(int argc, char **argv) {
                 sum += m[i];
             sb[d] = sum;
         }
-        tb[rep] = cpu_now() - t0;
+        tb[rep] = bench_cpu_now() - t0;
     }
     double maxdiff = 0;
     for (uint32_t d = 0; d < ndocs; d++)
         maxdiff = fmax(maxdiff, fabs((double)sa[d] - sb[d]) / (1 + fabs((double)sa[d])));
-    qsort(ta, reps, sizeof *ta, dcmp);
-    qsort(tb, reps, sizeof *tb, dcmp);
+    qsort(ta, reps, sizeof *ta, bench_dcmp);
+    qsort(tb, reps, sizeof *tb, bench_dcmp);
     printf("dim %u nq %u nbits %u: %u docs x %u vectors: decode+sgemm %.3f ms, "
            "lut %.3f ms (lut/decode %.2fx); max rel. score difference %.2g\n",
            dim, nq, nbits, ndocs, doclen, 1e3 * ta[reps / 2], 1e3 * tb[reps / 2],

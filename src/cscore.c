@@ -10,22 +10,25 @@
 #define TT_CQ_X86 1
 #endif
 
-/* Quantizes n values to int8 with one scale (max |x| / 127); non-finite values count as
- * 0. Returns the scale, 0 for an all-zero row. */
-static float quantize_row(const float *x, uint32_t n, int8_t *out) {
+/* The largest finite |x| of n values (0 if none). */
+static float max_abs(const float *x, uint32_t n) {
     float m = 0;
     for (uint32_t j = 0; j < n; j++) {
         float a = fabsf(x[j]);
         if (isfinite(a) && a > m)
             m = a;
     }
+    return m;
+}
+
+/* x / m * 127 rounded to int8 (m = max_abs of the whole row; non-finite values and an
+ * all-zero row give 0). x / m lies in [-1, 1], so the rounded value does too, times 127. */
+static void quantize(const float *x, uint32_t n, float m, int8_t *out) {
     for (uint32_t j = 0; j < n; j++) {
-        /* x / m lies in [-1, 1], so the rounded value does too, times 127. */
         float v = m > 0 && isfinite(x[j]) ? x[j] / m * 127.0f : 0.0f;
         long r = lrintf(v);
         out[j] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
     }
-    return m / 127.0f;
 }
 
 static inline size_t cq_pos(uint32_t nd4, uint32_t row, uint32_t d) {
@@ -55,7 +58,10 @@ int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
         q->csum[k] = 0;
     }
     for (uint32_t k = 0; k < K; k++) {
-        q->scale[k] = quantize_row(centroids + (uint64_t)k * dim, dim, row);
+        const float *x = centroids + (uint64_t)k * dim;
+        float m = max_abs(x, dim);
+        quantize(x, dim, m, row);
+        q->scale[k] = m / 127.0f;
         int32_t s = 0;
         for (uint32_t d = 0; d < dim; d++) {
             q->data[cq_pos(q->nd4, k, d)] = (uint8_t)row[d];
@@ -100,21 +106,11 @@ void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint
         qscale[i] = 0;
     for (uint32_t i = 0; i < nq; i++) {
         const float *x = Q + (uint64_t)i * dim;
-        /* quantize_row in slices of 64 would change the scale: find it first. */
-        float m = 0;
-        for (uint32_t d = 0; d < dim; d++) {
-            float a = fabsf(x[d]);
-            if (isfinite(a) && a > m)
-                m = a;
-        }
+        const float m = max_abs(x, dim);
         qscale[i] = m / 127.0f;
         for (uint32_t d0 = 0; d0 < dim; d0 += 64) {
             uint32_t n = dim - d0 < 64 ? dim - d0 : 64;
-            for (uint32_t j = 0; j < n; j++) {
-                float v = m > 0 && isfinite(x[d0 + j]) ? x[d0 + j] / m * 127.0f : 0.0f;
-                long r = lrintf(v);
-                row[j] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
+            quantize(x + d0, n, m, row);
             for (uint32_t j = 0; j < n; j++)
                 qpack[cq_pos(q->nd4, i, d0 + j)] = (uint8_t)(row[j] + 128);
         }

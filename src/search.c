@@ -639,6 +639,23 @@ static inline float probe_insert(float *ps, uint32_t *pc, uint32_t nprobe, float
     return ps[nprobe - 1];
 }
 
+#ifdef TT_SSE2
+/* The best of a row's first nq scores, given the lane maxima over all nqp of them: the
+ * padding rows (scores 0) must not count. */
+static inline float row_max_sse(__m128 lanes, const float *row, uint32_t nq, uint32_t nqp) {
+    float m = -INFINITY;
+    if (nq == nqp) {
+        float t[4];
+        _mm_storeu_ps(t, lanes);
+        m = TT_MAX(TT_MAX(t[0], t[1]), TT_MAX(t[2], t[3]));
+    } else {
+        for (uint32_t i = 0; i < nq; i++)
+            m = row[i] > m ? row[i] : m;
+    }
+    return m;
+}
+#endif
+
 /* Best query score of every centroid (the pruning mask: a centroid survives if it
  * reaches the threshold) and, for nprobe == 1, every query vector's best centroid
  * (ties: the lower id). best and arg have nqp entries. */
@@ -663,14 +680,7 @@ static void scan_top1(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, fl
                              _mm_or_si128(_mm_and_si128(up, kv), _mm_andnot_si128(up, a)));
             mx = _mm_max_ps(x, mx);
         }
-        if (nq == nqp) {
-            float t[4];
-            _mm_storeu_ps(t, mx);
-            m = TT_MAX(TT_MAX(t[0], t[1]), TT_MAX(t[2], t[3]));
-        } else {
-            for (uint32_t i = 0; i < nq; i++) /* padding rows score 0: not counted */
-                m = row[i] > m ? row[i] : m;
-        }
+        m = row_max_sse(mx, row, nq, nqp);
 #else
         for (uint32_t i = 0; i < nqp; i++) {
             if (row[i] > best[i]) {
@@ -809,14 +819,7 @@ static void scan_topn(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, ui
             vmx = _mm_max_ps(x, vmx);
         }
         bool enter = _mm_movemask_ps(any) != 0;
-        if (nq == nqp) {
-            float t[4];
-            _mm_storeu_ps(t, vmx);
-            mx = TT_MAX(TT_MAX(t[0], t[1]), TT_MAX(t[2], t[3]));
-        } else {
-            for (uint32_t i = 0; i < nq; i++) /* padding rows score 0: not counted */
-                mx = row[i] > mx ? row[i] : mx;
-        }
+        mx = row_max_sse(vmx, row, nq, nqp);
 #else
         bool enter = true;
         for (uint32_t i = 0; i < nq; i++)
