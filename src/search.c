@@ -175,6 +175,10 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
         for (uint32_t x = 0; x < 256; x++)
             for (uint32_t t = 0; t < pb; t++)
                 d->bucket[x * pb + t] = (uint8_t)((x >> (8 - c->nbits * (t + 1))) & mask);
+#ifdef TT_AVX512
+        __builtin_cpu_init();
+        d->avx512 = __builtin_cpu_supports("avx512f");
+#endif
     }
     return TT_OK;
 }
@@ -218,6 +222,53 @@ static inline void add_floats(float *o, const float *c, const float *r, uint32_t
             memcpy(o + b * (PB), (ROW), (PB) * sizeof(float));                              \
     }
 
+#ifdef TT_AVX512
+/* Per-dimension weights without expanded tables (dim > 512 at 2 bits), 1- and 2-bit
+ * codes: 16 dimensions (2 * nbits bytes, byte-aligned) at a time. Lane j's bucket is a
+ * shift of the chunk read as a little-endian word (fields are MSB-first), and its
+ * weight weights[(d0 + j) * nbuckets + bucket] one of the chunk's 16 * nbuckets
+ * consecutive weights (32 or 64 floats), picked with vpermi2ps; then the centroid is
+ * added, as in the scalar loop, so both write the same floats. Returns the dimensions
+ * done (a multiple of 16). */
+AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec *d, const uint8_t *p,
+                                               const float *c, float *o) {
+    const uint32_t nbits = d->nbits, nb = d->nbuckets, full = d->dim / 16 * 16;
+    if (nbits > 2)
+        return 0;
+    int32_t sh[16], lane[16];
+    for (uint32_t j = 0; j < 16; j++) {
+        uint32_t bit = j * nbits;
+        sh[j] = (int32_t)(8 * (bit / 8) + (8 - nbits - bit % 8));
+        lane[j] = (int32_t)(j * nb);
+    }
+    const __m512i shv = _mm512_loadu_si512(sh), lanev = _mm512_loadu_si512(lane);
+    const __m512i mask = _mm512_set1_epi32((int)nb - 1), bit5 = _mm512_set1_epi32(32);
+    for (uint32_t d0 = 0; d0 < full; d0 += 16) {
+        uint32_t w;
+        if (nbits == 2) {
+            memcpy(&w, p + d0 / 4, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, p + d0 / 8, 2);
+            w = h;
+        }
+        const __m512i idx = _mm512_add_epi32(
+            lanev, _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), shv), mask));
+        const float *t = d->weights + (uint64_t)d0 * nb;
+        __m512 r = _mm512_permutex2var_ps(_mm512_loadu_ps(t), idx, _mm512_loadu_ps(t + 16));
+        if (nb == 4) {
+            __m512 hi =
+                _mm512_permutex2var_ps(_mm512_loadu_ps(t + 32), idx, _mm512_loadu_ps(t + 48));
+            r = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, bit5), r, hi);
+        }
+        if (c)
+            r = _mm512_add_ps(_mm512_loadu_ps(c + d0), r);
+        _mm512_storeu_ps(o + d0, r);
+    }
+    return full;
+}
+#endif
+
 void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                           const float *centroids, const uint32_t *codes, float *out) {
     const uint32_t dim = d->dim, pb = d->per_byte, nb = d->nbuckets;
@@ -244,7 +295,12 @@ void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                     o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + r[j];
             }
         } else {
-            for (uint32_t b = 0; b < full; b++) {
+            uint32_t b0 = 0;
+#ifdef TT_AVX512
+            if (d->avx512)
+                b0 = decode_bucket_avx512(d, p, c, o) / pb;
+#endif
+            for (uint32_t b = b0; b < full; b++) {
                 const uint8_t *bk = d->bucket + p[b] * pb;
                 const float *w = d->weights + (uint64_t)b * pb * nb;
                 for (uint32_t j = 0; j < pb; j++)

@@ -65,8 +65,11 @@ typedef struct tt_resdec {
     uint8_t *bucket;       /* per-dim: 256 * per_byte bucket indices */
     const float *weights;  /* per-dim: dim * nbuckets (borrowed from the codec) */
     uint32_t nbuckets;
+    int avx512;            /* per-dim without tables, 1-2 bits: 16 dimensions at a time */
 } tt_resdec;
 
+/* d->avx512 is set where the CPU has AVX-512; a test may clear it to compare with the
+ * portable loop (the two write the same floats). */
 int tt_resdec_init(tt_resdec *d, const tt_codec *c);
 void tt_resdec_free(tt_resdec *d);
 /* Unpacks n packed vectors (n * bytes_per_vec bytes) into n * dim floats. */

@@ -236,9 +236,11 @@ static void random_codec(tt_codec *c, uint32_t dim, uint32_t nbits, int per_dim,
 }
 
 START_TEST(resdec_matches_layout) {
-    const uint32_t dims[] = {128, 36, 7};
+    /* 600 and 3584: per-dimension codecs without expanded tables at 2 and 4 bits (the
+     * AVX-512 path where the CPU has it, 600 with a tail of 8 dimensions). */
+    const uint32_t dims[] = {128, 36, 7, 600, 3584};
     const uint32_t nbits[] = {1, 2, 4};
-    for (int di = 0; di < 3; di++)
+    for (int di = 0; di < 5; di++)
         for (int bi = 0; bi < 3; bi++)
             for (int pd = 0; pd < 2; pd++) {
                 uint32_t dim = dims[di], nb = nbits[bi];
@@ -269,6 +271,29 @@ START_TEST(resdec_matches_layout) {
                         for (uint32_t j = 0; j < dim; j++)
                             ck_assert_float_eq(out[(size_t)v * dim + j], ref[j]);
                 }
+                /* With centroids added: the AVX-512 path and the portable loop write
+                 * the same floats. */
+                const uint32_t K = 3, codes[5] = {2, 0, 1, 2, 1};
+                float *C = malloc((size_t)K * dim * sizeof *C);
+                for (uint32_t i = 0; i < K * dim; i++)
+                    C[i] = (float)(tt_rng_uniform(&r) - 0.5);
+                float *o2 = malloc((size_t)n * dim * sizeof *o2);
+                tt_resdec_decode_add(&d, packed, n, C, codes, out);
+                int had = d.avx512;
+                d.avx512 = 0;
+                tt_resdec_decode_add(&d, packed, n, C, codes, o2);
+                d.avx512 = had;
+                ck_assert_mem_eq(out, o2, (size_t)n * dim * sizeof *out);
+                for (uint32_t v = 0; v < n; v++)
+                    for (uint32_t j = 0; j < dim; j++) {
+                        uint32_t bit = j * nb, byte = packed[v * c.bytes_per_vec + bit / 8];
+                        uint32_t bucket = (byte >> (8 - nb - bit % 8)) & ((1u << nb) - 1);
+                        ck_assert_float_eq(o2[(size_t)v * dim + j],
+                                           C[(size_t)codes[v] * dim + j] +
+                                               c.weights[(pd ? j : 0) * (1u << nb) + bucket]);
+                    }
+                free(C);
+                free(o2);
                 free(packed);
                 free(out);
                 free(ref);
