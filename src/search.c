@@ -22,7 +22,7 @@
  *
  * Like ColBERTv2's CPU path (filter_pids.cpp), the stage-2 maxima start at -9999, so a
  * document none of whose centroids survives pruning ranks last. Unlike ColBERTv2, the
- * decompressed vectors c + r are not re-normalised before scoring: St + <q, r> stays
+ * decompressed vectors c + r are not re-normalised before scoring: <q, c + r> stays
  * exact arithmetic on what the index stores, and the reference modes score the same
  * quantity. */
 #include "search.h"
