@@ -21,11 +21,12 @@ static float max_abs(const float *x, uint32_t n) {
     return m;
 }
 
-/* x / m * 127 rounded to int8 (m = max_abs of the whole row; non-finite values and an
- * all-zero row give 0). x / m lies in [-1, 1], so the rounded value does too, times 127. */
-static void quantize(const float *x, uint32_t n, float m, int8_t *out) {
+/* x / m * qmax rounded to int8 (m = max_abs of the whole row, qmax <= 127; non-finite
+ * values and an all-zero row give 0). x / m lies in [-1, 1], so the rounded value lies
+ * in [-qmax, qmax]. */
+static void quantize(const float *x, uint32_t n, float m, float qmax, int8_t *out) {
     for (uint32_t j = 0; j < n; j++) {
-        float v = m > 0 && isfinite(x[j]) ? x[j] / m * 127.0f : 0.0f;
+        float v = m > 0 && isfinite(x[j]) ? x[j] / m * qmax : 0.0f;
         long r = lrintf(v);
         out[j] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
     }
@@ -57,11 +58,15 @@ int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
         q->scale[k] = 0;
         q->csum[k] = 0;
     }
+    /* The kernels sum dim products of at most 255 * cmax in 32 bits: past 66,000
+     * dimensions the centroids get fewer levels so that the sums cannot overflow. */
+    const uint64_t cmax = TT_MIN(127u, (uint64_t)INT32_MAX / (255u * (uint64_t)TT_MAX(dim, 1u)));
+    q->cmax = (float)TT_MAX(cmax, 1u);
     for (uint32_t k = 0; k < K; k++) {
         const float *x = centroids + (uint64_t)k * dim;
         float m = max_abs(x, dim);
-        quantize(x, dim, m, row);
-        q->scale[k] = m / 127.0f;
+        quantize(x, dim, m, q->cmax, row);
+        q->scale[k] = m / q->cmax;
         int32_t s = 0;
         for (uint32_t d = 0; d < dim; d++) {
             q->data[cq_pos(q->nd4, k, d)] = (uint8_t)row[d];
@@ -110,7 +115,7 @@ void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint
         qscale[i] = m / 127.0f;
         for (uint32_t d0 = 0; d0 < dim; d0 += 64) {
             uint32_t n = dim - d0 < 64 ? dim - d0 : 64;
-            quantize(x + d0, n, m, row);
+            quantize(x + d0, n, m, 127.0f, row);
             for (uint32_t j = 0; j < n; j++)
                 qpack[cq_pos(q->nd4, i, d0 + j)] = (uint8_t)(row[j] + 128);
         }

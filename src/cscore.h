@@ -27,6 +27,7 @@ typedef struct tt_cq {
     uint8_t *data;         /* nblk * nd4 * 64 bytes of int8 (zero padded) */
     float *scale;          /* nblk * 16: the value of one int8 step, per centroid */
     int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
+    float cmax;            /* centroid levels: +-127, fewer past 66,000 dimensions */
     int kernel;            /* TT_CQ_* kernel used by tt_cq_scores (the best this CPU has) */
 } tt_cq;
 

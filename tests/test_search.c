@@ -471,6 +471,36 @@ START_TEST(cq_kernels_agree) {
             free(C);
         }
     }
+    /* Past 66,000 dimensions the centroids get fewer levels so that no 32-bit sum can
+     * overflow (UBSan would flag the portable loop): still exact between kernels. */
+    const uint32_t dim = 300000, K = 17;
+    float *C = malloc((size_t)K * dim * sizeof *C), *Q = malloc((size_t)9 * dim * sizeof *Q);
+    for (size_t i = 0; i < (size_t)K * dim; i++)
+        C[i] = 1.0f / 550; /* all at the maximum: the largest possible sums */
+    for (size_t i = 0; i < (size_t)9 * dim; i++)
+        Q[i] = i % 2 ? 1.0f / 550 : -1.0f / 550;
+    tt_cq q;
+    ck_assert_int_eq(tt_cq_init(&q, C, K, dim), TT_OK);
+    ck_assert(q.cmax < 127 && q.cmax >= 1);
+    const uint32_t nqp = tt_qpad(9);
+    uint8_t *qp = aligned_alloc(64, tt_cq_qpack_bytes(&q, nqp) + 64);
+    float qs[16], *S1 = malloc((size_t)K * nqp * sizeof *S1), *S2 = malloc((size_t)K * nqp * 4);
+    tt_cq_query(&q, Q, 9, nqp, qp, qs);
+    tt_cq_scores_portable(&q, qp, qs, nqp, S2);
+    for (int kern = q.kernel; kern >= TT_CQ_PORTABLE; kern--) {
+        q.kernel = kern;
+        tt_cq_scores(&q, qp, qs, nqp, S1);
+        ck_assert_mem_eq(S1, S2, (size_t)K * nqp * sizeof *S1);
+    }
+    for (uint32_t k = 0; k < K; k++) /* q_i . c_k = 0 (alternating signs) */
+        for (uint32_t i = 0; i < 9; i++)
+            ck_assert_double_eq_tol(S1[(size_t)k * nqp + i], 0.0, 1e-3);
+    tt_cq_free(&q);
+    free(C);
+    free(Q);
+    free(qp);
+    free(S1);
+    free(S2);
 }
 END_TEST
 
