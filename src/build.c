@@ -11,8 +11,10 @@
 #include "kmeans.h"
 #include "npy.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -770,6 +772,56 @@ static int check_replaceable(const char *out) {
     return st;
 }
 
+/* A build killed by SIGKILL cannot remove its directory OUT.tmp-PID-RANDOM. The next
+ * build into OUT removes those whose process no longer exists (kill(pid, 0) fails with
+ * ESRCH); a live pid, or one this process may not signal, is left alone, so builds
+ * running beside this one keep theirs. Best effort: a directory that cannot be removed
+ * stays (and the error is not this build's). Caveat: pids are per host and per pid
+ * namespace, so builds into one shared directory from several hosts or containers must
+ * not race. */
+static void remove_stale_builds(const char *out_dir) {
+    size_t n = strlen(out_dir);
+    while (n > 1 && out_dir[n - 1] == '/')
+        n--;
+    char *copy = strndup(out_dir, n);
+    if (!copy)
+        return;
+    char *slash = strrchr(copy, '/');
+    const char *parent = ".", *base = copy;
+    if (slash) {
+        base = slash + 1;
+        *slash = 0;
+        parent = slash == copy ? "/" : copy;
+    }
+    DIR *d = opendir(parent);
+    if (!d) {
+        free(copy);
+        return;
+    }
+    const size_t bl = strlen(base);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp-", 5) != 0)
+            continue;
+        const char *num = nm + bl + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(num, &end, 10);
+        if (end == num || *end != '-' || errno || pid <= 0 || pid == (long)getpid() ||
+            strlen(end + 1) != 6 || strspn(end + 1, "0123456789abcdef") != 6)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char *p = tt_path_join(parent, nm);
+        if (p)
+            (void)tt_remove_dir(p);
+        free(p);
+    }
+    closedir(d);
+    free(copy);
+}
+
 int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
              tt_build_stats *stats) {
     builder b;
@@ -833,6 +885,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         snprintf(b.tmp, tl, "%.*s.tmp-%d-%06llx", (int)n, out_dir, (int)getpid(),
                  (unsigned long long)(tt_rng_next(&r) & 0xffffff));
     }
+    remove_stale_builds(out_dir);
     if (mkdir(b.tmp, 0755) != 0) {
         st = tt_err_errno(TT_EIO, errno, "%s: cannot create the build directory", b.tmp);
         free(b.tmp);

@@ -78,6 +78,24 @@ while [ $i -lt "$iters" ]; do
     prev=$now
 done
 
+# 1b. What a killed build leaves behind, the next build into the same path removes; a
+# directory whose pid is alive (this shell's) is left alone.
+build_bg b "$IDX"
+pid=$!
+while kill -0 $pid 2>/dev/null; do
+    if [ "$(leftovers "$IDX")" -ge 1 ]; then kill -9 $pid 2>/dev/null; break; fi
+done
+wait $pid 2>/dev/null
+left=$(leftovers "$IDX")
+mkdir "$IDX.tmp-$$-abcdef"
+build a "$IDX" >/dev/null 2>&1 || bad "build after a killed one"
+if [ "$left" -ge 1 ] && [ "$(leftovers "$IDX")" = 1 ] && [ -d "$IDX.tmp-$$-abcdef" ]; then
+    ok "the next build removed the killed build's directory and kept a live one's"
+else
+    bad "stale build directories: $left before, $(ls -d "$IDX".tmp-* 2>/dev/null) after"
+fi
+rm -rf "$IDX".tmp-*
+
 # 2. SIGKILL in each phase: poll the build directory for the first file of the phase
 # (and, last, OUT for the moment the new index took the old one's place).
 kill_at() { # marker-file phase-name (marker "exchanged": OUT/MANIFEST was replaced)
