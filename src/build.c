@@ -779,10 +779,7 @@ static int check_replaceable(const char *out) {
  * stays (and the error is not this build's). Caveat: pids are per host and per pid
  * namespace, so builds into one shared directory from several hosts or containers must
  * not race. */
-static void remove_stale_builds(const char *out_dir) {
-    size_t n = strlen(out_dir);
-    while (n > 1 && out_dir[n - 1] == '/')
-        n--;
+static void remove_stale_builds(const char *out_dir, size_t n) {
     char *copy = strndup(out_dir, n);
     if (!copy)
         return;
@@ -877,15 +874,15 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     if (!b.tmp)
         return tt_err(TT_ENOMEM, "%s: out of memory", out_dir);
     {
-        size_t n = strlen(out_dir);
+        size_t n = strlen(out_dir); /* OUT without trailing slashes */
         while (n > 1 && out_dir[n - 1] == '/')
             n--;
         tt_rng r;
         tt_rng_seed(&r, (uint64_t)getpid() ^ (uint64_t)(tt_now() * 1e9));
         snprintf(b.tmp, tl, "%.*s.tmp-%d-%06llx", (int)n, out_dir, (int)getpid(),
                  (unsigned long long)(tt_rng_next(&r) & 0xffffff));
+        remove_stale_builds(out_dir, n);
     }
-    remove_stale_builds(out_dir);
     if (mkdir(b.tmp, 0755) != 0) {
         st = tt_err_errno(TT_EIO, errno, "%s: cannot create the build directory", b.tmp);
         free(b.tmp);

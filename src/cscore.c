@@ -6,8 +6,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define TT_CQ_X86 1
+#define TT_CQ_X86 1 /* cscore.h included <immintrin.h> */
 #endif
 
 /* The largest finite |x| of n values (0 if none). */
@@ -207,22 +206,17 @@ VNNI static void tile_16x1(const tt_cq *q, const uint8_t *q0, uint32_t k0, const
         store_row(q, k0 + t, A[t], qs0, m0, Sb + (uint64_t)(k0 + t) * nqp);
 }
 
-static inline __mmask16 lane_mask(uint32_t nqp, uint32_t b) {
-    uint32_t n = nqp - b * 16 >= 16 ? 16 : nqp - b * 16;
-    return (__mmask16)((1u << n) - 1);
-}
-
 VNNI static void scores_qlanes(const tt_cq *q, const uint8_t *qpack, const float *qscale,
                                uint32_t nqp, float *St) {
     const size_t bstride = (size_t)q->nd4 * 64;
     const uint32_t nqb = (nqp + 15) / 16;
     for (uint32_t b = 0; b < nqb; b += 2) {
         const uint8_t *q0 = qpack + b * bstride, *q1 = q0 + bstride;
-        const __mmask16 m0 = lane_mask(nqp, b);
+        const __mmask16 m0 = tt_lanes16(nqp, b);
         const __m512 qs0 = _mm512_maskz_loadu_ps(m0, qscale + 16 * b);
         float *Sb = St + 16 * b;
         if (b + 1 < nqb) {
-            const __mmask16 m1 = lane_mask(nqp, b + 1);
+            const __mmask16 m1 = tt_lanes16(nqp, b + 1);
             const __m512 qs1 = _mm512_maskz_loadu_ps(m1, qscale + 16 * b + 16);
             for (uint32_t blk = 0; blk < q->nblk; blk++)
                 for (uint32_t h = 0; h < 2 && blk * 16 + h * 8 < q->K; h++)

@@ -18,6 +18,14 @@
 
 #include "internal.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* The lanes of 16-wide block r that hold one of the first n values. */
+static inline __mmask16 tt_lanes16(uint32_t n, uint32_t r) {
+    return n <= 16 * r ? 0 : n - 16 * r >= 16 ? 0xffff : (__mmask16)((1u << (n - 16 * r)) - 1);
+}
+#endif
+
 #define TT_CQ_LANES 16u
 
 typedef struct tt_cq {

@@ -397,20 +397,22 @@ void tt_topk_free(tt_topk *t) {
 
 /* ---------------------------------------------------------------- kernels */
 
+/* m[i] = max(m[i], x[i]) for a row of nqp scores (nqp a multiple of 4). */
+static inline void max_into(float *m, const float *x, uint32_t nqp) {
+#ifdef TT_SSE2
+    for (uint32_t i = 0; i < nqp; i += 4)
+        _mm_storeu_ps(m + i, _mm_max_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(m + i)));
+#else
+    for (uint32_t i = 0; i < nqp; i++)
+        m[i] = x[i] > m[i] ? x[i] : m[i];
+#endif
+}
+
 /* Running maxima over the rows of one document, left in its first row of QR:
  * m[i] = max_j QR[j, i]. */
 static void maxsim_rows(float *QR, uint32_t len, uint32_t nqp) {
-    float *m = QR;
-    for (uint32_t j = 1; j < len; j++) {
-        const float *x = QR + (uint64_t)j * nqp;
-#ifdef TT_SSE2
-        for (uint32_t i = 0; i < nqp; i += 4)
-            _mm_storeu_ps(m + i, _mm_max_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(m + i)));
-#else
-        for (uint32_t i = 0; i < nqp; i++)
-            m[i] = x[i] > m[i] ? x[i] : m[i];
-#endif
-    }
+    for (uint32_t j = 1; j < len; j++)
+        max_into(QR, QR + (uint64_t)j * nqp, nqp);
 }
 
 void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
@@ -752,10 +754,6 @@ static void scan_top1(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, fl
 }
 
 #ifdef TT_AVX512
-static inline __mmask16 lanes16(uint32_t n, uint32_t r) {
-    return n <= 16 * r ? 0 : n - 16 * r >= 16 ? 0xffff : (__mmask16)((1u << (n - 16 * r)) - 1);
-}
-
 /* scan_top1 for nqp <= AVX512_MAX_NQP. */
 AVX512_FN static void scan_top1_avx512(const float *St, uint32_t K, uint32_t nq, uint32_t nqp,
                                        float threshold, uint8_t *keep, float *best,
@@ -767,8 +765,8 @@ AVX512_FN static void scan_top1_avx512(const float *St, uint32_t K, uint32_t nq,
     for (uint32_t r = 0; r < 4; r++) {
         b[r] = _mm512_set1_ps(-INFINITY);
         a[r] = _mm512_set1_epi32(-1);
-        mp[r] = lanes16(nqp, r);
-        mq[r] = lanes16(nq, r);
+        mp[r] = tt_lanes16(nqp, r);
+        mq[r] = tt_lanes16(nq, r);
     }
     const __m512 thr = _mm512_set1_ps(threshold), ninf = _mm512_set1_ps(-INFINITY);
     for (uint32_t k = 0; k < K; k++) {
@@ -800,7 +798,7 @@ AVX512_FN static void scan_topn_avx512(const float *St, uint32_t K, uint32_t nq,
     __mmask16 mq[4];
     for (uint32_t r = 0; r < 4; r++) {
         worst[r] = _mm512_set1_ps(-INFINITY);
-        mq[r] = lanes16(nq, r);
+        mq[r] = tt_lanes16(nq, r);
     }
     const __m512 thr = _mm512_set1_ps(threshold ? *threshold : 0.0f);
     for (uint32_t k = 0; k < K; k++) {
@@ -835,7 +833,7 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
     __mmask16 mp[4];
     for (uint32_t r = 0; r < 4; r++) {
         acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
-        mp[r] = lanes16(nqp, r);
+        mp[r] = tt_lanes16(nqp, r);
     }
     for (uint64_t v = v0; v < v1; v++) {
         uint32_t k = tt_index_code(idx, v);
@@ -1019,14 +1017,7 @@ static void codes_max(float *m, const float *St, uint32_t nqp, const tt_index *i
             __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
         if (keep && !keep[k])
             continue;
-        const float *s = St + (uint64_t)k * nqp;
-#ifdef TT_SSE2
-        for (uint32_t i = 0; i < nqp; i += 4)
-            _mm_storeu_ps(m + i, _mm_max_ps(_mm_loadu_ps(s + i), _mm_loadu_ps(m + i)));
-#else
-        for (uint32_t i = 0; i < nqp; i++)
-            m[i] = s[i] > m[i] ? s[i] : m[i];
-#endif
+        max_into(m, St + (uint64_t)k * nqp, nqp);
     }
 }
 
