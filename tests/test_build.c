@@ -19,18 +19,13 @@ static float *write_corpus(const char *prefix, uint64_t ndocs, uint32_t doclen, 
     float *x = malloc(n * dim * sizeof *x);
     tu_clustered(x, n, dim, 40, 0.35f, seed, NULL);
     char path[512];
-    tt_npy_writer w;
     snprintf(path, sizeof path, "%s.vectors.npy", prefix);
-    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, x, n), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, n), TT_OK);
     int64_t *lens = malloc(ndocs * sizeof *lens);
     for (uint64_t d = 0; d < ndocs; d++)
         lens[d] = doclen;
     snprintf(path, sizeof path, "%s.doclens.npy", prefix);
-    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_I64, 0), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, lens, ndocs), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_I64, 0, lens, ndocs), TT_OK);
     free(lens);
     return x;
 }
@@ -295,11 +290,8 @@ START_TEST(bad_inputs_leave_nothing) {
 
     /* NaN in a vector that is not in the training sample's first document */
     x[(1100) * dim + 3] = NAN;
-    tt_npy_writer w;
     snprintf(path, sizeof path, "%s.vectors.npy", prefix);
-    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, x, 1200), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, 1200), TT_OK);
     tt_input *in = open_corpus(prefix, NULL);
     ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "c.vectors.npy"));
@@ -311,9 +303,7 @@ START_TEST(bad_inputs_leave_nothing) {
     /* all-zero vector */
     x[1100 * dim + 3] = 0;
     memset(x + 700 * dim, 0, dim * sizeof *x);
-    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, x, 1200), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, 1200), TT_OK);
     in = open_corpus(prefix, NULL);
     ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "all zeros"));
@@ -331,9 +321,7 @@ START_TEST(bad_inputs_leave_nothing) {
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "--force"));
     tt_input_free(in);
     memset(good + 900 * dim, 0, dim * sizeof *good); /* make the next build fail */
-    ck_assert_int_eq(tt_npy_writer_open(&w, path, TT_DT_F32, dim), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, good, 1200), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, good, 1200), TT_OK);
     in = open_corpus(prefix, NULL);
     o.force = 1;
     ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);

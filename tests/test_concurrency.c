@@ -49,13 +49,8 @@ static void setup(void) {
         nv += (uint64_t)(lens[d] = 4 + (int64_t)tt_rng_below(&r, 9));
     float *x = malloc(nv * DIM * sizeof *x);
     tu_clustered(x, nv, DIM, 24, 0.3f, 5, NULL);
-    tt_npy_writer w;
-    ck_assert_int_eq(tt_npy_writer_open(&w, vp, TT_DT_F32, DIM), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, x, nv), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_open(&w, lp, TT_DT_I64, 0), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, lens, NDOCS), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(vp, TT_DT_F32, DIM, x, nv), TT_OK);
+    ck_assert_int_eq(tu_write_npy(lp, TT_DT_I64, 0, lens, NDOCS), TT_OK);
     FILE *f = fopen(ip, "w");
     for (int d = 0; d < NDOCS; d++)
         fprintf(f, "d%d\n", d);

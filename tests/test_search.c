@@ -619,18 +619,16 @@ static int build_from(const corpus *c, const char *dir, const char *name, int ke
     snprintf(lp, sizeof lp, "%s/lens.npy", dir);
     snprintf(ip, sizeof ip, "%s/ids.txt", dir);
     snprintf(out, outlen, "%s/%s", dir, name);
-    tt_npy_writer w;
     int st;
-    if ((st = tt_npy_writer_open(&w, vp, TT_DT_F32, c->dim)) ||
-        (st = tt_npy_writer_append(&w, c->x, c->nvec)) || (st = tt_npy_writer_close(&w)))
+    if ((st = tu_write_npy(vp, TT_DT_F32, c->dim, c->x, c->nvec)))
         return st;
     int64_t *l = malloc(c->ndocs * sizeof *l);
     for (uint64_t d = 0; d < c->ndocs; d++)
         l[d] = c->lens[d];
-    if ((st = tt_npy_writer_open(&w, lp, TT_DT_I64, 0)) ||
-        (st = tt_npy_writer_append(&w, l, c->ndocs)) || (st = tt_npy_writer_close(&w)))
-        return st;
+    st = tu_write_npy(lp, TT_DT_I64, 0, l, c->ndocs);
     free(l);
+    if (st)
+        return st;
     FILE *f = fopen(ip, "w");
     for (uint64_t d = 0; d < c->ndocs; d++)
         fprintf(f, "doc%llu\n", (unsigned long long)d);
@@ -999,17 +997,12 @@ START_TEST(bad_input) {
     snprintf(qp, sizeof qp, "%s/q.npy", g_tmp);
     snprintf(lp, sizeof lp, "%s/ql.npy", g_tmp);
     snprintf(ip, sizeof ip, "%s/qids.txt", g_tmp);
-    tt_npy_writer w;
     float *qv = calloc(6 * 64, sizeof *qv);
     for (int i = 0; i < 6; i++)
         qv[i * 64 + i] = 1;
-    ck_assert_int_eq(tt_npy_writer_open(&w, qp, TT_DT_F32, 64), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, qv, 6), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(qp, TT_DT_F32, 64, qv, 6), TT_OK);
     int64_t ql[3] = {1, 2, 3};
-    ck_assert_int_eq(tt_npy_writer_open(&w, lp, TT_DT_I64, 0), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, ql, 3), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(lp, TT_DT_I64, 0, ql, 3), TT_OK);
     ck_assert_int_eq(tu_write_file(ip, "a\nb\nc\n", 6), 0);
     tt_queries *qs;
     ck_assert_int_eq(tt_queries_load(&qs, qp, NULL, NULL), TT_EDIM); /* 2-D needs qlens */
@@ -1026,18 +1019,12 @@ START_TEST(bad_input) {
     ck_assert_int_eq(tu_write_file(ip, "a\nb\n", 4), 0);
     ck_assert_int_eq(tt_queries_load(&qs, qp, lp, ip), TT_EDIM);
     ql[2] = 4;
-    ck_assert_int_eq(tt_npy_writer_open(&w, lp, TT_DT_I64, 0), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, ql, 3), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(lp, TT_DT_I64, 0, ql, 3), TT_OK);
     ck_assert_int_eq(tt_queries_load(&qs, qp, lp, NULL), TT_EDIM);
     qv[4 * 64 + 7] = NAN;
-    ck_assert_int_eq(tt_npy_writer_open(&w, qp, TT_DT_F32, 64), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, qv, 6), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(qp, TT_DT_F32, 64, qv, 6), TT_OK);
     ql[2] = 3;
-    ck_assert_int_eq(tt_npy_writer_open(&w, lp, TT_DT_I64, 0), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_append(&w, ql, 3), TT_OK);
-    ck_assert_int_eq(tt_npy_writer_close(&w), TT_OK);
+    ck_assert_int_eq(tu_write_npy(lp, TT_DT_I64, 0, ql, 3), TT_OK);
     ck_assert_int_eq(tt_queries_load(&qs, qp, lp, NULL), TT_EVALUE);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "query 2"));
     ck_assert_int_eq(tt_queries_load(&qs, "/nonexistent/q.npy", NULL, NULL), TT_ENOTFOUND);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "npy.h"
 
 #define TT_SKIP 77
 
@@ -48,6 +49,21 @@ static inline int tu_write_file(const char *path, const void *data, size_t n) {
     size_t w = fwrite(data, 1, n, f);
     fclose(f);
     return w == n ? 0 : -1;
+}
+
+/* Writes rows x cols values of dtype as a .npy file (cols 0: 1-D). Returns the status
+ * of the first step that failed (a failed append removes the file). */
+static inline int tu_write_npy(const char *path, tt_dtype dtype, uint32_t cols, const void *data,
+                               uint64_t rows) {
+    tt_npy_writer w;
+    int st = tt_npy_writer_open(&w, path, dtype, cols);
+    if (st)
+        return st;
+    if ((st = tt_npy_writer_append(&w, data, rows))) {
+        tt_npy_writer_abort(&w);
+        return st;
+    }
+    return tt_npy_writer_close(&w);
 }
 
 /* Clustered synthetic vectors: `nclusters` random unit centres; each vector is its

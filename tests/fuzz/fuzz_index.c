@@ -51,7 +51,7 @@ static void die(const char *what) {
     abort();
 }
 
-static void buf_set(buf *b, const uint8_t *p, size_t n) {
+static void buf_reserve(buf *b, size_t n) {
     if (n > b->cap) {
         uint8_t *q = realloc(b->p, n);
         if (!q)
@@ -59,6 +59,10 @@ static void buf_set(buf *b, const uint8_t *p, size_t n) {
         b->p = q;
         b->cap = n;
     }
+}
+
+static void buf_set(buf *b, const uint8_t *p, size_t n) {
+    buf_reserve(b, n);
     if (n)
         memcpy(b->p, p, n);
     b->n = n;
@@ -67,13 +71,7 @@ static void buf_set(buf *b, const uint8_t *p, size_t n) {
 
 static void buf_resize(buf *b, size_t n, uint8_t fill) {
     size_t old = b->n;
-    if (n > b->cap) {
-        uint8_t *q = realloc(b->p, n);
-        if (!q)
-            abort();
-        b->p = q;
-        b->cap = n;
-    }
+    buf_reserve(b, n);
     if (n > old)
         memset(b->p + old, fill, n - old);
     b->n = n;
