@@ -566,16 +566,25 @@ fail:
     return st;
 }
 
-void tt_search_ctx_free(tt_search_ctx *c) {
-    if (!c)
-        return;
-    tt_fetcher_free(c->fetch);
-    tt_resdec_free(&c->dec);
+/* Frees the buffers sized by the query length (nqp_cap). */
+static void free_query_buffers(tt_search_ctx *c) {
     free(c->Qp);
     free(c->qpack);
     free(c->qscale);
     free(c->St);
     free(c->m);
+    free(c->QR);
+    c->Qp = c->St = c->m = c->QR = c->qscale = NULL;
+    c->qpack = NULL;
+    c->nqp_cap = 0;
+}
+
+void tt_search_ctx_free(tt_search_ctx *c) {
+    if (!c)
+        return;
+    tt_fetcher_free(c->fetch);
+    tt_resdec_free(&c->dec);
+    free_query_buffers(c);
     free(c->probe_s);
     free(c->probe);
     free(c->keep);
@@ -589,7 +598,6 @@ void tt_search_ctx_free(tt_search_ctx *c) {
     free(c->rlen);
     free(c->rptr);
     free(c->R);
-    free(c->QR);
     free(c->gcodes);
     free(c->glens);
     free(c->gdocs);
@@ -635,34 +643,20 @@ static int ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int scor
     const tt_index *idx = c->idx;
     const uint32_t nqp = tt_qpad(nq), dim = idx->dim;
     if (nqp > c->nqp_cap) {
-        float *Qp = tt_alloc_aligned((uint64_t)nqp * dim, sizeof *Qp, 64, "query");
-        float *St = tt_alloc_aligned((uint64_t)idx->num_centroids * nqp, sizeof *St, 64,
-                                     "centroid scores");
-        float *m = tt_alloc(nqp, sizeof *m, "search context");
-        float *QR = tt_alloc_aligned(c->rows_cap * nqp, sizeof *QR, 64, "search context");
-        uint8_t *qpack = tt_alloc_aligned(tt_cq_qpack_bytes(&idx->cq, nqp), 1, 64, "query");
-        float *qscale = tt_alloc(nqp, sizeof *qscale, "query");
-        if (!Qp || !St || !m || !QR || !qpack || !qscale) {
-            free(Qp);
-            free(St);
-            free(m);
-            free(QR);
-            free(qpack);
-            free(qscale);
+        /* Replaced, not grown: their contents do not outlive a query. On failure the
+         * context holds none and the next query allocates again. */
+        free_query_buffers(c);
+        c->Qp = tt_alloc_aligned((uint64_t)nqp * dim, sizeof *c->Qp, 64, "query");
+        c->St = tt_alloc_aligned((uint64_t)idx->num_centroids * nqp, sizeof *c->St, 64,
+                                 "centroid scores");
+        c->m = tt_alloc(nqp, sizeof *c->m, "search context");
+        c->QR = tt_alloc_aligned(c->rows_cap * nqp, sizeof *c->QR, 64, "search context");
+        c->qpack = tt_alloc_aligned(tt_cq_qpack_bytes(&idx->cq, nqp), 1, 64, "query");
+        c->qscale = tt_alloc(nqp, sizeof *c->qscale, "query");
+        if (!c->Qp || !c->St || !c->m || !c->QR || !c->qpack || !c->qscale) {
+            free_query_buffers(c);
             return TT_ENOMEM;
         }
-        free(c->Qp);
-        free(c->St);
-        free(c->m);
-        free(c->QR);
-        free(c->qpack);
-        free(c->qscale);
-        c->qpack = qpack;
-        c->qscale = qscale;
-        c->Qp = Qp;
-        c->St = St;
-        c->m = m;
-        c->QR = QR;
         c->nqp_cap = nqp;
     }
     memcpy(c->Qp, Q, (size_t)nq * dim * sizeof *Q);
