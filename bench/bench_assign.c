@@ -24,8 +24,8 @@
  *
  * Times are wall-clock seconds; "CPU speedup" is the ratio of process CPU times, which
  * is steadier than wall-clock when the machine is shared. */
-#include "kmeans.h"
-#include "npy.h"
+#include "quant/kmeans.h"
+#include "input/input.h"
 
 #include <getopt.h>
 #include <math.h>

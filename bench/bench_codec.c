@@ -13,10 +13,10 @@
  * Usage: bench_codec [--data DIR] [--n N] [--dim D] [--outliers K] [--seed S]
  *                    [--skip-real] [--skip-synthetic] [--skip-speed]
  * DIR defaults to $TT_DATA or ../shared/data. Prints Markdown tables. */
-#include "internal.h"
-#include "codec.h"
-#include "kmeans.h"
-#include "npy.h"
+#include "common/common.h"
+#include "quant/codec.h"
+#include "quant/kmeans.h"
+#include "input/input.h"
 
 #include <cblas.h>
 #include <math.h>

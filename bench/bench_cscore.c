@@ -5,8 +5,8 @@
  *
  * Built by `make` as bench/bench_cscore (not installed).
  * Usage: OPENBLAS_NUM_THREADS=1 bench/bench_cscore K DIM NQ [REPS] */
-#include "cscore.h"
-#include "search.h"
+#include "quant/cscore.h"
+#include "search/search.h"
 #include "benchutil.h"
 
 #include <cblas.h>

@@ -2,7 +2,7 @@
 #ifndef TT_BENCHUTIL_H
 #define TT_BENCHUTIL_H
 
-#include "internal.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <time.h>

@@ -20,7 +20,7 @@
  *
  * Uses the internal index struct only to reach the residual mapping and descriptor
  * for eviction. Build: see bench/search_bench.sh. */
-#include "search.h"
+#include "search/search.h"
 #include "benchutil.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Stage-4 kernel choice: decompressed MaxSim of n documents by
  *   (a) decode the packed residuals to floats, adding their centroid rows, + one sgemm
- *       (C + R)·Qᵀ per group (search.c), or
+ *       (C + R)·Qᵀ per group (src/search/score.c), or
  *   (b) per-query-vector lookup tables over the packed bytes (tt_codec_build_lut +
  *       tt_codec_dot_lut, no floats materialised) plus precomputed centroid scores St,
  * both taking the per-query-vector maxima. Reports
@@ -11,7 +11,7 @@
  *       bench/search_kernels.c B/.libs/libtartan-internal.a -lopenblas -luring -lxxhash \
  *       -lm -lpthread -o search_kernels
  * Usage: search_kernels DIM NQ DOCLEN NDOCS [NBITS] [REPS] */
-#include "search.h"
+#include "search/search.h"
 #include "benchutil.h"
 
 #include <cblas.h>
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
         Qp[i] = bench_gauss(&r);
     tt_normalize_rows(Qp, nq, dim);
     /* Centroids, and their exact scores St for the lookup-table path (which thus gets
-     * the centroid part for free; the decode path adds the centroid rows, as search.c). */
+     * the centroid part for free; the decode path adds the centroid rows, as src/search/decode.c). */
     float *C = malloc((size_t)K * dim * sizeof *C);
     for (size_t i = 0; i < (size_t)K * dim; i++)
         C[i] = bench_gauss(&r);
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
     double *ta = malloc(reps * sizeof *ta), *tb = malloc(reps * sizeof *tb);
 
     for (int rep = 0; rep < reps; rep++) {
-        /* In groups of at most 2^18 decoded floats (at least one document), as search.c. */
+        /* In groups of at most 2^18 decoded floats (at least one document), as src/search/score.c. */
         double t0 = bench_cpu_now();
         const uint32_t gdocs = TT_MAX(1u, (1u << 18) / dim / doclen);
         for (uint32_t d0 = 0; d0 < ndocs; d0 += gdocs) {

@@ -3,10 +3,11 @@
  * and a flipped byte in every file of an index. */
 #include "testutil.h"
 
-#include "codec.h"
-#include "format.h"
-#include "index.h"
-#include "npy.h"
+#include "quant/codec.h"
+#include "io/dir.h"
+#include "io/file.h"
+#include "index/index.h"
+#include "input/input.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * bucket convention, MSB-first packing, decode, and the per-query lookup tables. */
 #include "testutil.h"
 
-#include "codec.h"
+#include "quant/codec.h"
 
 /* ------------------------------------------------------------ helpers */
 

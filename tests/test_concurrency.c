@@ -6,7 +6,7 @@
  * processes on the same files: tests/concurrency.sh. */
 #include "testutil.h"
 
-#include "npy.h"
+#include "input/input.h"
 
 #include <pthread.h>
 

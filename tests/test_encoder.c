@@ -3,8 +3,8 @@
  * with tests/fake_encoder, and tt_encode_to_npy's atomic outputs. */
 #include "testutil.h"
 
-#include "encoder.h"
-#include "npy.h"
+#include "encoder/encoder.h"
+#include "input/input.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
  * readers and their errors, the paired t-test against independently computed values. */
 #include "testutil.h"
 
-#include "eval.h"
+#include "eval/eval.h"
 
 #define EPS 1e-12
 

@@ -2,8 +2,9 @@
  * and validated reader, manifest publication. */
 #include "testutil.h"
 
-#include "format.h"
-#include "index.h"
+#include "io/dir.h"
+#include "io/file.h"
+#include "index/index.h"
 
 #include <fcntl.h>
 

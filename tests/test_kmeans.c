@@ -1,7 +1,7 @@
 /* k-means training and nearest-centroid assignment (src/kmeans.c). */
 #include "testutil.h"
 
-#include "kmeans.h"
+#include "quant/kmeans.h"
 
 /* Squared L2 distance in double. */
 static double dist2(const float *a, const float *b, uint32_t dim) {

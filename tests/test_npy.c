@@ -4,7 +4,7 @@
  * matrix X[i][j] = (4*i + j - 11) / 8 and the doclens [2, 1, 3]. */
 #include "testutil.h"
 
-#include "npy.h"
+#include "input/input.h"
 
 #include <fcntl.h>
 

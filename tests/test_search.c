@@ -2,9 +2,9 @@
  * (planted documents, recall against exhaustive, io paths, batch == serial, bad input). */
 #include "testutil.h"
 
-#include "cscore.h"
-#include "npy.h"
-#include "search.h"
+#include "quant/cscore.h"
+#include "input/input.h"
+#include "search/search.h"
 
 #include <errno.h>
 #include <fcntl.h>

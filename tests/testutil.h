@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "npy.h"
+#include "common/common.h"
+#include "input/input.h"
 
 #define TT_SKIP 77
 

@@ -52,8 +52,8 @@ jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Library + shared helper objects, rebuilt when a source or config.h is newer.
 objs=""
 todo=""
-for f in "$src"/src/*.c "$src/tests/fuzz/fuzz_util.c"; do
-    o="$out/obj/$(basename "$f" .c).o"
+for f in "$src"/src/*/*.c "$src/tests/fuzz/fuzz_util.c"; do
+    o="$out/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
     objs="$objs $o"
     if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$bld/config.h" -nt "$o" ] ||
         [ -n "$(find "$src/src" "$src/include" -name '*.h' -newer "$o" 2>/dev/null | head -n 1)" ]; then
@@ -64,7 +64,7 @@ if [ -n "$todo" ]; then
     echo "fuzz: compiling $(echo "$todo" | wc -w | tr -d ' ') sources with $cc -fsanitize=$san,fuzzer-no-link"
     # shellcheck disable=SC2086
     printf '%s\n' $todo | xargs -P "$jobs" -I{} sh -c \
-        "$cc $CFLAGS -fsanitize=fuzzer-no-link -c {} -o \"$out/obj/\$(basename {} .c).o\"" || exit 1
+        "$cc $CFLAGS -fsanitize=fuzzer-no-link -c {} -o \"$out/obj/\$(basename \$(dirname {}))_\$(basename {} .c).o\"" || exit 1
 fi
 for t in "$src"/tests/fuzz/fuzz_*.c; do
     name=$(basename "$t" .c)

@@ -6,7 +6,7 @@
  * only sees records in order with finite vectors of the hello's dimension; a failure
  * has a message; no file descriptor leaks, no child is left (the library reaps).
  * Seeds: tests/fuzz/corpus/encoder (written when TT_FUZZ_WRITE_SEEDS=DIR is set). */
-#include "encoder.h"
+#include "encoder/encoder.h"
 #include "fuzz.h"
 
 #include <math.h>

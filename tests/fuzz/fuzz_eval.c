@@ -4,7 +4,7 @@
  * evaluated (means must be in [0, 1]), and the run is written and read back: the
  * round trip keeps its queries and entries and every mean. Seeds: tests/fuzz/corpus/eval. */
 #include "fuzz.h"
-#include "internal.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * record): tt_vecfile_open and tt_vecfile_read of every row, which checks each row's
  * dimension prefix. Seeds: the .fvecs files of tests/files/{good,bad}. */
 #include "fuzz.h"
-#include "npy.h"
+#include "input/input.h"
 
 #include <stdlib.h>
 

@@ -2,7 +2,7 @@
  * fixed valid corpus of 6 vectors in 3 documents is written once; the input is the ids
  * file. On success every id must be a NUL-terminated string of the recorded length. */
 #include "fuzz.h"
-#include "npy.h"
+#include "input/input.h"
 
 #include <stdio.h>
 #include <stdlib.h>

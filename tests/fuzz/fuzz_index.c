@@ -17,9 +17,10 @@
  * passed them. Every input must leave as many open descriptors and mappings as it
  * found. Seeds: tests/fuzz/corpus/index (written by this target when
  * TT_FUZZ_WRITE_SEEDS=DIR is set). */
-#include "format.h"
+#include "io/dir.h"
+#include "io/file.h"
 #include "fuzz.h"
-#include "npy.h"
+#include "input/input.h"
 
 #include <dirent.h>
 #include <errno.h>

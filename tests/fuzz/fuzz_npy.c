@@ -3,7 +3,7 @@
  * tt_vecfile_open + tt_vecfile_read of every row, tt_npy_read_ints,
  * tt_npy_read_floats and tt_queries_load. Seeds: tests/files/{good,bad,unsupported}. */
 #include "fuzz.h"
-#include "npy.h"
+#include "input/input.h"
 
 #include <stdlib.h>
 

@@ -3,7 +3,7 @@
  * Byte 0 picks the record format (JSONL, TSV, by content) and mode; the rest is the
  * file. Every record returned must satisfy the protocol's limits (id 1..4096 bytes
  * without control characters, text <= 64 MiB). Seeds: tests/fuzz/corpus/records. */
-#include "encoder.h"
+#include "encoder/encoder.h"
 #include "fuzz.h"
 
 #include <stdlib.h>

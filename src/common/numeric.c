@@ -1,0 +1,93 @@
+/* Numbers: half-precision conversion and checks over rows of vectors. */
+#include "common/common.h"
+
+#include <math.h>
+
+/* IEEE 754 binary16 <-> binary32, round-to-nearest-even, with subnormals,
+ * infinities and NaN. */
+float tt_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t tt_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000;
+    int32_t exp = (int32_t)((u >> 23) & 0xff);
+    uint32_t man = u & 0x7fffff;
+    if (exp == 255) /* Inf / NaN */
+        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    int32_t e = exp - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) {
+        if (e < -10)
+            return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+        half++; /* may carry into the exponent, which is the right result */
+    return (uint16_t)half;
+}
+
+int64_t tt_normalize_rows(float *x, uint64_t n, uint32_t dim) {
+    int64_t zero = -1;
+    for (uint64_t i = 0; i < n; i++) {
+        float *r = x + i * dim;
+        double s = 0;
+        for (uint32_t j = 0; j < dim; j++)
+            s += (double)r[j] * r[j];
+        if (s == 0) {
+            if (zero < 0)
+                zero = (int64_t)i;
+            continue;
+        }
+        float inv = (float)(1.0 / sqrt(s));
+        for (uint32_t j = 0; j < dim; j++)
+            r[j] *= inv;
+    }
+    return zero;
+}
+
+int64_t tt_find_nonfinite(const float *x, uint64_t n, uint32_t dim) {
+    for (uint64_t i = 0; i < n; i++) {
+        const float *r = x + i * dim;
+        float acc = 0;
+        for (uint32_t j = 0; j < dim; j++)
+            acc += r[j] * 0.0f; /* NaN or Inf makes acc NaN */
+        if (acc != acc)
+            return (int64_t)i;
+    }
+    return -1;
+}

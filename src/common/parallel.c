@@ -1,0 +1,68 @@
+/* Threads: the clock, the CPU count, a fork-join helper, and BLAS's own threads. */
+#include "common/common.h"
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+double tt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int tt_default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)TT_MIN(n, 256);
+}
+
+typedef struct par_job {
+    tt_parallel_fn fn;
+    void *arg;
+    int t, n;
+} par_job;
+
+static void *par_main(void *p) {
+    par_job *j = (par_job *)p;
+    j->fn(j->arg, j->t, j->n);
+    return NULL;
+}
+
+int tt_parallel(int nthreads, tt_parallel_fn fn, void *arg) {
+    if (nthreads <= 1) {
+        fn(arg, 0, 1);
+        return TT_OK;
+    }
+    pthread_t tid[256];
+    par_job job[256];
+    int started[256] = {0};
+    int status = TT_OK;
+    if (nthreads > 256)
+        nthreads = 256;
+    for (int t = 1; t < nthreads; t++) {
+        job[t] = (par_job){fn, arg, t, nthreads};
+        if (pthread_create(&tid[t], NULL, par_main, &job[t]) == 0)
+            started[t] = 1;
+    }
+    fn(arg, 0, nthreads);
+    for (int t = 1; t < nthreads; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            fn(arg, t, nthreads); /* could not start a thread: do its share here */
+    }
+    return status;
+}
+
+/* OpenBLAS's thread control, if the BLAS linked is OpenBLAS (weak: others lack it). */
+extern void openblas_set_num_threads(int) __attribute__((weak));
+
+int tt_blas_set_threads(int n) {
+    if (n < 1)
+        return tt_err(TT_EINVAL, "tt_blas_set_threads: %d threads", n);
+    if (!openblas_set_num_threads)
+        return tt_err(TT_EUNSUPPORTED, "tt_blas_set_threads: the BLAS library has no thread "
+                      "control");
+    openblas_set_num_threads(n);
+    return TT_OK;
+}

@@ -1,0 +1,23 @@
+/* Compile-time SIMD availability for the kernels that pick a vector path at run time.
+ * TT_SSE2: SSE2 intrinsics (baseline on x86-64); elsewhere scalar loops compute the same
+ * values. TT_AVX512: AVX-512 code may be compiled (functions marked AVX512_FN); callers
+ * check __builtin_cpu_supports("avx512f") before running it. */
+#ifndef TT_SIMD_H
+#define TT_SIMD_H
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define TT_SSE2 1
+#endif
+/* Where the CPU has AVX-512 (checked at run time), the centroid stages' row loops use
+ * it instead: a row of 32 scores is two registers. Maxima and comparisons are exact, so
+ * both versions return the same floats (tests/test_search.c runs both). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TT_AVX512 1
+#define AVX512_FN __attribute__((target("avx512f")))
+/* The AVX-512 loops keep a row in at most four registers. */
+#define AVX512_MAX_NQP 64u
+#endif
+
+#endif

@@ -1,0 +1,342 @@
+/* Index build: sample -> k-means -> codec -> streaming encode -> IVF -> publish.
+ *
+ * The corpus is read twice: once for the training sample (a random subset of
+ * documents, as ColBERTv2's CollectionIndexer does) and once, in bounded chunks, to
+ * encode every vector. Everything is written into a sibling temporary directory and
+ * published with a manifest (written last) and a directory rename, so a failed or
+ * killed build never leaves an index that opens at the output path. */
+#include "index/build.h"
+#include "io/dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/fs.h>
+#include <sys/syscall.h>
+#endif
+
+#define MIB (1024.0 * 1024.0)
+
+void tt_build_options_init(tt_build_options *o) {
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->nbits = 2;
+    o->memory_bytes = 2ull << 30;
+    o->seed = 42;
+    o->normalize = 1;
+    o->keep_originals = TT_KEEP_NONE;
+    o->codec_tables = TT_CODEC_PER_DIM;
+    o->assign = TT_ASSIGN_TWO_LEVEL;
+    o->sample_factor = 16.0;
+    o->min_train_per_centroid = 32;
+    o->max_train_per_centroid = 256;
+    o->kmeans_iters = 4;
+}
+
+void tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t total) {
+    if (b->o->progress)
+        b->o->progress(b->o->progress_user, phase, done, total);
+}
+
+int tt_build_add_manifest(builder *b, const tt_fwriter *w, const char *name, uint64_t size) {
+    if (b->man.n >= sizeof b->man.e / sizeof b->man.e[0])
+        return tt_err(TT_EINVAL, "%s: too many index files", b->tmp);
+    tt_manifest_entry *e = &b->man.e[b->man.n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    memcpy(e->kind, w->h.kind, 4);
+    e->size = size;
+    e->payload_hash = w->h.payload_hash;
+    return TT_OK;
+}
+
+/* Writes a whole small file in one go. */
+static int write_small(builder *b, const char *name, const char *kind, const void *data,
+                       size_t n, uint64_t a, uint64_t bb, uint64_t c) {
+    tt_fwriter w;
+    uint64_t size;
+    int st = tt_fw_open(&w, b->tmp, name, kind);
+    if (!st)
+        st = tt_fw_write(&w, data, n);
+    if (!st)
+        st = tt_fw_finish(&w, a, bb, c, &size);
+    if (!st)
+        st = tt_build_add_manifest(b, &w, name, size);
+    tt_fw_abort(&w);
+    return st;
+}
+
+/* Names the file and row of global vector v for error messages. */
+static void locate_vector(const tt_input *in, uint64_t v, const char **path, uint64_t *row,
+                          uint64_t *doc) {
+    size_t f = 0;
+    while (f + 1 < in->nfiles && in->file_vec0[f + 1] <= v)
+        f++;
+    *path = in->files[f].path;
+    *row = v - in->file_vec0[f];
+    uint64_t lo = 0, hi = in->num_docs; /* largest d with doc_vec0[d] <= v */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (in->doc_vec0[mid] <= v)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *doc = lo;
+}
+
+/* Normalises (if asked) and validates n vectors that start at global vector v0. */
+int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n) {
+    const char *path;
+    uint64_t row, doc;
+    int64_t bad = tt_find_nonfinite(x, n, b->dim);
+    if (bad >= 0) {
+        locate_vector(b->in, v0 + (uint64_t)bad, &path, &row, &doc);
+        return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) contains NaN or Inf", path,
+                      (unsigned long long)row, (unsigned long long)doc);
+    }
+    int64_t zero;
+    if (b->o->normalize) {
+        zero = tt_normalize_rows(x, n, b->dim);
+    } else {
+        zero = -1;
+        for (uint64_t i = 0; i < n && zero < 0; i++) {
+            uint32_t j = 0;
+            while (j < b->dim && x[i * b->dim + j] == 0.0f)
+                j++;
+            if (j == b->dim)
+                zero = (int64_t)i;
+        }
+    }
+    if (zero >= 0) {
+        locate_vector(b->in, v0 + (uint64_t)zero, &path, &row, &doc);
+        return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) is all zeros", path,
+                      (unsigned long long)row, (unsigned long long)doc);
+    }
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------ small files */
+
+static int write_meta(builder *b, double seconds) {
+    const tt_build_options *o = b->o;
+    char enc[256] = "";
+    if (o->encoder) { /* one line: control characters become spaces */
+        snprintf(enc, sizeof enc, "%s", o->encoder);
+        for (char *p = enc; *p; p++)
+            if ((unsigned char)*p < 0x20)
+                *p = ' ';
+    }
+    char created[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char text[2048];
+    int n = snprintf(text, sizeof text,
+                     "tartan_version=%s\ncreated=%s\ndim=%u\nnbits=%u\nnum_docs=%llu\n"
+                     "num_vectors=%llu\nnum_centroids=%u\nnormalized=%d\ncodec_tables=%d\n"
+                     "keep_originals=%d\nhas_ids=%d\nseed=%llu\nsample_factor=%.6g\n"
+                     "train_vectors=%llu\nheldout_vectors=%llu\nkmeans_iters=%d\nthreads=%d\n"
+                     "assign=%d\nbuild_seconds=%.3f\nheldout_mse=%.9g\nencoder=%s\n",
+                     TT_VERSION_STRING, created, b->dim, b->nbits,
+                     (unsigned long long)b->in->num_docs, (unsigned long long)b->in->num_vectors,
+                     b->K, o->normalize ? 1 : 0, o->codec_tables, o->keep_originals,
+                     b->in->ids_blob ? 1 : 0, (unsigned long long)o->seed, o->sample_factor,
+                     (unsigned long long)b->st.train_vectors,
+                     (unsigned long long)b->st.heldout_vectors, o->kmeans_iters, b->threads,
+                     o->assign, seconds, b->st.heldout_mse, enc);
+    if (n < 0 || (size_t)n >= sizeof text)
+        return tt_err(TT_EINVAL, "index metadata too long");
+    return write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
+}
+
+static int write_tables(builder *b) {
+    uint32_t dim = b->dim, K = b->K;
+    int st;
+    /* centroids: K x dim float32 */
+    uint8_t *buf = tt_alloc((uint64_t)K * dim, 4, "centroids");
+    if (!buf)
+        return TT_ENOMEM;
+    for (uint64_t i = 0; i < (uint64_t)K * dim; i++)
+        tt_wrf32(buf + 4 * i, b->centroids[i]);
+    st = write_small(b, TT_F_CENTROIDS, "CENT", buf, (size_t)K * dim * 4, K, dim, 0);
+    free(buf);
+    if (st)
+        return st;
+    /* codec: cutoffs then weights, float32 */
+    const tt_codec *c = &b->codec;
+    uint64_t nc = (uint64_t)c->ntables * (c->nbuckets - 1), nw = (uint64_t)c->ntables * c->nbuckets;
+    buf = tt_alloc(nc + nw, 4, "codec");
+    if (!buf)
+        return TT_ENOMEM;
+    for (uint64_t i = 0; i < nc; i++)
+        tt_wrf32(buf + 4 * i, c->cutoffs[i]);
+    for (uint64_t i = 0; i < nw; i++)
+        tt_wrf32(buf + 4 * (nc + i), c->weights[i]);
+    st = write_small(b, TT_F_CODEC, "CODC", buf, (size_t)(nc + nw) * 4, c->nbits, dim, c->ntables);
+    free(buf);
+    if (st)
+        return st;
+    /* doclens: u32 per document */
+    const tt_input *in = b->in;
+    buf = tt_alloc(in->num_docs, 4, "doclens");
+    if (!buf)
+        return TT_ENOMEM;
+    for (uint64_t d = 0; d < in->num_docs; d++)
+        tt_wr32(buf + 4 * d, in->doclens[d]);
+    st = write_small(b, TT_F_DOCLENS, "DOCL", buf, (size_t)in->num_docs * 4, in->num_docs, 0, 0);
+    free(buf);
+    if (st || !in->ids_blob)
+        return st;
+    /* ids: u64 off[num_docs+1] into the blob of ids (no separators) */
+    tt_fwriter w;
+    uint64_t size, blob = 0;
+    if ((st = tt_fw_open(&w, b->tmp, TT_F_IDS, "IDS_")))
+        return st;
+    uint8_t tmp[8];
+    for (uint64_t d = 0; d <= in->num_docs && !st; d++) {
+        tt_wr64(tmp, blob);
+        st = tt_fw_write(&w, tmp, 8);
+        if (d < in->num_docs)
+            blob += in->id_off[d + 1] - in->id_off[d] - 1; /* without the newline */
+    }
+    for (uint64_t d = 0; d < in->num_docs && !st; d++)
+        st = tt_fw_write(&w, in->ids_blob + in->id_off[d],
+                         (size_t)(in->id_off[d + 1] - in->id_off[d] - 1));
+    if (!st)
+        st = tt_fw_finish(&w, in->num_docs, blob, 0, &size);
+    if (!st)
+        st = tt_build_add_manifest(b, &w, TT_F_IDS, size);
+    tt_fw_abort(&w);
+    return st;
+}
+
+int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
+             tt_build_stats *stats) {
+    builder b;
+    memset(&b, 0, sizeof b);
+    tt_build_options defaults;
+    int st;
+    double t0 = tt_now();
+    uint64_t codes_size = 0;
+
+    tt_err_clear();
+    if (!o) {
+        tt_build_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!out_dir || !*out_dir || !in)
+        return tt_err(TT_EINVAL, "tt_build: output directory and input are required");
+    if (o->nbits != 1 && o->nbits != 2 && o->nbits != 4)
+        return tt_err(TT_EINVAL, "nbits must be 1, 2 or 4 (got %d)", o->nbits);
+    if (o->codec_tables != TT_CODEC_SHARED && o->codec_tables != TT_CODEC_PER_DIM)
+        return tt_err(TT_EINVAL, "unknown codec table choice %d", o->codec_tables);
+    if (o->keep_originals != TT_KEEP_NONE && o->keep_originals != TT_KEEP_F16)
+        return tt_err(TT_EINVAL, "unknown keep-originals choice %d", o->keep_originals);
+    if (o->kmeans_iters < 1 || o->kmeans_iters > 1000)
+        return tt_err(TT_EINVAL, "k-means iterations must be 1..1000 (got %d)", o->kmeans_iters);
+    if (o->max_train_per_centroid && o->max_train_per_centroid < o->min_train_per_centroid)
+        return tt_err(TT_EINVAL, "max training vectors per centroid (%u) is below the minimum (%u)",
+                      o->max_train_per_centroid, o->min_train_per_centroid);
+    if (!(o->sample_factor > 0) || o->memory_bytes < (64ull << 20))
+        return tt_err(TT_EINVAL, "sample factor must be > 0 and the memory budget >= 64 MiB");
+    if (o->num_centroids > (1u << 24))
+        return tt_err(TT_EINVAL, "at most 2^24 centroids (got %u)", o->num_centroids);
+    if (o->threads < 0)
+        return tt_err(TT_EINVAL, "threads must be >= 0");
+    if (tt_build_is_dir(out_dir)) {
+        if (!o->force)
+            return tt_err(TT_EEXIST, "%s: already exists (use --force to replace it)", out_dir);
+        if ((st = tt_build_check_replaceable(out_dir)))
+            return st;
+    }
+
+    b.o = o;
+    b.in = in;
+    b.out = out_dir;
+    b.dim = in->dim;
+    b.nbits = (uint32_t)o->nbits;
+    b.threads = o->threads ? o->threads : tt_default_threads();
+    /* Encode chunk: the buffers of one chunk use at most a quarter of the budget. */
+    uint64_t per_vec = (uint64_t)b.dim * (4 + (o->keep_originals ? 2 : 0)) + 64;
+    b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, o->memory_bytes / 4 / per_vec));
+
+    size_t tl = strlen(out_dir) + 48;
+    b.tmp = malloc(tl);
+    if (!b.tmp)
+        return tt_err(TT_ENOMEM, "%s: out of memory", out_dir);
+    {
+        size_t n = strlen(out_dir); /* OUT without trailing slashes */
+        while (n > 1 && out_dir[n - 1] == '/')
+            n--;
+        tt_rng r;
+        tt_rng_seed(&r, (uint64_t)getpid() ^ (uint64_t)(tt_now() * 1e9));
+        snprintf(b.tmp, tl, "%.*s.tmp-%d-%06llx", (int)n, out_dir, (int)getpid(),
+                 (unsigned long long)(tt_rng_next(&r) & 0xffffff));
+        tt_build_remove_stale(out_dir, n);
+    }
+    if (mkdir(b.tmp, 0755) != 0) {
+        st = tt_err_errno(TT_EIO, errno, "%s: cannot create the build directory", b.tmp);
+        free(b.tmp);
+        return st;
+    }
+
+    if ((st = tt_build_train(&b)))
+        goto fail;
+    b.code_bytes = b.K <= 65536 ? 2 : 4;
+    b.ivf_len = tt_calloc(b.K, sizeof *b.ivf_len, "IVF counts");
+    b.ivf_bytes = tt_calloc(b.K, sizeof *b.ivf_bytes, "IVF counts");
+    b.ivf_last = tt_calloc(b.K, sizeof *b.ivf_last, "IVF counts");
+    b.stamp = tt_calloc(b.K, sizeof *b.stamp, "IVF counts");
+    if (!b.ivf_len || !b.ivf_bytes || !b.ivf_last || !b.stamp) {
+        st = TT_ENOMEM;
+        goto fail;
+    }
+    if ((st = tt_build_encode(&b, &codes_size)) || (st = tt_build_write_ivf(&b)) || (st = write_tables(&b)))
+        goto fail;
+    b.st.seconds_total = tt_now() - t0;
+    if ((st = write_meta(&b, b.st.seconds_total)))
+        goto fail;
+    tt_build_progress(&b, "publish", 0, 1);
+    if ((st = tt_manifest_publish(b.tmp, &b.man)) || (st = tt_fsync_dir(b.tmp)))
+        goto fail;
+    for (uint32_t i = 0; i < b.man.n; i++)
+        b.st.index_bytes += b.man.e[i].name[0] && strcmp(b.man.e[i].name, TT_F_ORIGINALS)
+                                ? b.man.e[i].size
+                                : 0;
+    if ((st = tt_build_publish(&b)))
+        goto fail;
+    tt_build_progress(&b, "publish", 1, 1);
+    b.st.seconds_total = tt_now() - t0;
+    if (stats)
+        *stats = b.st;
+    st = TT_OK;
+    goto done;
+fail:
+    if (b.tmp) {
+        int saved = st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tt_last_error());
+        tt_remove_dir(b.tmp);
+        tt_err(saved, "%s", msg); /* keep the original message */
+    }
+done:
+    tt_assigner_free(b.assigner);
+    tt_codec_free(&b.codec);
+    free(b.centroids);
+    free(b.ivf_len);
+    free(b.ivf_bytes);
+    free(b.ivf_last);
+    free(b.stamp);
+    free(b.tmp);
+    return st;
+}

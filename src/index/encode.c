@@ -1,0 +1,274 @@
+/* Index build, encoding: every vector to a centroid id and a packed residual, written
+ * in bounded chunks; then the IVF lists from the codes file. */
+#include "index/build.h"
+#include "io/dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct encode_job {
+    builder *b;
+    const float *x;
+    const uint32_t *ids;
+    uint8_t *packed;
+    uint16_t *orig;
+    float *scratch; /* dim floats per thread */
+    uint64_t n;
+} encode_job;
+
+static void encode_worker(void *arg, int t, int nt) {
+    encode_job *j = arg;
+    builder *b = j->b;
+    uint32_t dim = b->dim;
+    float *r = j->scratch + (uint64_t)t * dim;
+    uint64_t lo = j->n * (uint64_t)t / (uint64_t)nt, hi = j->n * (uint64_t)(t + 1) / (uint64_t)nt;
+    for (uint64_t i = lo; i < hi; i++) {
+        const float *v = j->x + i * dim, *c = b->centroids + (uint64_t)j->ids[i] * dim;
+        for (uint32_t d = 0; d < dim; d++)
+            r[d] = v[d] - c[d];
+        tt_codec_encode(&b->codec, r, j->packed + i * b->codec.bytes_per_vec);
+        if (j->orig)
+            for (uint32_t d = 0; d < dim; d++)
+                j->orig[i * dim + d] = tt_f32_to_f16(v[d]);
+    }
+}
+
+/* Updates the IVF bookkeeping with the codes of vectors [v0, v0+n). A document's
+ * centroids are deduplicated with a per-centroid stamp (last document + 1). */
+static void ivf_count(builder *b, const uint32_t *ids, uint64_t v0, uint64_t n) {
+    const tt_input *in = b->in;
+    uint64_t lo = 0, hi = in->num_docs; /* document containing v0 */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (in->doc_vec0[mid] <= v0)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    uint64_t d = lo;
+    for (uint64_t i = 0; i < n; i++) {
+        while (in->doc_vec0[d + 1] <= v0 + i)
+            d++;
+        uint32_t c = ids[i];
+        if (b->stamp[c] == d + 1)
+            continue;
+        b->stamp[c] = d + 1;
+        uint64_t prev = b->ivf_last[c] ? b->ivf_last[c] - 1 : 0;
+        uint8_t tmp[10];
+        b->ivf_bytes[c] += tt_varint_put(tmp, b->ivf_last[c] ? d - prev : d);
+        b->ivf_last[c] = d + 1;
+        b->ivf_len[c]++;
+    }
+}
+
+int tt_build_encode(builder *b, uint64_t *codes_size) {
+    tt_input *in = b->in;
+    const tt_build_options *o = b->o;
+    uint64_t N = in->num_vectors, chunk = b->chunk_vectors;
+    uint32_t dim = b->dim, bpv = b->codec.bytes_per_vec;
+    tt_fwriter wc = {.fd = -1}, wr = {.fd = -1}, wo = {.fd = -1};
+    float *x = NULL;
+    uint32_t *ids = NULL;
+    uint8_t *packed = NULL, *codes = NULL;
+    uint16_t *orig = NULL;
+    float *scratch = NULL;
+    int st;
+    double t0 = tt_now();
+
+    scratch = tt_alloc((uint64_t)b->threads, (uint64_t)dim * sizeof(float), "encode buffer");
+    x = tt_alloc(chunk, (uint64_t)dim * sizeof(float), "encode buffer");
+    ids = tt_alloc(chunk, sizeof *ids, "encode buffer");
+    packed = tt_alloc(chunk, bpv, "encode buffer");
+    codes = tt_alloc(chunk, b->code_bytes, "encode buffer");
+    if (o->keep_originals == TT_KEEP_F16)
+        orig = tt_alloc(chunk, (uint64_t)dim * 2, "encode buffer");
+    if (!scratch || !x || !ids || !packed || !codes || (o->keep_originals == TT_KEEP_F16 && !orig)) {
+        st = TT_ENOMEM;
+        goto done;
+    }
+    if ((st = tt_fw_open(&wc, b->tmp, TT_F_CODES, "CODE")) ||
+        (st = tt_fw_open(&wr, b->tmp, TT_F_RESIDUALS, "RESI")))
+        goto done;
+    if (orig && (st = tt_fw_open(&wo, b->tmp, TT_F_ORIGINALS, "ORIG")))
+        goto done;
+
+    for (uint64_t v0 = 0; v0 < N; v0 += chunk) {
+        uint64_t n = TT_MIN(chunk, N - v0);
+        if ((st = tt_input_read(in, v0, n, x)) || (st = tt_build_prepare_vectors(b, x, v0, n)) ||
+            (st = tt_assign(b->assigner, x, n, ids, b->threads)))
+            goto done;
+        encode_job job = {b, x, ids, packed, orig, scratch, n};
+        tt_parallel(b->threads, encode_worker, &job);
+        for (uint64_t i = 0; i < n; i++) {
+            if (b->code_bytes == 2)
+                tt_wr16(codes + 2 * i, (uint16_t)ids[i]);
+            else
+                tt_wr32(codes + 4 * i, ids[i]);
+        }
+        if (orig)
+            for (uint64_t i = 0; i < n * dim; i++)
+                tt_wr16(&orig[i], orig[i]); /* little-endian on disk */
+        ivf_count(b, ids, v0, n);
+        if ((st = tt_fw_write(&wc, codes, (size_t)(n * b->code_bytes))) ||
+            (st = tt_fw_write(&wr, packed, (size_t)(n * bpv))))
+            goto done;
+        if (orig && (st = tt_fw_write(&wo, orig, (size_t)(n * dim * 2))))
+            goto done;
+        tt_build_progress(b, "encode", v0 + n, N);
+    }
+    if ((st = tt_fw_finish(&wc, N, b->code_bytes, 0, codes_size)) ||
+        (st = tt_build_add_manifest(b, &wc, TT_F_CODES, *codes_size)))
+        goto done;
+    uint64_t size;
+    if ((st = tt_fw_finish(&wr, N, bpv, 0, &size)) ||
+        (st = tt_build_add_manifest(b, &wr, TT_F_RESIDUALS, size)))
+        goto done;
+    if (orig && ((st = tt_fw_finish(&wo, N, dim, 1, &size)) ||
+                 (st = tt_build_add_manifest(b, &wo, TT_F_ORIGINALS, size))))
+        goto done;
+done:
+    tt_fw_abort(&wc);
+    tt_fw_abort(&wr);
+    tt_fw_abort(&wo);
+    free(x);
+    free(ids);
+    free(packed);
+    free(codes);
+    free(orig);
+    free(scratch);
+    b->st.seconds_encode = tt_now() - t0;
+    return st;
+}
+
+/* ------------------------------------------------------------------ IVF */
+
+/* Writes ivf.tt: u64 off[K+1] (byte offsets into the data), u32 len[K], then the
+ * delta-varint document lists. The lists are filled from the codes file in as many
+ * passes over it as needed to keep each pass's slice of the data within budget. */
+int tt_build_write_ivf(builder *b) {
+    const tt_input *in = b->in;
+    uint32_t K = b->K;
+    uint64_t total_bytes = 0, entries = 0;
+    tt_fwriter w = {.fd = -1};
+    uint8_t *arr = NULL, *data = NULL, *codes = NULL;
+    uint64_t *pos = NULL;
+    char *codes_path = NULL;
+    int fd = -1, st;
+    double t0 = tt_now();
+
+    for (uint32_t c = 0; c < K; c++) {
+        total_bytes += b->ivf_bytes[c];
+        entries += b->ivf_len[c];
+    }
+    if ((st = tt_fw_open(&w, b->tmp, TT_F_IVF, "IVF_")))
+        goto done;
+    uint64_t arr_bytes = 8ull * (K + 1) + 4ull * K;
+    arr = tt_alloc(arr_bytes, 1, "IVF offsets");
+    if (!arr) {
+        st = TT_ENOMEM;
+        goto done;
+    }
+    uint64_t off = 0;
+    for (uint32_t c = 0; c <= K; c++) {
+        tt_wr64(arr + 8ull * c, off);
+        if (c < K)
+            off += b->ivf_bytes[c];
+    }
+    for (uint32_t c = 0; c < K; c++)
+        tt_wr32(arr + 8ull * (K + 1) + 4ull * c, b->ivf_len[c]);
+    if ((st = tt_fw_write(&w, arr, (size_t)arr_bytes)))
+        goto done;
+
+    uint64_t budget = TT_MAX(b->o->memory_bytes / 4, (uint64_t)(16 << 20));
+    uint64_t slice = TT_MIN(total_bytes, budget);
+    data = tt_alloc(TT_MAX(slice, 1), 1, "IVF data");
+    pos = tt_alloc(K, sizeof *pos, "IVF data");
+    uint64_t cbuf_n = 1 << 20;
+    codes = tt_alloc(cbuf_n, b->code_bytes, "IVF data");
+    codes_path = tt_path_join(b->tmp, TT_F_CODES);
+    if (!data || !pos || !codes || !codes_path) {
+        st = TT_ENOMEM;
+        goto done;
+    }
+    fd = open(codes_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        st = tt_err_errno(TT_EIO, errno, "%s: cannot reopen", codes_path);
+        goto done;
+    }
+    uint32_t c0 = 0;
+    uint64_t done_bytes = 0;
+    while (c0 < K) {
+        /* Centroids [c0, c1) whose lists fit in the slice (at least one). */
+        uint32_t c1 = c0;
+        uint64_t bytes = 0;
+        while (c1 < K && (c1 == c0 || bytes + b->ivf_bytes[c1] <= slice))
+            bytes += b->ivf_bytes[c1++];
+        if (bytes > slice) {
+            uint8_t *nd = realloc(data, bytes);
+            if (!nd) {
+                st = tt_err(TT_ENOMEM, "IVF list of centroid %u: %llu bytes", c0,
+                            (unsigned long long)bytes);
+                goto done;
+            }
+            data = nd;
+            slice = bytes;
+        }
+        uint64_t base = 0;
+        for (uint32_t c = c0; c < c1; c++) {
+            pos[c] = base;
+            base += b->ivf_bytes[c];
+            b->ivf_last[c] = 0;
+            b->stamp[c] = 0;
+        }
+        uint64_t d = 0;
+        for (uint64_t v0 = 0; v0 < in->num_vectors; v0 += cbuf_n) {
+            uint64_t n = TT_MIN(cbuf_n, in->num_vectors - v0);
+            uint64_t want = n * b->code_bytes, got = 0;
+            while (got < want) {
+                ssize_t r = pread(fd, codes + got, (size_t)(want - got),
+                                  (off_t)(TT_HEADER_SIZE + v0 * b->code_bytes + got));
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0) {
+                    st = r < 0 ? tt_err_errno(TT_EIO, errno, "%s: read failed", codes_path)
+                               : tt_err(TT_EIO, "%s: unexpected end of file", codes_path);
+                    goto done;
+                }
+                got += (uint64_t)r;
+            }
+            for (uint64_t i = 0; i < n; i++) {
+                while (in->doc_vec0[d + 1] <= v0 + i)
+                    d++;
+                uint32_t c = b->code_bytes == 2 ? tt_rd16(codes + 2 * i) : tt_rd32(codes + 4 * i);
+                if (c < c0 || c >= c1 || b->stamp[c] == d + 1)
+                    continue;
+                b->stamp[c] = d + 1;
+                uint64_t delta = b->ivf_last[c] ? d - (b->ivf_last[c] - 1) : d;
+                pos[c] += tt_varint_put(data + pos[c], delta);
+                b->ivf_last[c] = d + 1;
+            }
+            tt_build_progress(b, "ivf", done_bytes + (bytes * (v0 + n)) / in->num_vectors, total_bytes);
+        }
+        if ((st = tt_fw_write(&w, data, (size_t)bytes)))
+            goto done;
+        done_bytes += bytes;
+        c0 = c1;
+    }
+    uint64_t size;
+    if ((st = tt_fw_finish(&w, K, entries, total_bytes, &size)) ||
+        (st = tt_build_add_manifest(b, &w, TT_F_IVF, size)))
+        goto done;
+done:
+    if (fd >= 0)
+        close(fd);
+    tt_fw_abort(&w);
+    free(arr);
+    free(data);
+    free(pos);
+    free(codes);
+    free(codes_path);
+    b->st.seconds_ivf = tt_now() - t0;
+    return st;
+}

@@ -1,0 +1,26 @@
+/* The corpus a build reads: (vector file, doclens file) pairs concatenated in order,
+ * plus an optional file of external document ids (struct tt_input of tartan.h). */
+#ifndef TT_INPUT_H
+#define TT_INPUT_H
+
+#include "input/npy.h"
+
+struct tt_input {
+    size_t nfiles;
+    tt_vecfile *files;
+    uint64_t *file_vec0;   /* nfiles+1: first global vector of each file */
+    uint64_t *file_doc0;   /* nfiles+1: first global document of each file */
+    uint32_t *doclens;     /* num_docs */
+    uint64_t *doc_vec0;    /* num_docs+1: first vector of each document */
+    uint32_t dim;
+    uint64_t num_docs, num_vectors;
+    char *ids_blob;        /* ids, each NUL-terminated (trailing '\r' dropped); NULL if none */
+    uint64_t *id_off;      /* num_docs+1 offsets: id i = ids_blob[id_off[i], id_off[i+1]-1) */
+    char *ids_path;
+};
+
+/* Reads global vectors [v0, v0+n) (may span files) as float32 into out (n*dim floats).
+ * Thread-safe. Errors: TT_EINVAL (range), and those of tt_vecfile_read. */
+int tt_input_read(const tt_input *in, uint64_t v0, uint64_t n, float *out);
+
+#endif

@@ -1,0 +1,379 @@
+/* Residual fetching for search: the packed residuals of the documents that survive
+ * PLAID's centroid stages are read per query, one doc-contiguous range each.
+ *
+ * With io_uring (Axboe, "Efficient IO with io_uring", 2019) the ranges become up to
+ * queue_depth reads in flight from one thread, so a cold query costs about one device
+ * latency per queue_depth documents instead of one per document (a page fault per
+ * document with mmap). Ranges are sorted by offset and coalesced when they touch or
+ * overlap; with O_DIRECT every read is widened to 4 KiB boundaries into a 4 KiB-aligned
+ * buffer and ranges that share a block are read once. Short reads and -EAGAIN/-EINTR
+ * completions are resubmitted for the rest. */
+#include "io/fetch.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define FETCH_ALIGN 4096u
+#define FETCH_DEFAULT_QD 64
+#define FETCH_DEFAULT_MAX_READ (1u << 20)
+/* Mapped ranges at least this long get MADV_WILLNEED (exhaustive scan chunks). */
+#define MMAP_WILLNEED_BYTES (256u << 10)
+
+typedef struct fetch_rng {
+    uint64_t off, len;
+    size_t i;             /* position in the caller's arrays */
+} fetch_rng;
+
+/* One read request: a piece of a segment of the buffer. */
+typedef struct fetch_piece {
+    uint64_t foff;        /* file offset */
+    uint64_t len;         /* bytes requested */
+    uint64_t need;        /* bytes that must arrive (len clamped at end of file) */
+    uint64_t done;
+    uint8_t *buf;
+} fetch_piece;
+
+struct tt_fetcher {
+    tt_fetch_config cfg;
+    char *path;
+    int mode;
+    bool direct;
+    bool ring_ok;
+    bool ring_broken;      /* a submission failed: reads go through pread from then on */
+    struct io_uring ring;
+    uint8_t *buf;          /* FETCH_ALIGN-aligned */
+    uint8_t *orphan;       /* buffer of a broken ring, freed only after the ring */
+    uint64_t buf_cap;
+    fetch_rng *rng;
+    size_t rng_cap;
+    fetch_piece *pc;
+    size_t pc_cap;
+    uint32_t *queue;       /* pieces waiting for (re)submission: a FIFO of pc indices */
+    size_t queue_cap;
+    tt_fetch_stats st;
+};
+
+int tt_fetcher_new(tt_fetcher **out, const tt_fetch_config *cfg, char *note, size_t note_len) {
+    int status = TT_OK;
+    *out = NULL;
+    if (note && note_len)
+        note[0] = '\0';
+    if (!cfg || (cfg->mode != TT_FETCH_URING && cfg->mode != TT_FETCH_MMAP &&
+                 cfg->mode != TT_FETCH_PREAD))
+        return tt_err(TT_EINVAL, "residual fetcher: invalid mode");
+    if (cfg->mode == TT_FETCH_MMAP && !cfg->map)
+        return tt_err(TT_EINVAL, "residual fetcher: mmap mode without a mapping");
+    if (cfg->mode != TT_FETCH_MMAP && cfg->fd < 0)
+        return tt_err(TT_EINVAL, "residual fetcher: no file descriptor");
+    if (cfg->base > cfg->file_size)
+        return tt_err(TT_EINVAL, "residual fetcher: payload offset beyond the file");
+    tt_fetcher *f = tt_calloc(1, sizeof *f, "residual fetcher");
+    if (!f)
+        return TT_ENOMEM;
+    f->cfg = *cfg;
+    if (f->cfg.queue_depth <= 0)
+        f->cfg.queue_depth = FETCH_DEFAULT_QD;
+    if (f->cfg.queue_depth > 4096)
+        f->cfg.queue_depth = 4096;
+    if (f->cfg.max_read == 0)
+        f->cfg.max_read = FETCH_DEFAULT_MAX_READ;
+    /* O_DIRECT pieces must stay block-aligned. */
+    f->cfg.max_read = TT_MAX(FETCH_ALIGN, f->cfg.max_read / FETCH_ALIGN * FETCH_ALIGN);
+    f->path = strdup(cfg->path ? cfg->path : "residuals");
+    if (!f->path) {
+        status = tt_err(TT_ENOMEM, "residual fetcher: out of memory");
+        goto fail;
+    }
+    f->mode = cfg->mode;
+    f->direct = cfg->mode != TT_FETCH_MMAP && cfg->fd_direct >= 0;
+    if (f->mode == TT_FETCH_URING) {
+        int rc = io_uring_queue_init((unsigned)f->cfg.queue_depth, &f->ring, 0);
+        if (rc < 0) {
+            f->mode = cfg->map ? TT_FETCH_MMAP : TT_FETCH_PREAD;
+            f->direct = f->mode == TT_FETCH_PREAD && cfg->fd_direct >= 0;
+            if (note)
+                snprintf(note, note_len, "io_uring setup failed (%s); using %s", strerror(-rc),
+                         f->mode == TT_FETCH_MMAP ? "mmap" : "pread");
+        } else {
+            f->ring_ok = true;
+        }
+    }
+    *out = f;
+    return TT_OK;
+fail:
+    tt_fetcher_free(f);
+    return status;
+}
+
+void tt_fetcher_free(tt_fetcher *f) {
+    if (!f)
+        return;
+    if (f->ring_ok)
+        io_uring_queue_exit(&f->ring);
+    free(f->orphan);
+    free(f->buf);
+    free(f->rng);
+    free(f->pc);
+    free(f->queue);
+    free(f->path);
+    free(f);
+}
+
+int tt_fetcher_mode(const tt_fetcher *f) { return f->mode; }
+
+void tt_fetcher_stats(const tt_fetcher *f, tt_fetch_stats *out) { *out = f->st; }
+void tt_fetcher_stats_reset(tt_fetcher *f) { memset(&f->st, 0, sizeof f->st); }
+
+static int rng_cmp(const void *a, const void *b) {
+    const fetch_rng *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static int grow_buf(tt_fetcher *f, uint64_t need) {
+    if (need <= f->buf_cap)
+        return TT_OK;
+    uint64_t nc = TT_MAX(need, f->buf_cap + f->buf_cap / 2);
+    nc = (nc + FETCH_ALIGN - 1) / FETCH_ALIGN * FETCH_ALIGN;
+    uint8_t *b = tt_alloc_aligned(nc, 1, FETCH_ALIGN, "residual read buffer");
+    if (!b)
+        return TT_ENOMEM;
+    free(f->buf);
+    f->buf = b;
+    f->buf_cap = nc;
+    return TT_OK;
+}
+
+/* Synchronous reads of every piece, for when io_uring is not available. */
+static int read_pread(tt_fetcher *f, size_t npc) {
+    int fd = f->direct ? f->cfg.fd_direct : f->cfg.fd;
+    for (size_t p = 0; p < npc; p++) {
+        fetch_piece *pc = &f->pc[p];
+        while (pc->done < pc->need) {
+            ssize_t r = pread(fd, pc->buf + pc->done, (size_t)(pc->len - pc->done),
+                              (off_t)(pc->foff + pc->done));
+            f->st.reads++;
+            if (r < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                    continue;
+                return tt_err_errno(TT_EIO, errno, "%s: read of %llu bytes at %llu", f->path,
+                                    (unsigned long long)(pc->len - pc->done),
+                                    (unsigned long long)(pc->foff + pc->done));
+            }
+            if (r == 0)
+                return tt_err(TT_ECORRUPT, "%s: unexpected end of file at %llu (truncated?)",
+                              f->path, (unsigned long long)(pc->foff + pc->done));
+            pc->done += (uint64_t)r;
+            f->st.bytes += (uint64_t)r;
+            /* An O_DIRECT continuation must start on a block boundary again. */
+            if (f->direct && pc->done < pc->need)
+                pc->done = pc->done / FETCH_ALIGN * FETCH_ALIGN;
+        }
+    }
+    return TT_OK;
+}
+
+/* io_uring reads: keep up to queue_depth pieces in flight, resubmit short reads and
+ * -EAGAIN/-EINTR completions for the rest. On a failed read, wait for every read still
+ * in flight before returning, since the kernel is still writing into the buffer. */
+static int read_uring(tt_fetcher *f, size_t npc) {
+    int status = TT_OK;
+    int fd = f->direct ? f->cfg.fd_direct : f->cfg.fd;
+    size_t qhead = 0, qtail = 0, qlen = npc;  /* FIFO of pieces over f->queue[npc] */
+    for (size_t p = 0; p < npc; p++)
+        f->queue[p] = (uint32_t)p;
+    size_t inflight = 0, completed = 0;
+    const size_t qd = (size_t)f->cfg.queue_depth;
+
+    while (completed < npc) {
+        while (status == TT_OK && qlen > 0 && inflight < qd) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+            if (!sqe)
+                break;
+            uint32_t p = f->queue[qhead];
+            qhead = (qhead + 1) % npc;
+            qlen--;
+            fetch_piece *pc = &f->pc[p];
+            io_uring_prep_read(sqe, fd, pc->buf + pc->done, (unsigned)(pc->len - pc->done),
+                               pc->foff + pc->done);
+            io_uring_sqe_set_data64(sqe, p);
+            inflight++;
+            f->st.reads++;
+        }
+        if (inflight == 0)
+            break;  /* only after a failed read: nothing left to wait for */
+        int rc;
+        do
+            rc = io_uring_submit_and_wait(&f->ring, 1);
+        while (rc == -EINTR);
+        if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
+            /* The ring itself failed: what is in flight is unknown, so the ring (and
+             * the buffer it may still write into) is never used again. */
+            f->ring_broken = true;
+            f->orphan = f->buf;
+            f->buf = NULL;
+            f->buf_cap = 0;
+            return tt_err_errno(TT_EIO, -rc, "%s: io_uring submission", f->path);
+        }
+        struct io_uring_cqe *cqe;
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(&f->ring, head, cqe) {
+            seen++;
+            inflight--;
+            uint32_t p = (uint32_t)io_uring_cqe_get_data64(cqe);
+            fetch_piece *pc = &f->pc[p];
+            int res = cqe->res;
+            if (res == -EAGAIN || res == -EINTR) {
+                f->queue[qtail] = p;
+                qtail = (qtail + 1) % npc;
+                qlen++;
+                continue;
+            }
+            if (res < 0) {
+                if (status == TT_OK)
+                    status = tt_err_errno(TT_EIO, -res, "%s: read of %llu bytes at %llu",
+                                          f->path, (unsigned long long)(pc->len - pc->done),
+                                          (unsigned long long)(pc->foff + pc->done));
+                continue;
+            }
+            if (res == 0) {
+                if (status == TT_OK)
+                    status = tt_err(TT_ECORRUPT,
+                                    "%s: unexpected end of file at %llu (truncated?)", f->path,
+                                    (unsigned long long)(pc->foff + pc->done));
+                continue;
+            }
+            pc->done += (uint64_t)res;
+            f->st.bytes += (uint64_t)res;
+            if (pc->done >= pc->need) {
+                completed++;
+                continue;
+            }
+            /* Short read: queue the rest (an O_DIRECT rest restarts on a block). */
+            if (f->direct)
+                pc->done = pc->done / FETCH_ALIGN * FETCH_ALIGN;
+            f->queue[qtail] = p;
+            qtail = (qtail + 1) % npc;
+            qlen++;
+        }
+        io_uring_cq_advance(&f->ring, seen);
+        if (seen == 0 && rc < 0) {
+            /* -EAGAIN/-EBUSY with nothing completed: the SQEs stay queued; back off. */
+            usleep(50);
+        }
+        if (status != TT_OK && inflight == 0)
+            break;
+    }
+    return status;
+}
+
+int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
+                    const uint8_t **ptr) {
+    int status = TT_OK;
+    const uint64_t payload = f->cfg.file_size - f->cfg.base;
+    f->st.calls++;
+    f->st.ranges += n;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end;
+        if (!tt_add_ok(off[i], len[i], &end) || end > payload)
+            return tt_err(TT_ECORRUPT, "%s: range %llu+%llu beyond the %llu payload bytes",
+                          f->path, (unsigned long long)off[i], (unsigned long long)len[i],
+                          (unsigned long long)payload);
+    }
+    if (f->mode == TT_FETCH_MMAP) {
+        for (size_t i = 0; i < n; i++) {
+            ptr[i] = f->cfg.map + off[i];
+            f->st.bytes += len[i];
+            /* The mapping is MADV_RANDOM (no readahead): a long range, as in an
+             * exhaustive scan, is asked for as a whole instead of page by page. */
+            if (len[i] >= MMAP_WILLNEED_BYTES) {
+                uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+                uintptr_t a = (uintptr_t)ptr[i] & ~(pg - 1);
+                (void)madvise((void *)a, (size_t)((uintptr_t)ptr[i] + len[i] - a), MADV_WILLNEED);
+            }
+        }
+        return TT_OK;
+    }
+    if (n == 0)
+        return TT_OK;
+
+    /* Sort by file offset (skipped when already sorted, as in exhaustive scans). */
+    if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")))
+        return status;
+    bool sorted = true;
+    for (size_t i = 0; i < n; i++) {
+        f->rng[i] = (fetch_rng){f->cfg.base + off[i], len[i], i};
+        if (i && rng_cmp(&f->rng[i - 1], &f->rng[i]) > 0)
+            sorted = false;
+    }
+    if (!sorted)
+        qsort(f->rng, n, sizeof *f->rng, rng_cmp);
+
+    /* Pass 1: segments (contiguous file extents, each one buffer region) and the
+     * buffer size. A segment grows while ranges touch it and it stays within
+     * max_read; a segment longer than max_read (one big range) is split into pieces. */
+    const uint64_t a = f->direct ? FETCH_ALIGN : 1, maxr = f->cfg.max_read;
+    uint64_t total = 0;
+    size_t npc = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t seg_lo = 0, seg_hi = 0, boff = 0;
+        bool open = false;
+        npc = 0;
+        for (size_t r = 0; r <= n; r++) {
+            uint64_t lo = 0, hi = 0;
+            if (r < n) {
+                lo = f->rng[r].off / a * a;
+                hi = (f->rng[r].off + f->rng[r].len + a - 1) / a * a;
+                if (open && lo <= seg_hi && TT_MAX(hi, seg_hi) - seg_lo <= maxr) {
+                    seg_hi = TT_MAX(hi, seg_hi);
+                    goto place;
+                }
+            }
+            if (open) {  /* close the segment: emit its pieces */
+                for (uint64_t p = seg_lo; p < seg_hi; p += maxr) {
+                    if (pass == 1) {
+                        uint64_t l = TT_MIN(maxr, seg_hi - p);
+                        uint64_t need = p + l <= f->cfg.file_size ? l
+                                        : (p < f->cfg.file_size ? f->cfg.file_size - p : 0);
+                        f->pc[npc] = (fetch_piece){p, l, need, 0, f->buf + boff + (p - seg_lo)};
+                    }
+                    npc++;
+                }
+                boff += seg_hi - seg_lo;
+            }
+            if (r == n)
+                break;
+            seg_lo = lo;
+            seg_hi = hi;
+            open = true;
+        place:
+            if (pass == 1)
+                ptr[f->rng[r].i] = f->buf + boff + (f->rng[r].off - seg_lo);
+        }
+        total = boff;
+        if (pass == 0) {
+            if ((status = grow_buf(f, total)) ||
+                (status = tt_grow((void **)&f->pc, &f->pc_cap, npc, sizeof *f->pc, "fetch reads")))
+                return status;
+            if ((status = tt_grow((void **)&f->queue, &f->queue_cap, npc, sizeof *f->queue,
+                               "fetch queue")))
+                return status;
+        }
+    }
+    /* Pieces that lie wholly past the end of the file (O_DIRECT widening) need nothing. */
+    size_t keep = 0;
+    for (size_t p = 0; p < npc; p++)
+        if (f->pc[p].need > 0)
+            f->pc[keep++] = f->pc[p];
+    npc = keep;
+    if (npc == 0)
+        return TT_OK;
+    if (f->mode == TT_FETCH_URING && !f->ring_broken)
+        return read_uring(f, npc);
+    return read_pread(f, npc);
+}

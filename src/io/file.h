@@ -1,0 +1,103 @@
+/* The on-disk index format (doc/format.md): every file starts with a 64-byte header
+ *
+ *   0  magic "TRTN"          4  kind (4 ASCII bytes, e.g. "CENT")
+ *   8  format version u32   12  flags u32 (0)
+ *  16  a u64   24  b u64   32  c u64   (kind-specific counts)
+ *  40  payload bytes u64    48  XXH64 of the payload (seed 0) u64
+ *  56  reserved u32 (0)     60  XXH32 of bytes 0..59 (seed 0) u32
+ *
+ * followed by the payload. All integers little-endian. The MANIFEST lists every file
+ * with its size and payload hash and is published last. */
+#ifndef TT_IO_FILE_H
+#define TT_IO_FILE_H
+
+#include "common/common.h"
+
+#include <xxhash.h>
+
+#define TT_FORMAT_VERSION 1
+#define TT_HEADER_SIZE 64
+#define TT_MAGIC "TRTN"
+
+/* File names inside an index directory and their kinds. */
+#define TT_F_META "meta.tt"
+#define TT_F_CENTROIDS "centroids.tt"
+#define TT_F_CODEC "codec.tt"
+#define TT_F_DOCLENS "doclens.tt"
+#define TT_F_CODES "codes.tt"
+#define TT_F_RESIDUALS "residuals.tt"
+#define TT_F_IVF "ivf.tt"
+#define TT_F_IDS "ids.tt"
+#define TT_F_ORIGINALS "originals.tt"
+#define TT_F_MANIFEST "MANIFEST"
+
+typedef struct tt_header {
+    char kind[5];
+    uint32_t version, flags;
+    uint64_t a, b, c;
+    uint64_t payload_bytes;
+    uint64_t payload_hash;
+} tt_header;
+
+void tt_header_encode(const tt_header *h, uint8_t out[TT_HEADER_SIZE]);
+/* Validates in order: magic, header checksum, version, kind (expected may be NULL).
+ * Errors: TT_EFORMAT (magic), TT_ECORRUPT (checksum), TT_EVERSION, TT_EFORMAT (kind). */
+int tt_header_decode(const uint8_t in[TT_HEADER_SIZE], const char *path, const char *expected_kind,
+                     tt_header *h);
+
+/* A file being written: buffered, payload hashed as it goes, header written last. */
+typedef struct tt_fwriter {
+    char *path;
+    int fd;
+    tt_header h;
+    XXH64_state_t *xxh;
+    uint8_t *buf;
+    size_t buf_used, buf_cap;
+    uint64_t written;    /* payload bytes so far */
+} tt_fwriter;
+
+/* Creates dir/name (O_EXCL) and reserves the header. */
+int tt_fw_open(tt_fwriter *w, const char *dir, const char *name, const char *kind);
+int tt_fw_write(tt_fwriter *w, const void *data, size_t n);
+/* Writes the header with a, b, c, fsyncs and closes. *size_out gets the file size. */
+int tt_fw_finish(tt_fwriter *w, uint64_t a, uint64_t b, uint64_t c, uint64_t *size_out);
+/* Closes (if open) and frees; the file is left for the caller's directory cleanup. */
+void tt_fw_abort(tt_fwriter *w);
+
+/* A file mapped read-only. */
+typedef struct tt_fmap {
+    char *path;
+    int fd;               /* kept open (residuals are read through it) */
+    const uint8_t *base;  /* whole file; NULL if not mapped */
+    uint64_t size;
+    tt_header h;
+    const uint8_t *payload;
+} tt_fmap;
+
+enum { TT_MAP_NONE = 0, TT_MAP_WHOLE = 1 };
+/* Opens dir/name, reads and validates the header, checks that header + payload_bytes
+ * equals the file size, and (map == TT_MAP_WHOLE) mmaps the file. */
+int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind, int map);
+/* Recomputes the payload hash and compares it with the header. TT_ECORRUPT naming the file. */
+int tt_fmap_check_payload(const tt_fmap *m, tt_progress_fn progress, void *user);
+void tt_fmap_close(tt_fmap *m);
+
+/* The manifest: the list of files of an index and their sizes and payload hashes. */
+#define TT_MANIFEST_NAME_LEN 32
+typedef struct tt_manifest_entry {
+    char name[TT_MANIFEST_NAME_LEN];
+    char kind[5];
+    uint64_t size, payload_hash;
+} tt_manifest_entry;
+
+typedef struct tt_manifest {
+    uint32_t n;
+    tt_manifest_entry e[16];
+} tt_manifest;
+
+/* Writes dir/MANIFEST.tmp, fsyncs it, renames it to MANIFEST and fsyncs dir. */
+int tt_manifest_publish(const char *dir, const tt_manifest *m);
+int tt_manifest_read(const char *dir, tt_manifest *m);
+const tt_manifest_entry *tt_manifest_find(const tt_manifest *m, const char *name);
+
+#endif

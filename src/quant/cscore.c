@@ -1,0 +1,358 @@
+/* int8 centroid scores for PLAID's candidate stages; see cscore.h. */
+#include "quant/cscore.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TT_CQ_X86 1 /* cscore.h included <immintrin.h> */
+#endif
+
+/* The largest finite |x| of n values (0 if none). */
+static float max_abs(const float *x, uint32_t n) {
+    float m = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        float a = fabsf(x[j]);
+        if (isfinite(a) && a > m)
+            m = a;
+    }
+    return m;
+}
+
+/* x / m * qmax rounded to int8 (m = max_abs of the whole row, qmax <= 127; non-finite
+ * values and an all-zero row give 0). x / m lies in [-1, 1], so the rounded value lies
+ * in [-qmax, qmax]. */
+static void quantize(const float *x, uint32_t n, float m, float qmax, int8_t *out) {
+    for (uint32_t j = 0; j < n; j++) {
+        float v = m > 0 && isfinite(x[j]) ? x[j] / m * qmax : 0.0f;
+        long r = lrintf(v);
+        out[j] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+    }
+}
+
+static inline size_t cq_pos(uint32_t nd4, uint32_t row, uint32_t d) {
+    return (((size_t)(row / TT_CQ_LANES) * nd4 + d / 4) * TT_CQ_LANES + row % TT_CQ_LANES) * 4 +
+           d % 4;
+}
+
+int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
+    memset(q, 0, sizeof *q);
+    q->K = K;
+    q->dim = dim;
+    q->nd4 = (dim + 3) / 4;
+    q->nblk = (K + TT_CQ_LANES - 1) / TT_CQ_LANES;
+    const uint64_t nk = (uint64_t)q->nblk * TT_CQ_LANES;
+    q->data = tt_alloc_aligned((uint64_t)q->nblk * q->nd4 * 64, 1, 64, "int8 centroids");
+    q->scale = tt_alloc(nk, sizeof *q->scale, "int8 centroids");
+    q->csum = tt_alloc(nk, sizeof *q->csum, "int8 centroids");
+    int8_t *row = tt_alloc(dim ? dim : 1, 1, "int8 centroids");
+    if (!q->data || !q->scale || !q->csum || !row) {
+        free(row);
+        tt_cq_free(q);
+        return TT_ENOMEM;
+    }
+    memset(q->data, 0, (size_t)q->nblk * q->nd4 * 64);
+    for (uint64_t k = 0; k < nk; k++) {
+        q->scale[k] = 0;
+        q->csum[k] = 0;
+    }
+    /* The kernels sum dim products of at most 255 * cmax in 32 bits: past 66,000
+     * dimensions the centroids get fewer levels so that the sums cannot overflow. */
+    const uint64_t cmax = TT_MIN(127u, (uint64_t)INT32_MAX / (255u * (uint64_t)TT_MAX(dim, 1u)));
+    q->cmax = (float)TT_MAX(cmax, 1u);
+    for (uint32_t k = 0; k < K; k++) {
+        const float *x = centroids + (uint64_t)k * dim;
+        float m = max_abs(x, dim);
+        quantize(x, dim, m, q->cmax, row);
+        q->scale[k] = m / q->cmax;
+        int32_t s = 0;
+        for (uint32_t d = 0; d < dim; d++) {
+            q->data[cq_pos(q->nd4, k, d)] = (uint8_t)row[d];
+            s += row[d];
+        }
+        q->csum[k] = 128 * s;
+    }
+    free(row);
+#ifdef TT_CQ_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
+        q->kernel = TT_CQ_VNNI;
+    else if (__builtin_cpu_supports("avx2"))
+        q->kernel = TT_CQ_AVX2;
+#endif
+    return TT_OK;
+}
+
+void tt_cq_free(tt_cq *q) {
+    if (!q)
+        return;
+    free(q->data);
+    free(q->scale);
+    free(q->csum);
+    memset(q, 0, sizeof *q);
+}
+
+uint64_t tt_cq_bytes(const tt_cq *q) {
+    return (uint64_t)q->nblk * (q->nd4 * 64 + TT_CQ_LANES * (sizeof(float) + sizeof(int32_t)));
+}
+
+size_t tt_cq_qpack_bytes(const tt_cq *q, uint32_t nq) {
+    return (size_t)((nq + TT_CQ_LANES - 1) / TT_CQ_LANES) * q->nd4 * 64;
+}
+
+void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint8_t *qpack,
+                 float *qscale) {
+    const uint32_t dim = q->dim;
+    memset(qpack, 128, tt_cq_qpack_bytes(q, nqp));
+    int8_t row[64];
+    for (uint32_t i = 0; i < nqp; i++)
+        qscale[i] = 0;
+    for (uint32_t i = 0; i < nq; i++) {
+        const float *x = Q + (uint64_t)i * dim;
+        const float m = max_abs(x, dim);
+        qscale[i] = m / 127.0f;
+        for (uint32_t d0 = 0; d0 < dim; d0 += 64) {
+            uint32_t n = dim - d0 < 64 ? dim - d0 : 64;
+            quantize(x + d0, n, m, 127.0f, row);
+            for (uint32_t j = 0; j < n; j++)
+                qpack[cq_pos(q->nd4, i, d0 + j)] = (uint8_t)(row[j] + 128);
+        }
+    }
+}
+
+void tt_cq_scores_portable(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                           uint32_t nqp, float *St) {
+    const uint32_t nd4 = q->nd4;
+    for (uint32_t k = 0; k < q->K; k++) {
+        const int8_t *c = (const int8_t *)q->data + cq_pos(nd4, k, 0);
+        for (uint32_t i = 0; i < nqp; i++) {
+            const uint8_t *x = qpack + cq_pos(nd4, i, 0);
+            int32_t dot = 0;
+            for (uint32_t g = 0; g < nd4; g++)
+                for (uint32_t b = 0; b < 4; b++)
+                    dot += ((int32_t)x[g * 64 + b] - 128) * (int32_t)c[g * 64 + b];
+            St[(uint64_t)k * nqp + i] = (float)dot * (q->scale[k] * qscale[i]);
+        }
+    }
+}
+
+#ifdef TT_CQ_X86
+#define VNNI __attribute__((target("avx512f,avx512vnni")))
+
+/* Query vectors in the lanes (nqp > 8): a centroid's four bytes are broadcast against
+ * a block of 16 query vectors, so each accumulator ends as 16 scores of one St row.
+ * Tiles of 8 centroids x 2 query blocks, or 16 centroids x 1 block, keep 16 accumulators
+ * in registers (named, so that the compiler does not spill them). */
+#define DP1(A, X, T)                                                                        \
+    do {                                                                                    \
+        int32_t w_;                                                                         \
+        memcpy(&w_, cp + (size_t)g * 64 + 4 * (T), 4);                                      \
+        A = _mm512_dpbusd_epi32(A, X, _mm512_set1_epi32(w_));                               \
+    } while (0)
+#define DP2(A, B, T)                                                                        \
+    do {                                                                                    \
+        int32_t w_;                                                                         \
+        memcpy(&w_, cp + (size_t)g * 64 + 4 * (T), 4);                                      \
+        const __m512i c_ = _mm512_set1_epi32(w_);                                           \
+        A = _mm512_dpbusd_epi32(A, x0, c_);                                                 \
+        B = _mm512_dpbusd_epi32(B, x1, c_);                                                 \
+    } while (0)
+
+/* Writes the scores of centroid k (accumulator A) to lanes [16 * b, 16 * b + 16) & m of
+ * its St row. */
+static inline __attribute__((always_inline)) VNNI void
+store_row(const tt_cq *q, uint32_t k, __m512i A, __m512 qs, __mmask16 m, float *dst) {
+    if (k >= q->K)
+        return;
+    const __m512i corr = _mm512_set1_epi32(q->csum[k]);
+    const __m512 s = _mm512_mul_ps(_mm512_set1_ps(q->scale[k]), qs);
+    _mm512_mask_storeu_ps(dst, m, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(A, corr)), s));
+}
+
+VNNI static void tile_8x2(const tt_cq *q, const uint8_t *q0, const uint8_t *q1, uint32_t k0,
+                          const uint8_t *cp, __m512 qs0, __m512 qs1, __mmask16 m0, __mmask16 m1,
+                          uint32_t nqp, float *Sb) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+            a7 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m512i x0 = _mm512_load_si512((const void *)(q0 + (size_t)g * 64));
+        const __m512i x1 = _mm512_load_si512((const void *)(q1 + (size_t)g * 64));
+        DP2(a0, b0, 0); DP2(a1, b1, 1); DP2(a2, b2, 2); DP2(a3, b3, 3);
+        DP2(a4, b4, 4); DP2(a5, b5, 5); DP2(a6, b6, 6); DP2(a7, b7, 7);
+    }
+    const __m512i A[8] = {a0, a1, a2, a3, a4, a5, a6, a7}, B[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+    for (uint32_t t = 0; t < 8; t++) {
+        float *row = Sb + (uint64_t)(k0 + t) * nqp;
+        store_row(q, k0 + t, A[t], qs0, m0, row);
+        store_row(q, k0 + t, B[t], qs1, m1, row + 16);
+    }
+}
+
+VNNI static void tile_16x1(const tt_cq *q, const uint8_t *q0, uint32_t k0, const uint8_t *cp,
+                           __m512 qs0, __mmask16 m0, uint32_t nqp, float *Sb) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+            a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0,
+            a15 = a0;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m512i x0 = _mm512_load_si512((const void *)(q0 + (size_t)g * 64));
+        DP1(a0, x0, 0); DP1(a1, x0, 1); DP1(a2, x0, 2); DP1(a3, x0, 3);
+        DP1(a4, x0, 4); DP1(a5, x0, 5); DP1(a6, x0, 6); DP1(a7, x0, 7);
+        DP1(a8, x0, 8); DP1(a9, x0, 9); DP1(a10, x0, 10); DP1(a11, x0, 11);
+        DP1(a12, x0, 12); DP1(a13, x0, 13); DP1(a14, x0, 14); DP1(a15, x0, 15);
+    }
+    const __m512i A[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
+    for (uint32_t t = 0; t < 16; t++)
+        store_row(q, k0 + t, A[t], qs0, m0, Sb + (uint64_t)(k0 + t) * nqp);
+}
+
+VNNI static void scores_qlanes(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                               uint32_t nqp, float *St) {
+    const size_t bstride = (size_t)q->nd4 * 64;
+    const uint32_t nqb = (nqp + 15) / 16;
+    for (uint32_t b = 0; b < nqb; b += 2) {
+        const uint8_t *q0 = qpack + b * bstride, *q1 = q0 + bstride;
+        const __mmask16 m0 = tt_lanes16(nqp, b);
+        const __m512 qs0 = _mm512_maskz_loadu_ps(m0, qscale + 16 * b);
+        float *Sb = St + 16 * b;
+        if (b + 1 < nqb) {
+            const __mmask16 m1 = tt_lanes16(nqp, b + 1);
+            const __m512 qs1 = _mm512_maskz_loadu_ps(m1, qscale + 16 * b + 16);
+            for (uint32_t blk = 0; blk < q->nblk; blk++)
+                for (uint32_t h = 0; h < 2 && blk * 16 + h * 8 < q->K; h++)
+                    tile_8x2(q, q0, q1, blk * 16 + h * 8, q->data + blk * bstride + h * 32, qs0,
+                             qs1, m0, m1, nqp, Sb);
+        } else {
+            for (uint32_t blk = 0; blk < q->nblk; blk++)
+                tile_16x1(q, q0, blk * 16, q->data + blk * bstride, qs0, m0, nqp, Sb);
+        }
+    }
+}
+
+/* Centroids in the lanes (nqp <= 8, DiffRetriever's 4-vector queries): one 64-byte load
+ * gives 16 centroids' next four values, against each query vector's four bytes
+ * broadcast; the 16 x nqp scores are then written out row by row. */
+static inline __attribute__((always_inline)) VNNI void
+clanes_block(const tt_cq *q, const uint8_t *qpack, const float *qscale, const uint32_t NQ,
+             uint32_t blk, float *St) {
+    __m512i a[8];
+    for (uint32_t i = 0; i < NQ; i++)
+        a[i] = _mm512_setzero_si512();
+    const uint8_t *cb = q->data + (size_t)blk * q->nd4 * 64;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m512i c = _mm512_load_si512((const void *)(cb + (size_t)g * 64));
+#pragma GCC unroll 8
+        for (uint32_t i = 0; i < NQ; i++) {
+            int32_t w;
+            memcpy(&w, qpack + (size_t)g * 64 + i * 4, 4);
+            a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(w), c);
+        }
+    }
+    const __m512i corr = _mm512_loadu_si512((const void *)(q->csum + blk * 16));
+    const __m512 sc = _mm512_loadu_ps(q->scale + blk * 16);
+    float tmp[8][16];
+    for (uint32_t i = 0; i < NQ; i++)
+        _mm512_storeu_ps(tmp[i], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i], corr)),
+                                               _mm512_mul_ps(sc, _mm512_set1_ps(qscale[i]))));
+    for (uint32_t l = 0; l < 16 && blk * 16 + l < q->K; l++)
+        for (uint32_t i = 0; i < NQ; i++)
+            St[(uint64_t)(blk * 16 + l) * NQ + i] = tmp[i][l];
+}
+
+VNNI static void scores_clanes(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                               uint32_t nqp, float *St) {
+    for (uint32_t blk = 0; blk < q->nblk; blk++) {
+        if (nqp == 4)
+            clanes_block(q, qpack, qscale, 4, blk, St);
+        else
+            clanes_block(q, qpack, qscale, 8, blk, St);
+    }
+}
+
+/* AVX2 without VNNI (Zen 2/3, most Intel client CPUs): 8 query lanes per register. The
+ * byte products use the usual sign trick, |q8| * (c8 * sign(q8)) through vpmaddubsw:
+ * with |q8| <= 127 a pair sum stays below 2^15, so nothing saturates, and the 32-bit
+ * sums are the same exact integers as the VNNI kernel's (no +128 offset here). Tiles of
+ * 4 centroids x 16 query lanes. */
+#define AVX2 __attribute__((target("avx2")))
+
+#define DPA(A, X, AX, C)                                                                    \
+    A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(AX, _mm256_sign_epi8(C, X)), \
+                                              ones))
+
+AVX2 static void tile_4x16_avx2(const tt_cq *q, const uint8_t *qb, uint32_t k0, const uint8_t *cp,
+                                uint32_t nqp, uint32_t lane0, const float *qs16, float *St) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0,
+            b3 = a0;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m256i x0 = _mm256_xor_si256(_mm256_load_si256((const void *)(qb + (size_t)g * 64)),
+                                            flip);
+        const __m256i x1 = _mm256_xor_si256(
+            _mm256_load_si256((const void *)(qb + (size_t)g * 64 + 32)), flip);
+        const __m256i ax0 = _mm256_abs_epi8(x0), ax1 = _mm256_abs_epi8(x1);
+        int32_t w[4];
+        memcpy(w, cp + (size_t)g * 64, 16);
+        __m256i c = _mm256_set1_epi32(w[0]);
+        DPA(a0, x0, ax0, c);
+        DPA(b0, x1, ax1, c);
+        c = _mm256_set1_epi32(w[1]);
+        DPA(a1, x0, ax0, c);
+        DPA(b1, x1, ax1, c);
+        c = _mm256_set1_epi32(w[2]);
+        DPA(a2, x0, ax0, c);
+        DPA(b2, x1, ax1, c);
+        c = _mm256_set1_epi32(w[3]);
+        DPA(a3, x0, ax0, c);
+        DPA(b3, x1, ax1, c);
+    }
+    const __m256i A[4] = {a0, a1, a2, a3}, B[4] = {b0, b1, b2, b3};
+    for (uint32_t t = 0; t < 4 && k0 + t < q->K; t++) {
+        const uint32_t k = k0 + t;
+        const __m256 s = _mm256_set1_ps(q->scale[k]);
+        float out[16];
+        _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(A[t]),
+                                            _mm256_mul_ps(s, _mm256_loadu_ps(qs16))));
+        _mm256_storeu_ps(out + 8,
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(B[t]),
+                                       _mm256_mul_ps(s, _mm256_loadu_ps(qs16 + 8))));
+        uint32_t n = nqp - lane0 < 16 ? nqp - lane0 : 16;
+        memcpy(St + (uint64_t)k * nqp + lane0, out, n * sizeof(float));
+    }
+}
+
+AVX2 static void scores_avx2(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                             uint32_t nqp, float *St) {
+    const size_t bstride = (size_t)q->nd4 * 64;
+    const uint32_t nqb = (nqp + 15) / 16;
+    /* qscale holds nqp entries; the tile reads 16 (padding lanes: scale 0). */
+    float qs[16];
+    for (uint32_t b = 0; b < nqb; b++) {
+        const uint32_t lane0 = 16 * b, n = nqp - lane0 < 16 ? nqp - lane0 : 16;
+        memset(qs, 0, sizeof qs);
+        memcpy(qs, qscale + lane0, n * sizeof *qs);
+        for (uint32_t blk = 0; blk < q->nblk; blk++)
+            for (uint32_t h = 0; h < 4 && blk * 16 + h * 4 < q->K; h++)
+                tile_4x16_avx2(q, qpack + b * bstride, blk * 16 + h * 4,
+                               q->data + blk * bstride + h * 16, nqp, lane0, qs, St);
+    }
+}
+#endif
+
+void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
+                  float *St) {
+#ifdef TT_CQ_X86
+    if (q->kernel == TT_CQ_VNNI) {
+        if (nqp <= 8)
+            scores_clanes(q, qpack, qscale, nqp, St);
+        else
+            scores_qlanes(q, qpack, qscale, nqp, St);
+        return;
+    }
+    if (q->kernel == TT_CQ_AVX2) {
+        scores_avx2(q, qpack, qscale, nqp, St);
+        return;
+    }
+#endif
+    tt_cq_scores_portable(q, qpack, qscale, nqp, St);
+}

@@ -1,0 +1,65 @@
+/* Centroid scores for PLAID's candidate stages from int8 centroids (src/quant/cscore.c).
+ *
+ * Stages 1-3 only rank centroids and documents by approximate scores, so they read
+ * St[k, i] ~ <q_i, c_k> computed from int8 copies of the centroids and of the query
+ * (one scale per vector): St = (float)(sum_d q8[i, d] * c8[k, d]) * (cscale[k] *
+ * qscale[i]). The integer dot products are exact, so every kernel (AVX-512 VNNI or the
+ * AVX2 or portable loop) returns bit-identical scores. Stage 4 and the exhaustive mode do not
+ * use these scores: they score c + r in float32.
+ *
+ * Layout: centroids in blocks of 16; a block holds, for each group of four dimensions,
+ * 16 x 4 bytes (centroid-major within the group), so that one 64-byte load gives 16
+ * centroids' next four values and a 4-byte broadcast gives one centroid's. The query
+ * is packed the same way in blocks of 16 query vectors, as unsigned bytes q8 + 128
+ * (the VNNI instruction multiplies unsigned by signed bytes); the 128 * sum(c8) this
+ * adds is subtracted per centroid. */
+#ifndef TT_CSCORE_H
+#define TT_CSCORE_H
+
+#include "common/common.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* The lanes of 16-wide block r that hold one of the first n values. */
+static inline __mmask16 tt_lanes16(uint32_t n, uint32_t r) {
+    return n <= 16 * r ? 0 : n - 16 * r >= 16 ? 0xffff : (__mmask16)((1u << (n - 16 * r)) - 1);
+}
+#endif
+
+#define TT_CQ_LANES 16u
+
+typedef struct tt_cq {
+    uint32_t K, dim;
+    uint32_t nd4;          /* groups of four dimensions: ceil(dim / 4) */
+    uint32_t nblk;         /* blocks of 16 centroids: ceil(K / 16) */
+    uint8_t *data;         /* nblk * nd4 * 64 bytes of int8 (zero padded) */
+    float *scale;          /* nblk * 16: the value of one int8 step, per centroid */
+    int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
+    float cmax;            /* centroid levels: +-127, fewer past 66,000 dimensions */
+    int kernel;            /* TT_CQ_* kernel used by tt_cq_scores (the best this CPU has) */
+} tt_cq;
+
+enum { TT_CQ_PORTABLE = 0, TT_CQ_AVX2 = 1, TT_CQ_VNNI = 2 };
+
+/* Quantizes K x dim centroids (non-finite values count as 0). TT_ENOMEM. */
+int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim);
+void tt_cq_free(tt_cq *q);
+/* Memory held by q. */
+uint64_t tt_cq_bytes(const tt_cq *q);
+
+/* Bytes of a packed query of nq vectors (a multiple of 64). */
+size_t tt_cq_qpack_bytes(const tt_cq *q, uint32_t nq);
+/* Packs nq query vectors (dim floats each) into qpack (tt_cq_qpack_bytes, 64-byte
+ * aligned) and their scales into qscale (nqp = tt_qpad(nq) floats; rows nq.. are
+ * padding that scores 0). */
+void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint8_t *qpack,
+                 float *qscale);
+/* St[k * nqp + i] for every centroid k and i < nqp, nqp a multiple of 4, with the kernel
+ * q->kernel (which a test may lower to compare the kernels). */
+void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
+                  float *St);
+/* The same with the portable loop (the tests compare the two). */
+void tt_cq_scores_portable(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                           uint32_t nqp, float *St);
+
+#endif

@@ -1,0 +1,173 @@
+/* The search context: per-thread scratch space, the residual fetcher, counters, and
+ * the per-query setup (query copy, int8 centroid scores). */
+#include "search/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
+    int st = TT_OK;
+    if (!out)
+        return tt_err(TT_EINVAL, "tt_search_ctx_new: NULL output");
+    *out = NULL;
+    if (!idx)
+        return tt_err(TT_EINVAL, "tt_search_ctx_new: NULL index");
+    tt_search_ctx *c = tt_calloc(1, sizeof *c, "search context");
+    if (!c)
+        return TT_ENOMEM;
+    c->idx = idx;
+#ifdef TT_AVX512
+    __builtin_cpu_init();
+    c->avx512 = __builtin_cpu_supports("avx512f");
+#endif
+    const uint64_t K = idx->num_centroids, D = idx->num_docs;
+    if ((st = tt_resdec_init(&c->dec, &idx->codec)))
+        goto fail;
+    c->keep = tt_calloc(K ? K : 1, 1, "search context");
+    c->cell_seen = tt_calloc(K ? K : 1, 1, "search context");
+    c->cells = tt_alloc(K ? K : 1, sizeof *c->cells, "search context");
+    c->bits = tt_calloc((D + 63) / 64 + 1, sizeof *c->bits, "search context");
+    c->rows_cap = TT_MAX((uint64_t)idx->max_doclen, GROUP_FLOATS / TT_MAX(idx->dim, 1u));
+    c->R = tt_alloc_aligned(c->rows_cap * idx->dim, sizeof *c->R, 64, "search context");
+    c->gcodes = tt_alloc(c->rows_cap, sizeof *c->gcodes, "search context");
+    c->glens = tt_alloc(c->rows_cap, sizeof *c->glens, "search context");
+    c->gdocs = tt_alloc(c->rows_cap, sizeof *c->gdocs, "search context");
+    c->gscores = tt_alloc(c->rows_cap, sizeof *c->gscores, "search context");
+    if (!c->keep || !c->cell_seen || !c->cells || !c->bits || !c->R || !c->gcodes ||
+        !c->glens || !c->gdocs || !c->gscores) {
+        st = TT_ENOMEM;
+        goto fail;
+    }
+    tt_fetch_config fc = {
+        .mode = idx->io == TT_IO_URING ? TT_FETCH_URING : TT_FETCH_MMAP,
+        .fd = idx->f_residuals.fd,
+        .fd_direct = idx->direct ? idx->res_fd_direct : -1,
+        .path = idx->f_residuals.path,
+        .file_size = idx->f_residuals.size,
+        .base = TT_HEADER_SIZE,
+        .map = idx->res_map,
+        .queue_depth = idx->queue_depth,
+    };
+    if ((st = tt_fetcher_new(&c->fetch, &fc, c->st.io_note, sizeof c->st.io_note)))
+        goto fail;
+    switch (tt_fetcher_mode(c->fetch)) {
+    case TT_FETCH_URING: c->st.io = TT_IO_URING; break;
+    case TT_FETCH_MMAP: c->st.io = TT_IO_MMAP; break;
+    default: c->st.io = TT_IO_PREAD; break;
+    }
+    if (!c->st.io_note[0] && idx->io_note[0])
+        snprintf(c->st.io_note, sizeof c->st.io_note, "%s", idx->io_note);
+    *out = c;
+    return TT_OK;
+fail:
+    tt_search_ctx_free(c);
+    return st;
+}
+
+/* Frees the buffers sized by the query length (nqp_cap). */
+static void free_query_buffers(tt_search_ctx *c) {
+    free(c->Qp);
+    free(c->qpack);
+    free(c->qscale);
+    free(c->St);
+    free(c->m);
+    free(c->QR);
+    c->Qp = c->St = c->m = c->QR = c->qscale = NULL;
+    c->qpack = NULL;
+    c->nqp_cap = 0;
+}
+
+void tt_search_ctx_free(tt_search_ctx *c) {
+    if (!c)
+        return;
+    tt_fetcher_free(c->fetch);
+    tt_resdec_free(&c->dec);
+    free_query_buffers(c);
+    free(c->probe_s);
+    free(c->probe);
+    free(c->keep);
+    free(c->cell_seen);
+    free(c->cells);
+    free(c->bits);
+    free(c->cand);
+    free(c->list);
+    tt_topk_free(&c->top);
+    free(c->roff);
+    free(c->rlen);
+    free(c->rptr);
+    free(c->R);
+    free(c->gcodes);
+    free(c->glens);
+    free(c->gdocs);
+    free(c->gscores);
+    free(c);
+}
+
+int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on) {
+    int had = ctx->avx512;
+#ifdef TT_AVX512
+    ctx->avx512 = on && __builtin_cpu_supports("avx512f");
+#else
+    (void)on;
+#endif
+    return had;
+}
+
+int tt_search_ctx_stats(const tt_search_ctx *ctx, tt_search_stats *out) {
+    if (!ctx || !out)
+        return tt_err(TT_EINVAL, "tt_search_ctx_stats: NULL argument");
+    *out = ctx->st;
+    tt_fetch_stats fs;
+    tt_fetcher_stats(ctx->fetch, &fs);
+    out->bytes_read = fs.bytes;
+    out->reads = fs.reads;
+    return TT_OK;
+}
+
+void tt_search_ctx_reset_stats(tt_search_ctx *ctx) {
+    if (!ctx)
+        return;
+    int io = ctx->st.io;
+    char note[sizeof ctx->st.io_note];
+    memcpy(note, ctx->st.io_note, sizeof note);
+    memset(&ctx->st, 0, sizeof ctx->st);
+    ctx->st.io = io;
+    memcpy(ctx->st.io_note, note, sizeof note);
+    tt_fetcher_stats_reset(ctx->fetch);
+}
+
+/* Takes the query: copies it zero-padded to nqp rows and sizes the per-query buffers. */
+int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
+    const tt_index *idx = c->idx;
+    const uint32_t nqp = tt_qpad(nq), dim = idx->dim;
+    if (nqp > c->nqp_cap) {
+        /* Replaced, not grown: their contents do not outlive a query. On failure the
+         * context holds none and the next query allocates again. */
+        free_query_buffers(c);
+        c->Qp = tt_alloc_aligned((uint64_t)nqp * dim, sizeof *c->Qp, 64, "query");
+        c->St = tt_alloc_aligned((uint64_t)idx->num_centroids * nqp, sizeof *c->St, 64,
+                                 "centroid scores");
+        c->m = tt_alloc(nqp, sizeof *c->m, "search context");
+        c->QR = tt_alloc_aligned(c->rows_cap * nqp, sizeof *c->QR, 64, "search context");
+        c->qpack = tt_alloc_aligned(tt_cq_qpack_bytes(&idx->cq, nqp), 1, 64, "query");
+        c->qscale = tt_alloc(nqp, sizeof *c->qscale, "query");
+        if (!c->Qp || !c->St || !c->m || !c->QR || !c->qpack || !c->qscale) {
+            free_query_buffers(c);
+            return TT_ENOMEM;
+        }
+        c->nqp_cap = nqp;
+    }
+    memcpy(c->Qp, Q, (size_t)nq * dim * sizeof *Q);
+    memset(c->Qp + (size_t)nq * dim, 0, (size_t)(nqp - nq) * dim * sizeof *Q);
+    c->nq = nq;
+    c->nqp = nqp;
+    c->scale = score == TT_SCORE_MEAN ? 1.0f / (float)nq : 1.0f;
+    return TT_OK;
+}
+
+/* St ~ C·Qᵀ: the int8 centroid scores of every query vector (src/quant/cscore.c). */
+void tt_ctx_centroid_scores(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    tt_cq_query(&idx->cq, c->Qp, c->nq, c->nqp, c->qpack, c->qscale);
+    tt_cq_scores(&idx->cq, c->qpack, c->qscale, c->nqp, c->St);
+}

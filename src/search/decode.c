@@ -1,0 +1,198 @@
+/* The residual decoder: unpacks packed residuals (layout of quant/codec.h) to floats
+ * through byte tables, adding the centroid rows when asked (c + r for stage 4). */
+#include "search/decode.h"
+
+#include "common/simd.h"
+
+#include <stdlib.h>
+
+/* Largest per-byte-position decode table (per-dimension codecs): 512 KiB, so that it
+ * stays in L2 (dim <= 512 at any nbits). */
+#define RESDEC_TABLE_BYTES (512u << 10)
+
+int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
+    memset(d, 0, sizeof *d);
+    if (c->nbits != 1 && c->nbits != 2 && c->nbits != 4)
+        return tt_err(TT_EINVAL, "residual decoder: nbits %u not in {1, 2, 4}", c->nbits);
+    d->dim = c->dim;
+    d->nbits = c->nbits;
+    d->bytes_per_vec = c->bytes_per_vec;
+    d->per_byte = 8 / c->nbits;
+    d->nbuckets = 1u << c->nbits;
+    d->shared = c->ntables == 1;
+    d->weights = c->weights;
+    const uint32_t pb = d->per_byte, mask = d->nbuckets - 1;
+    if (d->shared) {
+        d->tab = tt_alloc(256 * pb, sizeof *d->tab, "residual decode table");
+        if (!d->tab)
+            return TT_ENOMEM;
+        for (uint32_t x = 0; x < 256; x++)
+            for (uint32_t t = 0; t < pb; t++)
+                d->tab[x * pb + t] = c->weights[(x >> (8 - c->nbits * (t + 1))) & mask];
+    } else if ((uint64_t)d->bytes_per_vec * 256 * pb * sizeof(float) <= RESDEC_TABLE_BYTES) {
+        /* Per-dimension tables, small enough to expand per byte position: decoding is
+         * then one table row copy per byte, as with a shared table. */
+        d->ptab = tt_alloc((uint64_t)d->bytes_per_vec * 256 * pb, sizeof *d->ptab,
+                           "residual decode table");
+        if (!d->ptab)
+            return TT_ENOMEM;
+        for (uint32_t b = 0; b < d->bytes_per_vec; b++)
+            for (uint32_t x = 0; x < 256; x++)
+                for (uint32_t t = 0; t < pb; t++) {
+                    uint32_t j = b * pb + t;
+                    d->ptab[((uint64_t)b * 256 + x) * pb + t] =
+                        j < d->dim ? c->weights[(uint64_t)j * d->nbuckets +
+                                                ((x >> (8 - c->nbits * (t + 1))) & mask)]
+                                   : 0.0f;
+                }
+    } else {
+        d->bucket = tt_alloc(256 * pb, 1, "residual decode table");
+        if (!d->bucket)
+            return TT_ENOMEM;
+        for (uint32_t x = 0; x < 256; x++)
+            for (uint32_t t = 0; t < pb; t++)
+                d->bucket[x * pb + t] = (uint8_t)((x >> (8 - c->nbits * (t + 1))) & mask);
+#ifdef TT_AVX512
+        __builtin_cpu_init();
+        d->avx512 = __builtin_cpu_supports("avx512f");
+#endif
+    }
+    return TT_OK;
+}
+
+void tt_resdec_free(tt_resdec *d) {
+    if (!d)
+        return;
+    free(d->tab);
+    free(d->ptab);
+    free(d->bucket);
+    memset(d, 0, sizeof *d);
+}
+
+/* Asks for the start of a row of n floats (at most 512 bytes: the hardware prefetcher
+ * follows a longer one). */
+static inline void prefetch_row(const float *row, uint32_t n) {
+    for (uint32_t j = 0; j < n && j < 128; j += 16)
+        __builtin_prefetch(row + j);
+}
+
+/* o[j] = c[j] + r[j] for j < n (n a small constant where it is inlined). */
+static inline void add_floats(float *o, const float *c, const float *r, uint32_t n) {
+    uint32_t j = 0;
+#ifdef TT_SSE2
+    for (; j + 4 <= n; j += 4)
+        _mm_storeu_ps(o + j, _mm_add_ps(_mm_loadu_ps(c + j), _mm_loadu_ps(r + j)));
+#endif
+    for (; j < n; j++)
+        o[j] = c[j] + r[j];
+}
+
+/* Writes the table row of each byte (per_byte floats, a constant size per case so that
+ * the loops compile to single vector moves), plus the centroid row c if there is one. */
+#define DECODE_ROWS(PB, ROW)                                                                \
+    if (c) {                                                                                \
+        for (uint32_t b = 0; b < full; b++) {                                               \
+            add_floats(o + b * (PB), c + b * (PB), (ROW), (PB));                            \
+        }                                                                                   \
+    } else {                                                                                \
+        for (uint32_t b = 0; b < full; b++)                                                 \
+            memcpy(o + b * (PB), (ROW), (PB) * sizeof(float));                              \
+    }
+
+#ifdef TT_AVX512
+/* Per-dimension weights without expanded tables (dim > 512 at 2 bits), 1- and 2-bit
+ * codes: 16 dimensions (2 * nbits bytes, byte-aligned) at a time. Lane j's bucket is a
+ * shift of the chunk read as a little-endian word (fields are MSB-first), and its
+ * weight weights[(d0 + j) * nbuckets + bucket] one of the chunk's 16 * nbuckets
+ * consecutive weights (32 or 64 floats), picked with vpermi2ps; then the centroid is
+ * added, as in the scalar loop, so both write the same floats. Returns the dimensions
+ * done (a multiple of 16). */
+AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec *d, const uint8_t *p,
+                                               const float *c, float *o) {
+    const uint32_t nbits = d->nbits, nb = d->nbuckets, full = d->dim / 16 * 16;
+    if (nbits > 2)
+        return 0;
+    int32_t sh[16], lane[16];
+    for (uint32_t j = 0; j < 16; j++) {
+        uint32_t bit = j * nbits;
+        sh[j] = (int32_t)(8 * (bit / 8) + (8 - nbits - bit % 8));
+        lane[j] = (int32_t)(j * nb);
+    }
+    const __m512i shv = _mm512_loadu_si512(sh), lanev = _mm512_loadu_si512(lane);
+    const __m512i mask = _mm512_set1_epi32((int)nb - 1), bit5 = _mm512_set1_epi32(32);
+    for (uint32_t d0 = 0; d0 < full; d0 += 16) {
+        uint32_t w;
+        if (nbits == 2) {
+            memcpy(&w, p + d0 / 4, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, p + d0 / 8, 2);
+            w = h;
+        }
+        const __m512i idx = _mm512_add_epi32(
+            lanev, _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), shv), mask));
+        const float *t = d->weights + (uint64_t)d0 * nb;
+        __m512 r = _mm512_permutex2var_ps(_mm512_loadu_ps(t), idx, _mm512_loadu_ps(t + 16));
+        if (nb == 4) {
+            __m512 hi =
+                _mm512_permutex2var_ps(_mm512_loadu_ps(t + 32), idx, _mm512_loadu_ps(t + 48));
+            r = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, bit5), r, hi);
+        }
+        if (c)
+            r = _mm512_add_ps(_mm512_loadu_ps(c + d0), r);
+        _mm512_storeu_ps(o + d0, r);
+    }
+    return full;
+}
+#endif
+
+void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                          const float *centroids, const uint32_t *codes, float *out) {
+    const uint32_t dim = d->dim, pb = d->per_byte, nb = d->nbuckets;
+    const uint32_t full = dim / pb, rem = dim % pb;
+    for (uint64_t v = 0; v < n; v++) {
+        const uint8_t *p = packed + v * d->bytes_per_vec;
+        const float *c = centroids ? centroids + (uint64_t)codes[v] * dim : NULL;
+        float *o = out + v * dim;
+        /* Centroid rows are random reads: ask for the one four vectors ahead. */
+        if (c && v + 4 < n)
+            prefetch_row(centroids + (uint64_t)codes[v + 4] * dim, dim);
+        if (d->shared || d->ptab) {
+            /* Shared: one table for every byte; else one per byte position. */
+            const float *t = d->shared ? d->tab : d->ptab;
+            const uint64_t step = d->shared ? 0 : 256;
+            switch (pb) {
+            case 2: DECODE_ROWS(2, t + (b * step + p[b]) * 2) break;
+            case 4: DECODE_ROWS(4, t + (b * step + p[b]) * 4) break;
+            default: DECODE_ROWS(8, t + (b * step + p[b]) * 8) break;
+            }
+            if (rem) {
+                const float *r = t + ((uint64_t)full * step + p[full]) * pb;
+                for (uint32_t j = 0; j < rem; j++)
+                    o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + r[j];
+            }
+        } else {
+            uint32_t b0 = 0;
+#ifdef TT_AVX512
+            if (d->avx512)
+                b0 = decode_bucket_avx512(d, p, c, o) / pb;
+#endif
+            for (uint32_t b = b0; b < full; b++) {
+                const uint8_t *bk = d->bucket + p[b] * pb;
+                const float *w = d->weights + (uint64_t)b * pb * nb;
+                for (uint32_t j = 0; j < pb; j++)
+                    o[b * pb + j] = (c ? c[b * pb + j] : 0.0f) + w[j * nb + bk[j]];
+            }
+            if (rem) {
+                const uint8_t *bk = d->bucket + p[full] * pb;
+                const float *w = d->weights + (uint64_t)full * pb * nb;
+                for (uint32_t j = 0; j < rem; j++)
+                    o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + w[j * nb + bk[j]];
+            }
+        }
+    }
+}
+
+void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, float *out) {
+    tt_resdec_decode_add(d, packed, n, NULL, NULL, out);
+}

@@ -1,0 +1,61 @@
+/* MaxSim kernels: one sgemm per group of decoded documents, then row maxima; and the
+ * scalar reference the tests compare them with. */
+#include "search/maxsim.h"
+
+#include <cblas.h>
+#include <math.h>
+
+/* Running maxima over the rows of one document, left in its first row of QR:
+ * m[i] = max_j QR[j, i]. */
+static void maxsim_rows(float *QR, uint32_t len, uint32_t nqp) {
+    for (uint32_t j = 1; j < len; j++)
+        max_into(QR, QR + (uint64_t)j * nqp, nqp);
+}
+
+void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
+                     const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores) {
+    uint64_t nvec = 0;
+    for (uint32_t d = 0; d < ndocs; d++)
+        nvec += doclens[d];
+    if (nvec == 0)
+        return;
+    /* QR[j, i] = <v_j, q_i>. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nvec, (int)nqp, (int)dim, 1.0f, R,
+                (int)dim, Qp, (int)dim, 0.0f, QR, (int)nqp);
+    uint64_t v = 0;
+    for (uint32_t d = 0; d < ndocs; d++) {
+        /* The document's first row of QR becomes its running maximum. */
+        float *m = QR + v * nqp;
+        maxsim_rows(m, doclens[d], nqp);
+        float sum = 0;
+        for (uint32_t i = 0; i < nq; i++)
+            sum += m[i];
+        scores[d] = sum;
+        v += doclens[d];
+    }
+}
+
+double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,
+                           const tt_codec *c, const uint32_t *codes, const uint8_t *packed,
+                           uint32_t doclen) {
+    const uint32_t nb = 1u << c->nbits, mask = nb - 1;
+    double total = 0;
+    for (uint32_t i = 0; i < nq; i++) {
+        double best = -INFINITY;
+        for (uint32_t j = 0; j < doclen; j++) {
+            const uint8_t *p = packed + (uint64_t)j * c->bytes_per_vec;
+            const float *cen = centroids + (uint64_t)codes[j] * dim;
+            double s = 0;
+            for (uint32_t k = 0; k < dim; k++) {
+                uint32_t bit = k * c->nbits;
+                uint32_t bucket = (p[bit / 8] >> (8 - c->nbits - bit % 8)) & mask;
+                double w = c->weights[(c->ntables == 1 ? 0 : k) * nb + bucket];
+                s += (double)Q[(uint64_t)i * dim + k] * ((double)cen[k] + w);
+            }
+            if (s > best)
+                best = s;
+        }
+        total += best;
+    }
+    return total;
+}

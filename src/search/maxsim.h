@@ -1,0 +1,53 @@
+/* Scoring kernels of search: bounded top-k selection and MaxSim over groups of decoded
+ * documents (src/search/topk.c, src/search/maxsim.c). */
+#ifndef TT_SEARCH_MAXSIM_H
+#define TT_SEARCH_MAXSIM_H
+
+#include "common/simd.h"
+#include "quant/codec.h"
+
+/* Bounded top-k selection with deterministic order: a hit is better if its score is
+ * higher, or equal with a lower document id, so that any evaluation order of the same
+ * (doc, score) pairs keeps the same set. */
+typedef struct tt_topk {
+    tt_hit *h;            /* min-heap of the k best so far (worst at h[0]) */
+    uint32_t n, k, cap;
+} tt_topk;
+
+int tt_topk_reset(tt_topk *t, uint32_t k);
+void tt_topk_push(tt_topk *t, uint64_t doc, float score);
+/* Sorts the kept hits best first into t->h[0..n) and returns n. */
+uint32_t tt_topk_finish(tt_topk *t);
+void tt_topk_free(tt_topk *t);
+
+/* Query vectors are processed in blocks of TT_QB (SSE) lanes: score tables have a row stride
+ * of nqp = nq rounded up to TT_QB, with zero query rows as padding. */
+#define TT_QB 4u
+static inline uint32_t tt_qpad(uint32_t nq) { return (nq + TT_QB - 1) / TT_QB * TT_QB; }
+
+/* MaxSim of a group of documents over decoded vectors (c + r, or the originals):
+ *   score(d) = sum_{i < nq} max_j <q_i, v_j>
+ * from one sgemm V Qpᵀ over the group (`QR`: nvec * nqp scratch). Qp is nqp * dim
+ * (rows nq.. zero), R is nvec * dim (rows of the group's documents in order), doclens
+ * ndocs lengths. nqp = tt_qpad(nq). */
+void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
+                     const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores);
+
+/* Scalar reference of the same score for one document (double accumulation), from
+ * the packed residuals and the codec; used by the tests. */
+double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,
+                           const tt_codec *c, const uint32_t *codes, const uint8_t *packed,
+                           uint32_t doclen);
+
+/* m[i] = max(m[i], x[i]) for a row of nqp scores (nqp a multiple of 4). */
+static inline void max_into(float *m, const float *x, uint32_t nqp) {
+#ifdef TT_SSE2
+    for (uint32_t i = 0; i < nqp; i += 4)
+        _mm_storeu_ps(m + i, _mm_max_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(m + i)));
+#else
+    for (uint32_t i = 0; i < nqp; i++)
+        m[i] = x[i] > m[i] ? x[i] : m[i];
+#endif
+}
+
+#endif

@@ -1,0 +1,402 @@
+/* PLAID search over the compressed index (Santhanam, Khattab, Potts, Zaharia, "PLAID:
+ * An Efficient Engine for Late Interaction Retrieval", CIKM 2022), plus the reference
+ * modes that measure what it loses.
+ *
+ *   stage 1  St ~ C·Qᵀ from int8 centroids and query (src/quant/cscore.c); the nprobe best
+ *            centroids of every query vector; candidates = union of their IVF lists.
+ *   stage 2  centroid interaction with pruning: score(d) = sum_i max over the codes c of
+ *            d whose best query score max_i St[c, i] >= threshold of St[c, i];
+ *            keep the ndocs best.
+ *   stage 3  the same without pruning; keep max(ndocs/4, k).
+ *   stage 4  read those documents' packed residuals (one range per document) and score
+ *            decompressed MaxSim: sum_i max_j <q_i, c_j + r_j>; keep k.
+ *
+ * Stages 1-3 only rank, so their centroid scores come from exact integer dot products
+ * of int8 copies (4x the multiply rate of float32 with AVX-512 VNNI, and no per-call
+ * packing of the centroid matrix). Stage 4 does not use them: it decodes each residual,
+ * adds its float32 centroid and multiplies the group with Q (one sgemm per group of
+ * documents). The exhaustive mode runs the same stage-4 kernel over every document,
+ * streaming the residual file in large sequential reads, so the default mode's scores
+ * of the documents it returns equal the exhaustive scores up to float rounding. The
+ * exact mode scores every document with the kept float16 originals.
+ *
+ * Like ColBERTv2's CPU path (filter_pids.cpp), the stage-2 maxima start at -9999, so a
+ * document none of whose centroids survives pruning ranks last. Unlike ColBERTv2, the
+ * decompressed vectors c + r are not re-normalised before scoring: <q, c + r> stays
+ * exact arithmetic on what the index stores, and the reference modes score the same
+ * quantity. */
+#include "search/search.h"
+
+#include "common/simd.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Initial per-query-vector maximum of the centroid stages (ColBERTv2 filter_pids). */
+#define STAGE2_FLOOR (-9999.0f)
+
+/* Inserts centroid k with score x into a sorted list of nprobe (scores ps, ids pc) that
+ * it beats the last of; returns the new last score. Equal scores keep the earlier
+ * (lower) id first. */
+static inline float probe_insert(float *ps, uint32_t *pc, uint32_t nprobe, float x, uint32_t k) {
+    uint32_t r = nprobe - 1;
+    while (r > 0 && x > ps[r - 1]) {
+        ps[r] = ps[r - 1];
+        pc[r] = pc[r - 1];
+        r--;
+    }
+    ps[r] = x;
+    pc[r] = k;
+    return ps[nprobe - 1];
+}
+
+#ifdef TT_SSE2
+/* The best of a row's first nq scores, given the lane maxima over all nqp of them: the
+ * padding rows (scores 0) must not count. */
+static inline float row_max_sse(__m128 lanes, const float *row, uint32_t nq, uint32_t nqp) {
+    float m = -INFINITY;
+    if (nq == nqp) {
+        float t[4];
+        _mm_storeu_ps(t, lanes);
+        m = TT_MAX(TT_MAX(t[0], t[1]), TT_MAX(t[2], t[3]));
+    } else {
+        for (uint32_t i = 0; i < nq; i++)
+            m = row[i] > m ? row[i] : m;
+    }
+    return m;
+}
+#endif
+
+/* Best query score of every centroid (the pruning mask: a centroid survives if it
+ * reaches the threshold) and, for nprobe == 1, every query vector's best centroid
+ * (ties: the lower id). best and arg have nqp entries. */
+static void scan_top1(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, float threshold,
+                      uint8_t *keep, float *best, uint32_t *arg) {
+    for (uint32_t i = 0; i < nqp; i++) {
+        best[i] = -INFINITY;
+        arg[i] = UINT32_MAX;
+    }
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = St + (uint64_t)k * nqp;
+        float m = -INFINITY;
+#ifdef TT_SSE2
+        const __m128i kv = _mm_set1_epi32((int)k);
+        __m128 mx = _mm_set1_ps(-INFINITY);
+        for (uint32_t i = 0; i < nqp; i += 4) {
+            __m128 x = _mm_loadu_ps(row + i), b = _mm_loadu_ps(best + i);
+            __m128i up = _mm_castps_si128(_mm_cmpgt_ps(x, b));
+            __m128i a = _mm_loadu_si128((const __m128i *)(arg + i));
+            _mm_storeu_ps(best + i, _mm_max_ps(x, b));
+            _mm_storeu_si128((__m128i *)(arg + i),
+                             _mm_or_si128(_mm_and_si128(up, kv), _mm_andnot_si128(up, a)));
+            mx = _mm_max_ps(x, mx);
+        }
+        m = row_max_sse(mx, row, nq, nqp);
+#else
+        for (uint32_t i = 0; i < nqp; i++) {
+            if (row[i] > best[i]) {
+                best[i] = row[i];
+                arg[i] = k;
+            }
+            if (i < nq)
+                m = row[i] > m ? row[i] : m;
+        }
+#endif
+        keep[k] = m >= threshold;
+    }
+}
+
+#ifdef TT_AVX512
+/* scan_top1 for nqp <= AVX512_MAX_NQP. */
+AVX512_FN static void scan_top1_avx512(const float *St, uint32_t K, uint32_t nq, uint32_t nqp,
+                                       float threshold, uint8_t *keep, float *best,
+                                       uint32_t *arg) {
+    const uint32_t nv = (nqp + 15) / 16;
+    __m512 b[4];
+    __m512i a[4];
+    __mmask16 mp[4], mq[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        b[r] = _mm512_set1_ps(-INFINITY);
+        a[r] = _mm512_set1_epi32(-1);
+        mp[r] = tt_lanes16(nqp, r);
+        mq[r] = tt_lanes16(nq, r);
+    }
+    const __m512 thr = _mm512_set1_ps(threshold), ninf = _mm512_set1_ps(-INFINITY);
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = St + (uint64_t)k * nqp;
+        const __m512i kv = _mm512_set1_epi32((int)k);
+        __mmask16 hit = 0;
+        for (uint32_t r = 0; r < nv; r++) {
+            __m512 x = _mm512_mask_loadu_ps(ninf, mp[r], row + 16 * r);
+            __mmask16 up = _mm512_cmp_ps_mask(x, b[r], _CMP_GT_OQ);
+            b[r] = _mm512_mask_mov_ps(b[r], up, x);
+            a[r] = _mm512_mask_mov_epi32(a[r], up, kv);
+            /* The best score reaches the threshold iff one of them does. */
+            hit |= _mm512_mask_cmp_ps_mask(mq[r], x, thr, _CMP_GE_OQ);
+        }
+        keep[k] = hit != 0;
+    }
+    for (uint32_t r = 0; r < nv; r++) {
+        _mm512_mask_storeu_ps(best + 16 * r, mp[r], b[r]);
+        _mm512_mask_storeu_epi32(arg + 16 * r, mp[r], a[r]);
+    }
+}
+
+/* scan_topn for nqp <= AVX512_MAX_NQP. */
+AVX512_FN static void scan_topn_avx512(const float *St, uint32_t K, uint32_t nq, uint32_t nqp,
+                                       uint32_t nprobe, const float *threshold, uint8_t *keep,
+                                       float *probe_s, uint32_t *probe) {
+    const uint32_t nv = (nqp + 15) / 16;
+    __m512 worst[4];
+    __mmask16 mq[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        worst[r] = _mm512_set1_ps(-INFINITY);
+        mq[r] = tt_lanes16(nq, r);
+    }
+    const __m512 thr = _mm512_set1_ps(threshold ? *threshold : 0.0f);
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = St + (uint64_t)k * nqp;
+        __mmask16 hit = 0;
+        for (uint32_t r = 0; r < nv; r++) {
+            __m512 x = _mm512_maskz_loadu_ps(mq[r], row + 16 * r);
+            __mmask16 gt = _mm512_mask_cmp_ps_mask(mq[r], x, worst[r], _CMP_GT_OQ);
+            hit |= _mm512_mask_cmp_ps_mask(mq[r], x, thr, _CMP_GE_OQ);
+            if (!gt)
+                continue;
+            float w[16];
+            _mm512_storeu_ps(w, worst[r]);
+            for (uint32_t bits = gt; bits; bits &= bits - 1) {
+                uint32_t l = (uint32_t)__builtin_ctz(bits), i = 16 * r + l;
+                w[l] = probe_insert(probe_s + (size_t)i * nprobe, probe + (size_t)i * nprobe,
+                                    nprobe, row[i], k);
+            }
+            worst[r] = _mm512_loadu_ps(w);
+        }
+        if (threshold)
+            keep[k] = hit != 0;
+    }
+}
+
+/* codes_max for nqp <= AVX512_MAX_NQP. */
+AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
+                                       const tt_index *idx, uint64_t d, const uint8_t *keep) {
+    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    const uint32_t nv = (nqp + 15) / 16;
+    __m512 acc[4];
+    __mmask16 mp[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
+        mp[r] = tt_lanes16(nqp, r);
+    }
+    for (uint64_t v = v0; v < v1; v++) {
+        uint32_t k = tt_index_code(idx, v);
+        if (v + 4 < v1)
+            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
+        if (keep && !keep[k])
+            continue;
+        const float *s = St + (uint64_t)k * nqp;
+        acc[0] = _mm512_max_ps(acc[0], _mm512_maskz_loadu_ps(mp[0], s));
+        for (uint32_t r = 1; r < nv; r++)
+            acc[r] = _mm512_max_ps(acc[r], _mm512_maskz_loadu_ps(mp[r], s + 16 * r));
+    }
+    for (uint32_t r = 0; r < nv; r++)
+        _mm512_mask_storeu_ps(m + 16 * r, mp[r], acc[r]);
+}
+#endif
+
+/* The nprobe best centroids of every query vector (lists sorted, ties: lower id) and,
+ * with threshold, the pruning mask. probe_s/probe have nq * nprobe entries, already
+ * -inf / UINT32_MAX; scratch has nqp floats. */
+static void scan_topn(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, uint32_t nprobe,
+                      const float *threshold, uint8_t *keep, float *probe_s, uint32_t *probe,
+                      float *scratch) {
+    /* worst[i]: the score a centroid must beat to enter query vector i's list
+     * (padding lanes never enter: +inf). A vector test skips most rows. */
+    float *worst = scratch;
+    for (uint32_t i = 0; i < nqp; i++)
+        worst[i] = i < nq ? -INFINITY : INFINITY;
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = St + (uint64_t)k * nqp;
+        float mx = -INFINITY;
+#ifdef TT_SSE2
+        __m128 any = _mm_setzero_ps(), vmx = _mm_set1_ps(-INFINITY);
+        for (uint32_t i = 0; i < nqp; i += 4) {
+            __m128 x = _mm_loadu_ps(row + i);
+            any = _mm_or_ps(any, _mm_cmpgt_ps(x, _mm_loadu_ps(worst + i)));
+            vmx = _mm_max_ps(x, vmx);
+        }
+        bool enter = _mm_movemask_ps(any) != 0;
+        mx = row_max_sse(vmx, row, nq, nqp);
+#else
+        bool enter = true;
+        for (uint32_t i = 0; i < nq; i++)
+            mx = row[i] > mx ? row[i] : mx;
+#endif
+        for (uint32_t i = 0; enter && i < nq; i++)
+            if (row[i] > worst[i])
+                worst[i] = probe_insert(probe_s + (size_t)i * nprobe, probe + (size_t)i * nprobe,
+                                        nprobe, row[i], k);
+        if (threshold)
+            keep[k] = mx >= *threshold;
+    }
+}
+
+/* One pass over St: with threshold, the pruning mask; and a sorted list of the nprobe
+ * best centroids of every query vector (ties: lower id); then the distinct probed
+ * centroids in c->cells. */
+static int stage1_select(tt_search_ctx *c, uint32_t nprobe, const float *threshold,
+                         uint32_t *ncells_out) {
+    const uint32_t K = c->idx->num_centroids, nq = c->nq, nqp = c->nqp;
+    int st;
+    size_t np = (size_t)nq * nprobe, cap = TT_MAX(np, (size_t)nqp);
+    if ((st = tt_grow((void **)&c->probe, &c->probe_cap, cap, sizeof *c->probe, "probes")) ||
+        (st = tt_grow((void **)&c->probe_s, &c->probe_s_cap, cap, sizeof *c->probe_s,
+                       "probes")))
+        return st;
+    if (nprobe == 1 && threshold) {
+#ifdef TT_AVX512
+        if (c->avx512 && nqp <= AVX512_MAX_NQP)
+            scan_top1_avx512(c->St, K, nq, nqp, *threshold, c->keep, c->probe_s, c->probe);
+        else
+#endif
+            scan_top1(c->St, K, nq, nqp, *threshold, c->keep, c->probe_s, c->probe);
+    } else {
+        for (size_t r = 0; r < np; r++) {
+            c->probe_s[r] = -INFINITY;
+            c->probe[r] = UINT32_MAX;
+        }
+#ifdef TT_AVX512
+        if (c->avx512 && nqp <= AVX512_MAX_NQP)
+            scan_topn_avx512(c->St, K, nq, nqp, nprobe, threshold, c->keep, c->probe_s, c->probe);
+        else
+#endif
+            scan_topn(c->St, K, nq, nqp, nprobe, threshold, c->keep, c->probe_s, c->probe,
+                      c->m);
+    }
+    uint32_t ncells = 0;
+    for (size_t r = 0; r < np; r++) {
+        uint32_t k = c->probe[r];
+        if (k != UINT32_MAX && !c->cell_seen[k]) {
+            c->cell_seen[k] = 1;
+            c->cells[ncells++] = k;
+        }
+    }
+    for (uint32_t t = 0; t < ncells; t++)
+        c->cell_seen[c->cells[t]] = 0;
+    *ncells_out = ncells;
+    return TT_OK;
+}
+
+/* Candidates: the union of the probed IVF lists, gathered in a bitmap and read back in
+ * ascending order (which also clears the bitmap for the next query). */
+static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
+    const tt_index *idx = c->idx;
+    uint64_t wlo = UINT64_MAX, whi = 0, total = 0;
+    int st;
+    for (uint32_t t = 0; t < ncells; t++) {
+        uint32_t k = c->cells[t];
+        const uint8_t *p = idx->ivf_data + idx->ivf_off[k];
+        const uint8_t *end = idx->ivf_data + idx->ivf_off[k + 1];
+        uint64_t doc = 0, delta;
+        for (uint32_t e = 0; e < idx->ivf_len[k]; e++) {
+            if (!tt_varint_get(&p, end, &delta) || !tt_add_ok(doc, delta, &doc) ||
+                doc >= idx->num_docs) {
+                for (uint64_t w = wlo; wlo != UINT64_MAX && w <= whi; w++)
+                    c->bits[w] = 0;
+                return tt_err(TT_ECORRUPT, "%s: IVF list of centroid %u is damaged",
+                              idx->f_ivf.path, k);
+            }
+            uint64_t w = doc >> 6;
+            c->bits[w] |= 1ull << (doc & 63);
+            wlo = w < wlo ? w : wlo;
+            whi = w > whi ? w : whi;
+        }
+        total += idx->ivf_len[k];
+    }
+    size_t n = 0;
+    if (total > 0) {
+        if ((st = tt_grow((void **)&c->cand, &c->cand_cap,
+                           (size_t)TT_MIN(total, idx->num_docs), sizeof *c->cand, "candidates")))
+            return st;
+        for (uint64_t w = wlo; w <= whi; w++) {
+            uint64_t x = c->bits[w];
+            c->bits[w] = 0;
+            while (x) {
+                c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
+                x &= x - 1;
+            }
+        }
+    }
+    *ncand_out = n;
+    return TT_OK;
+}
+
+/* PLAID stage 1: St = C·Qᵀ, the pruning mask and the candidate documents.
+ * When the nprobe lists hold fewer than min_cand documents (small collections, where a
+ * list holds a handful of documents), nprobe doubles until they do or every centroid
+ * is probed: stage 2 has room for min_cand = ndocs documents, and filling it costs
+ * little. On collections large enough for PLAID's defaults this never triggers. */
+int tt_plaid_stage1(tt_search_ctx *c, uint32_t nprobe, float threshold, size_t min_cand,
+                  size_t *ncand_out) {
+    const tt_index *idx = c->idx;
+    const uint32_t K = idx->num_centroids;
+    int st;
+    uint32_t ncells;
+    tt_ctx_centroid_scores(c);
+    nprobe = TT_MIN(nprobe, K);
+    if ((st = stage1_select(c, nprobe, &threshold, &ncells)) ||
+        (st = stage1_union(c, ncells, ncand_out)))
+        return st;
+    while (*ncand_out < min_cand && *ncand_out < idx->num_docs && nprobe < K) {
+        nprobe = nprobe > K / 2 ? K : 2 * nprobe;
+        if ((st = stage1_select(c, nprobe, NULL, &ncells)) ||
+            (st = stage1_union(c, ncells, ncand_out)))
+            return st;
+    }
+    return TT_OK;
+}
+
+/* Maximum of the St rows of a document's codes (only those with keep[code], if keep),
+ * starting from STAGE2_FLOOR. */
+static void codes_max(float *m, const float *St, uint32_t nqp, const tt_index *idx, uint64_t d,
+                      const uint8_t *keep) {
+    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    for (uint32_t i = 0; i < nqp; i++)
+        m[i] = STAGE2_FLOOR;
+    for (uint64_t v = v0; v < v1; v++) {
+        uint32_t k = tt_index_code(idx, v);
+        /* St rows are random accesses: ask for a row a few codes ahead. */
+        if (v + 4 < v1)
+            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
+        if (keep && !keep[k])
+            continue;
+        max_into(m, St + (uint64_t)k * nqp, nqp);
+    }
+}
+
+/* PLAID stages 2 and 3: approximate score from the centroid scores alone; with keep,
+ * only centroids that survived pruning count. Pushes every document into c->top. */
+void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                                 const uint8_t *keep) {
+    const tt_index *idx = c->idx;
+    float *m = c->m;
+    for (size_t t = 0; t < n; t++) {
+        uint64_t d = docs[t];
+        /* The documents are scattered: ask for the offsets two documents ahead and the
+         * codes one document ahead. */
+        if (t + 2 < n)
+            __builtin_prefetch(idx->doc_vec0 + docs[t + 2]);
+        if (t + 1 < n)
+            __builtin_prefetch(idx->codes + idx->doc_vec0[docs[t + 1]] * idx->code_bytes);
+#ifdef TT_AVX512
+        if (c->avx512 && c->nqp <= AVX512_MAX_NQP)
+            codes_max_avx512(m, c->St, c->nqp, idx, d, keep);
+        else
+#endif
+            codes_max(m, c->St, c->nqp, idx, d, keep);
+        float sum = 0;
+        for (uint32_t i = 0; i < c->nq; i++)
+            sum += m[i];
+        tt_topk_push(&c->top, d, sum);
+    }
+}

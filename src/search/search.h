@@ -1,0 +1,94 @@
+/* Search internals: the per-thread search context and the parts of one search, split
+ * by concern over src/search/ (context.c, plaid.c, score.c, scan.c, search.c, batch.c).
+ * The kernels below them have their own headers (decode.h, maxsim.h; io/fetch.h,
+ * quant/cscore.h). */
+#ifndef TT_SEARCH_H
+#define TT_SEARCH_H
+
+#include "index/index.h"
+#include "io/fetch.h"
+#include "search/decode.h"
+#include "search/maxsim.h"
+
+/* Floats of decoded rows per MaxSim group (1 MiB: stays in L2 between the decode and
+ * the sgemm that reads it). */
+#define GROUP_FLOATS (1u << 18)
+
+struct tt_search_ctx {
+    const tt_index *idx;
+    tt_fetcher *fetch;
+    tt_resdec dec;
+    /* Per query (sized for nqp_cap padded query vectors). */
+    uint32_t nqp_cap;
+    uint32_t nq, nqp;      /* the current query: vectors and padded row stride */
+    float scale;           /* 1 (sum) or 1/nq (mean) */
+    float *Qp;             /* nqp_cap * dim: the query, zero-padded */
+    uint8_t *qpack;        /* the query in int8 (tt_cq_query) */
+    float *qscale;         /* nqp_cap int8 scales */
+    float *St;             /* num_centroids * nqp_cap: int8 centroid scores, centroid-major */
+    float *m;              /* nqp_cap running maxima */
+    float *probe_s;        /* nq * nprobe best centroid scores of stage 1 */
+    uint32_t *probe;
+    size_t probe_cap, probe_s_cap;
+    /* Per index. */
+    uint8_t *keep;         /* num_centroids: survives stage-2 pruning */
+    uint8_t *cell_seen;    /* num_centroids: probed in stage 1 (all zero between calls) */
+    uint32_t *cells;       /* the distinct probed centroids */
+    uint64_t *bits;        /* candidate bitmap, num_docs bits, all zero between queries */
+    uint64_t *cand;        /* candidate documents, ascending */
+    size_t cand_cap;
+    uint64_t *list;        /* documents passed between stages */
+    size_t list_cap;
+    tt_topk top;
+    uint64_t *roff, *rlen; /* residual ranges of stage 4 / a scan chunk */
+    const uint8_t **rptr;
+    size_t r_cap;
+    uint64_t rows_cap;     /* decoded rows per MaxSim group */
+    float *R;              /* rows_cap * dim */
+    float *QR;             /* rows_cap * nqp_cap */
+    uint32_t *gcodes;      /* rows_cap: the codes of one document */
+    uint32_t *glens;       /* rows_cap (a group holds at most rows_cap documents) */
+    uint64_t *gdocs;
+    float *gscores;
+    int avx512;            /* the AVX-512 row loops are used */
+    tt_search_stats st;
+};
+
+/* Switches the AVX-512 row loops of the centroid stages on (where the CPU has AVX-512)
+ * or off; returns whether they were on. For the tests, which compare the two. */
+int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
+
+/* PLAID defaults by k (ColBERTv2): k <= 10: nprobe 1, threshold 0.5, ndocs 256;
+ * k <= 100: 2, 0.45, 1024; larger: 4, 0.4, max(4k, 4096). */
+void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs);
+
+/* ----------------------------------------------------- the parts of a search */
+
+/* context.c: takes the query (copied zero-padded to nqp rows, per-query buffers sized)
+ * and computes St ~ C.Q^T from the int8 centroids. */
+int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score);
+void tt_ctx_centroid_scores(tt_search_ctx *c);
+
+/* plaid.c: PLAID stage 1 (candidates into c->cand, their count in *ncand) and stages
+ * 2-3 (centroid interaction of docs[0..n), pruned by keep if not NULL, into c->top). */
+int tt_plaid_stage1(tt_search_ctx *c, uint32_t nprobe, float threshold, size_t min_cand,
+                    size_t *ncand);
+void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                          const uint8_t *keep);
+
+/* score.c: decompressed MaxSim. tt_score_docs fetches and scores docs[0..n) (PLAID stage
+ * 4); tt_score_packed scores n documents whose packed residuals are at ptr[t] (docs
+ * NULL: first, first+1, ...); tt_score_flush_group scores the decoded group in c->R.
+ * All push into c->top. */
+int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n);
+void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, uint64_t first, size_t n,
+                     const uint8_t *const *ptr);
+void tt_score_flush_group(tt_search_ctx *c, uint32_t ndocs);
+int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
+
+/* scan.c: the reference modes over every document: decompressed (exhaustive) and
+ * float16 originals (exact). */
+int tt_scan_decompressed(tt_search_ctx *c);
+void tt_scan_exact(tt_search_ctx *c);
+
+#endif
