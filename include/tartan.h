@@ -57,7 +57,9 @@ typedef enum tt_status {
     TT_EENCODER = -12,    /* an external encoder failed or broke the protocol */
     TT_ETIMEOUT = -13,    /* an external program did not answer in time */
     TT_ENOTFOUND = -14,   /* a file or program does not exist */
-    TT_EPARSE = -15       /* a text input (qrels, run, ids) has a malformed line */
+    TT_EPARSE = -15,      /* a text input (qrels, run, ids) has a malformed line */
+    TT_EBUSY = -16,       /* another process holds the lock of the output or index */
+    TT_ECANCELED = -17    /* stopped because the caller's cancel flag was set */
 } tt_status;
 
 /* Short description of a status code ("checksum mismatch", ...). Never NULL. */
@@ -126,6 +128,9 @@ typedef struct tt_build_options {
     const char *encoder;        /* free-text encoder description stored in the index (may be NULL) */
     tt_progress_fn progress;    /* may be NULL */
     void *progress_user;
+    const volatile int *cancel; /* may be NULL; once *cancel != 0 (e.g. set by a signal
+                                 * handler) the build stops within a chunk of work with
+                                 * TT_ECANCELED, removes its files and publishes nothing */
 } tt_build_options;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
@@ -139,10 +144,19 @@ typedef struct tt_build_stats {
     uint64_t index_bytes;
 } tt_build_stats;
 
-/* Builds a compressed index from `in` into directory out_dir. The index is written
- * aside and published atomically: on failure nothing that opens is left at out_dir,
- * and with force an index already there survives intact.
- * Errors: any input error, TT_EEXIST, TT_EIO, TT_ENOSPC, TT_EVALUE, TT_ENOMEM. */
+/* Builds a compressed index from `in` into directory out_dir. out_dir is checked
+ * before any work: its parent must exist; a symbolic link means the directory it
+ * points to (the link is left as it is); a non-directory is refused. The index is
+ * written into OUT.tmp-PID-RANDOM beside it and published atomically: on failure
+ * nothing that opens is left at out_dir. OUT.lock, beside out_dir, is held for the
+ * whole build, so a second build into the same directory fails at once (TT_EBUSY,
+ * "being built by pid N"). Without force an existing out_dir is TT_EEXIST, also one
+ * that appears during the build (never replaced). With force an existing index is
+ * replaced atomically, only if its directory holds nothing but index files (else
+ * TT_EEXIST naming the others), and survives intact if the build fails. Only files
+ * tartan wrote are ever removed (doc/format.md, "Publishing and removal").
+ * Errors: any input error, TT_EEXIST, TT_EBUSY, TT_ENOTFOUND, TT_EIO, TT_ENOSPC,
+ * TT_EVALUE, TT_ENOMEM, TT_ECANCELED. */
 TT_API int tt_build(const char *out_dir, tt_input *in, const tt_build_options *opt,
                     tt_build_stats *stats /* may be NULL */);
 
@@ -198,6 +212,11 @@ TT_API int tt_index_get_info(const tt_index *idx, tt_index_info *out);
  * pointer is valid until tt_index_close. len receives the length (not NUL-terminated
  * when the index has ids). */
 TT_API const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len);
+
+/* Path of the index file whose mapping holds addr, or NULL. Reads only fields fixed
+ * at open: safe in a SIGBUS handler (an index file truncated under a mapping faults on
+ * access; tartan search reports it through this). */
+TT_API const char *tt_index_file_at(const tt_index *idx, const void *addr);
 
 /* Re-checks every checksum and structural invariant of the index at dir.
  * Returns TT_OK, or the first problem found with a message naming the file. */
@@ -337,6 +356,9 @@ typedef struct tt_encoder_options {
     void *stderr_user;
     tt_progress_fn progress;     /* phase "encode": records answered / records in file */
     void *progress_user;
+    const volatile int *cancel;  /* may be NULL; once *cancel != 0 the session kills the
+                                  * encoder and fails with TT_ECANCELED (a signal that
+                                  * interrupts the wait is noticed at once) */
 } tt_encoder_options;
 
 TT_API void tt_encoder_options_init(tt_encoder_options *opt);

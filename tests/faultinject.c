@@ -9,10 +9,18 @@
  *                           stdout/stderr redirected to files must usually be spared)
  *   TT_FAIL_ERRNO=NAME      errno of the failures: EIO (default), ENOSPC, EFBIG, EDQUOT
  *   TT_FAIL_FSYNC=1         fsync and fdatasync of regular files fail
- *   TT_FAIL_RENAME=1        rename fails
+ *   TT_FAIL_RENAME=1        rename, renameat and renameat2 fail
  *   TT_FAIL_URING=1         io_uring_queue_init* return -ENOSYS (a kernel without
  *                           io_uring, or a seccomp filter that refuses it)
  *   TT_FAIL_LOG=1           say on stderr when a failure is injected
+ *
+ * Delays, to make races deterministic (tests/out_safety.sh): the call sleeps first,
+ * then does its work. A signal that arrives during the sleep ends the sleep early.
+ *
+ *   TT_DELAY_RENAME_MS=N    sleep N ms at the start of every rename, renameat and
+ *                           renameat2 (glibc's; a raw syscall(SYS_renameat2) is not seen)
+ *   TT_DELAY_PREAD_MS=N     sleep N ms at the start of every pread and pread64 (a
+ *                           build reads its vectors with pread: a slow disk)
  *
  * Under AddressSanitizer, run with ASAN_OPTIONS=verify_asan_link_order=0. */
 #ifndef _GNU_SOURCE
@@ -26,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 struct io_uring;
@@ -38,6 +47,10 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off);
 int fsync(int fd);
 int fdatasync(int fd);
 int rename(const char *from, const char *to);
+int renameat(int fromfd, const char *from, int tofd, const char *to);
+int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned int flags);
+ssize_t pread(int fd, void *buf, size_t n, off_t off);
+ssize_t pread64(int fd, void *buf, size_t n, off_t off);
 int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags);
 int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
                                struct io_uring_params *p);
@@ -155,17 +168,69 @@ int fdatasync(int fd) {
     return sync_fails(fd) ? -1 : real(fd);
 }
 
-int rename(const char *from, const char *to) {
-    static int (*real)(const char *, const char *);
-    if (!real)
-        real = (int (*)(const char *, const char *))next("rename");
+/* Sleeps the number of milliseconds in the environment variable var, if set; errno is
+ * kept, and a signal ends the sleep early (the caller then goes on with its work). */
+static void delay(const char *var) {
+    const char *s = getenv(var);
+    long ms = s && *s ? strtol(s, NULL, 10) : 0;
+    if (ms <= 0)
+        return;
+    int saved = errno;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    (void)nanosleep(&ts, NULL);
+    errno = saved;
+}
+
+static int rename_fails(void) {
     const char *s = getenv("TT_FAIL_RENAME");
     if (s && *s == '1') {
         note("rename");
         errno = fail_errno();
-        return -1;
+        return 1;
     }
+    return 0;
+}
+
+int rename(const char *from, const char *to) {
+    static int (*real)(const char *, const char *);
+    if (!real)
+        real = (int (*)(const char *, const char *))next("rename");
+    delay("TT_DELAY_RENAME_MS");
+    if (rename_fails())
+        return -1;
     return real(from, to);
+}
+
+int renameat(int fromfd, const char *from, int tofd, const char *to) {
+    static int (*real)(int, const char *, int, const char *);
+    if (!real)
+        real = (int (*)(int, const char *, int, const char *))next("renameat");
+    delay("TT_DELAY_RENAME_MS");
+    if (rename_fails())
+        return -1;
+    return real(fromfd, from, tofd, to);
+}
+
+int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned int flags) {
+    static int (*real)(int, const char *, int, const char *, unsigned int);
+    if (!real)
+        real = (int (*)(int, const char *, int, const char *, unsigned int))next("renameat2");
+    delay("TT_DELAY_RENAME_MS");
+    if (rename_fails())
+        return -1;
+    return real(fromfd, from, tofd, to, flags);
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off) {
+    static ssize_t (*real)(int, void *, size_t, off_t);
+    if (!real)
+        real = (ssize_t (*)(int, void *, size_t, off_t))next("pread");
+    delay("TT_DELAY_PREAD_MS");
+    return real(fd, buf, n, off);
+}
+
+ssize_t pread64(int fd, void *buf, size_t n, off_t off) {
+    return pread(fd, buf, n, off);
 }
 
 static int uring_fails(void) {

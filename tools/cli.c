@@ -7,8 +7,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+unsigned cli_umask(void) {
+    mode_t m = umask(0);
+    umask(m);
+    return (unsigned)m;
+}
 
 int cli_fail(const char *cmd, int status) {
     const char *msg = tt_last_error();

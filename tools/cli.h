@@ -4,6 +4,7 @@
 
 #include "tartan.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +38,9 @@ void cli_free_list(char **list);
 /* Formats bytes in human units ("1.23 GiB") into buf. */
 const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
 
+/* The process's umask (for files made with mkstemp, which creates them 0600). */
+unsigned cli_umask(void);
+
 /* Writes s as a JSON string literal (quotes, escapes, control characters). */
 void cli_json_string(FILE *f, const char *s);
 
@@ -50,5 +54,24 @@ typedef struct cli_progress_state {
 void cli_progress_init(cli_progress_state *s);
 void cli_progress(void *user, const char *phase, uint64_t done, uint64_t total);
 void cli_progress_done(cli_progress_state *s); /* clears the progress line */
+
+/* Signals (tools/signals.c). cli_signals_install(true): the first SIGINT, SIGTERM or
+ * SIGHUP sets cli_cancel to its number, which the library polls through the options'
+ * cancel flag ((const volatile int *)&cli_cancel) and answers with TT_ECANCELED after
+ * removing its temporary files; a second signal kills at once. With false (commands
+ * that cannot poll), the first signal kills at once. Either way the file registered
+ * with cli_cleanup_file (NULL: none) is unlinked first. */
+extern volatile sig_atomic_t cli_cancel;
+void cli_signals_install(bool cooperative);
+void cli_cleanup_file(const char *path);
+/* rename(tmp, path) with the signals blocked, clearing the cleanup file: a signal then
+ * finds either the temporary (and removes it) or the published file (and keeps it). */
+int cli_rename_published(const char *tmp, const char *path);
+/* After a library call was cancelled: prints "interrupted by SIG...; <what>" and dies
+ * of the signal (so the exit status says which). Returns if no signal came. */
+void cli_die_if_cancelled(const char *cmd, const char *what);
+/* SIGBUS (a mapped index file that shrank): prints an error naming the file of idx at
+ * the faulting address, removes the cleanup file and exits 1. */
+void cli_sigbus_install(const char *cmd, const tt_index *idx);
 
 #endif

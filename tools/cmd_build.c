@@ -53,6 +53,8 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     tt_build_stats bs;
     int st = tt_build(out, in, o, &bs);
     cli_progress_done(&ps);
+    if (st == TT_ECANCELED)
+        return CLI_FAIL; /* the caller dies of the signal after its own cleanup */
     if (st)
         return cli_fail("build", st);
     char h1[32], h2[32];
@@ -70,13 +72,14 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     return CLI_OK;
 }
 
-/* Removes a flat directory of spooled files. */
+/* Removes the spool directory: the files tartan encode wrote in it (all named
+ * "passages.*"), then the directory if nothing else is left in it. */
 static void remove_spool(const char *dir) {
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *de;
         while ((de = readdir(d)))
-            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            if (!strncmp(de->d_name, "passages.", 9))
                 unlinkat(dirfd(d), de->d_name, 0);
         closedir(d);
     }
@@ -96,6 +99,7 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
     snprintf(prefix, sizeof prefix, "%s/passages", spool);
     tt_encoder_options eo;
     tt_encoder_options_init(&eo);
+    eo.cancel = (const volatile int *)&cli_cancel;
     if (timeout_ms)
         eo.timeout_ms = timeout_ms;
     cli_progress_state ps;
@@ -108,7 +112,7 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
     int st = tt_encode_to_npy(encoder, corpus, TT_ENC_PASSAGE, prefix, &eo, &es);
     cli_progress_done(&ps);
     if (st) {
-        rc = cli_fail("build", st);
+        rc = st == TT_ECANCELED ? CLI_FAIL : cli_fail("build", st);
         goto done;
     }
     fprintf(stderr, "encoded %llu passages into %llu vectors x %u in %.1f s\n",
@@ -127,6 +131,7 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
 done:
     tt_input_free(in);
     remove_spool(spool);
+    cli_die_if_cancelled("build", "nothing was published");
     return rc;
 }
 
@@ -232,8 +237,11 @@ int cmd_build(int argc, char **argv) {
     }
     if (optind < argc)
         return cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
-    if (!out)
-        return cli_usage_error("build", "--out is required");
+    if (!out || !*out)
+        return cli_usage_error("build", "--out is required (a directory to create)");
+    /* An interrupt stops the build at its next check; it removes what it wrote. */
+    cli_signals_install(true);
+    o.cancel = (const volatile int *)&cli_cancel;
     if (encoder || corpus) {
         if (!encoder || !corpus || vectors || doclens || ids)
             return cli_usage_error("build", "--encoder and --corpus go together, without "
@@ -267,5 +275,6 @@ done:
     tt_input_free(in);
     cli_free_list(vlist);
     cli_free_list(llist);
+    cli_die_if_cancelled("build", "nothing was published");
     return rc;
 }

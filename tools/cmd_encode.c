@@ -121,7 +121,7 @@ int cmd_encode(int argc, char **argv) {
     }
     if (optind < argc)
         return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!encoder || !input || !mode_arg || !out)
+    if (!encoder || !input || !mode_arg || !out || !*out)
         return cli_usage_error(CMD, "--encoder, --input, --mode and --out are required");
     int mode;
     if (!strcmp(mode_arg, "passage"))
@@ -137,9 +137,13 @@ int cmd_encode(int argc, char **argv) {
     opt.progress_user = &ps;
     if (verbose)
         opt.stderr_fn = echo_stderr;
+    /* An interrupt kills the encoder; the library removes its temporary files. */
+    cli_signals_install(true);
+    opt.cancel = (const volatile int *)&cli_cancel;
     tt_encode_stats stats;
     int st = tt_encode_to_npy(encoder, input, mode, out, &opt, &stats);
     cli_progress_done(&ps);
+    cli_die_if_cancelled(CMD, "nothing was written");
     if (st) {
         cli_fail(CMD, st);
         if (!verbose)

@@ -184,6 +184,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
     o.threads = c->threads;
     o.force = 1;
     o.encoder = c->describe ? c->describe : "tartan report";
+    o.cancel = (const volatile int *)&cli_cancel;
     cli_progress_state ps;
     cli_progress_init(&ps);
     o.progress = cli_progress;
@@ -465,6 +466,7 @@ static int encode_cached(const char *enc_dir, const char *what, const char *comm
     tt_encoder_options eo;
     tt_encoder_options_init(&eo);
     eo.force = 1;
+    eo.cancel = (const volatile int *)&cli_cancel;
     cli_progress_state ps;
     cli_progress_init(&ps);
     eo.progress = cli_progress;
@@ -604,6 +606,11 @@ int cmd_report(int argc, char **argv) {
                                "required");
     }
 
+    if (!*out)
+        return cli_usage_error(CMD, "--out must name a directory");
+    /* An interrupt stops a build or encoder at once and the report after the current
+     * search; its temporary files are removed either way. */
+    cli_signals_install(true);
     int rc = CLI_FAIL, st = TT_OK;
     char **mlist = NULL;
     size_t nvar = 0, nm = 0;
@@ -787,6 +794,9 @@ int cmd_report(int argc, char **argv) {
     }
 
     /* ---- output directories and names */
+    /* Temporaries named by pid: two reports into one directory never share one. */
+    char tmp_suffix[32];
+    snprintf(tmp_suffix, sizeof tmp_suffix, ".tmp-%ld", (long)getpid());
     if (make_dir(out) || !(dir_idx = path_join(out, "indexes", NULL)) || make_dir(dir_idx) ||
         !(dir_runs = path_join(out, "runs", NULL)) || make_dir(dir_runs))
         goto done;
@@ -803,7 +813,7 @@ int cmd_report(int argc, char **argv) {
         snprintf(rname, sizeof rname, "%s.run", vars[i].name);
         if (!(index_dirs[i] = path_join(dir_idx, iname, NULL)) ||
             !(run_final[i] = path_join(dir_runs, rname, NULL)) ||
-            !(run_tmp[i] = path_join(dir_runs, rname, ".tmp")) ||
+            !(run_tmp[i] = path_join(dir_runs, rname, tmp_suffix)) ||
             !(run_rel[i] = path_join("runs", rname, NULL)))
             goto nomem;
         vars[i].index_dir = index_dirs[i];
@@ -811,7 +821,7 @@ int cmd_report(int argc, char **argv) {
     }
     for (int j = 0; j < 4; j++)
         if (!(out_final[j] = path_join(out, outs[j], NULL)) ||
-            !(out_tmp[j] = path_join(out, outs[j], ".tmp")))
+            !(out_tmp[j] = path_join(out, outs[j], tmp_suffix)))
             goto nomem;
 
     /* ---- phase 1: every index (built before searching so that build times are
@@ -851,6 +861,8 @@ int cmd_report(int argc, char **argv) {
             (st = tt_run_write(run, run_tmp[i], v->name)) ||
             (st = tt_evaluate(&ev, qrels, run, metrics, nm, &eo)))
             goto fail;
+        if (cli_cancel)
+            goto done;
         /* As recorded in the index, so a reused index reports what its build took. */
         v->build_seconds = info.build_seconds;
         v->latency_p50 = so_out->p50;
@@ -995,5 +1007,6 @@ done:
     cli_free_list(cfg.doclens);
     cli_free_list(mlist);
     free(vars);
+    cli_die_if_cancelled(CMD, "the report was not written");
     return rc;
 }

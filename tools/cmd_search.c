@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -308,8 +309,15 @@ int cmd_search(int argc, char **argv) {
     if (oo.direct && oo.io == TT_IO_MMAP)
         return cli_usage_error("search", "--direct needs io_uring reads (not --io mmap)");
 
+    if (!*out)
+        return cli_usage_error("search", "--out must name a file (or '-' for stdout)");
+    if (!*tag || strpbrk(tag, " \t\n\r\v\f"))
+        return cli_usage_error("search", "--tag must be a non-empty word without whitespace");
     /* Parallelism comes from --threads; sgemm threads on top would oversubscribe. */
     tt_blas_set_threads(1);
+    /* A search cannot be cancelled half-way: an interrupt removes the temporary run and
+     * ends the process at once. */
+    cli_signals_install(false);
     int rc = CLI_FAIL, st;
     tt_queries *qs = NULL;
     tt_index *idx = NULL;
@@ -325,6 +333,7 @@ int cmd_search(int argc, char **argv) {
         rc = cli_fail("search", st);
         goto done;
     }
+    cli_sigbus_install("search", idx);
     tt_index_info info;
     tt_index_get_info(idx, &info);
     tt_search_options eff;
@@ -363,14 +372,27 @@ int cmd_search(int argc, char **argv) {
         goto done;
     }
     if (strcmp(out, "-")) {
+        /* Written aside under a unique name in the same directory, then renamed: two
+         * searches into one RUN never mix, and an interrupted one leaves nothing. */
         tmp = malloc(strlen(out) + 16);
         if (!tmp) {
             fprintf(stderr, "tartan search: out of memory\n");
             goto done;
         }
-        sprintf(tmp, "%s.tmp", out);
-        if (!(f = fopen(tmp, "w"))) {
+        sprintf(tmp, "%s.tmp-XXXXXX", out);
+        int fd = mkstemp(tmp);
+        if (fd < 0) {
+            fprintf(stderr, "tartan search: error: %s: cannot create a file beside it: %s\n", out,
+                    strerror(errno));
+            free(tmp);
+            tmp = NULL;
+            goto done;
+        }
+        cli_cleanup_file(tmp);
+        (void)fchmod(fd, 0666 & ~cli_umask());
+        if (!(f = fdopen(fd, "w"))) {
             fprintf(stderr, "tartan search: error: %s: %s\n", tmp, strerror(errno));
+            close(fd);
             goto done;
         }
     } else {
@@ -409,9 +431,10 @@ int cmd_search(int argc, char **argv) {
             goto done;
         }
     if (f != stdout) {
-        int e = fclose(f);
+        int e = fflush(f) || fsync(fileno(f));
+        e |= fclose(f);
         f = NULL;
-        if (e || rename(tmp, out)) {
+        if (e || cli_rename_published(tmp, out)) {
             fprintf(stderr, "tartan search: error: %s: %s\n", out, strerror(errno));
             goto done;
         }
@@ -432,8 +455,10 @@ int cmd_search(int argc, char **argv) {
 done:
     if (f && f != stdout)
         fclose(f);
-    if (rc != CLI_OK && tmp)
+    if (rc != CLI_OK && tmp) {
         unlink(tmp);
+        cli_cleanup_file(NULL);
+    }
     free(tmp);
     free(hits);
     free(nhits);

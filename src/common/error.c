@@ -27,6 +27,8 @@ const char *tt_strerror(int status) {
     case TT_ETIMEOUT: return "timed out";
     case TT_ENOTFOUND: return "not found";
     case TT_EPARSE: return "malformed input line";
+    case TT_EBUSY: return "in use by another process";
+    case TT_ECANCELED: return "cancelled";
     default: return "unknown error";
     }
 }

@@ -276,6 +276,9 @@ int tt_encoder_run(tt_encoder *e, tt_record_source_fn source, void *source_user,
     size_t need = 0;
     char what[256];
     while (!got_done) {
+        if (e->opt.cancel && *e->opt.cancel)
+            return tt_enc_fail(e, TT_ECANCELED, "cancelled after %llu of the records were "
+                               "answered", (unsigned long long)e->answered);
         /* 1. Keep up to WBUF_LOW bytes of requests ready. Records are sent without
          * waiting for replies, so an encoder reading B records per batch never starves. */
         while (!src_done && e->fd_in >= 0 && e->wlen - e->wpos < WBUF_LOW) {

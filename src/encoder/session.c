@@ -136,6 +136,8 @@ static int read_hello(tt_encoder *e) {
         }
         if (have >= TT_ENC_MAX_HELLO)
             return tt_enc_fail(e, TT_EENCODER, "hello line longer than %u bytes", TT_ENC_MAX_HELLO);
+        if (e->opt.cancel && *e->opt.cancel)
+            return tt_enc_fail(e, TT_ECANCELED, "cancelled while waiting for the hello line");
         struct pollfd pf[2] = {{e->fd_out, POLLIN, 0}, {e->fd_err, POLLIN, 0}};
         int nfd = e->fd_err >= 0 ? 2 : 1;
         int ms = tt_enc_ms_left(deadline);

@@ -98,7 +98,7 @@ int tt_encode_to_npy(const char *command, const char *input_path, int mode,
                                                                          : sizeof o);
     o.struct_size = sizeof o;
     for (int k = 0; k < NOUT; k++) {
-        size_t L = strlen(out_prefix) + strlen(out_suffix[k]) + 5;
+        size_t L = strlen(out_prefix) + strlen(out_suffix[k]) + 32;
         final[k] = malloc(L);
         tmp[k] = malloc(L);
         if (!final[k] || !tmp[k]) {
@@ -106,7 +106,8 @@ int tt_encode_to_npy(const char *command, const char *input_path, int mode,
             goto done;
         }
         snprintf(final[k], L, "%s%s", out_prefix, out_suffix[k]);
-        snprintf(tmp[k], L, "%s%s.tmp", out_prefix, out_suffix[k]);
+        /* Temporaries named by pid: concurrent runs into one prefix never share one. */
+        snprintf(tmp[k], L, "%s%s.tmp-%ld", out_prefix, out_suffix[k], (long)getpid());
         struct stat sb;
         if (!o.force && stat(final[k], &sb) == 0) {
             st = tt_err(TT_EEXIST, "%s exists (force replaces it)", final[k]);

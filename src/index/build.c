@@ -41,9 +41,16 @@ void tt_build_options_init(tt_build_options *o) {
     o->kmeans_iters = 4;
 }
 
-void tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t total) {
+int tt_build_cancelled(const builder *b) {
+    if (b->o->cancel && *b->o->cancel)
+        return tt_err(TT_ECANCELED, "%s: build cancelled", b->op.path);
+    return TT_OK;
+}
+
+int tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t total) {
     if (b->o->progress)
         b->o->progress(b->o->progress_user, phase, done, total);
+    return tt_build_cancelled(b);
 }
 
 int tt_build_add_manifest(builder *b, const tt_fwriter *w, const char *name, uint64_t size) {
@@ -224,6 +231,9 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
              tt_build_stats *stats) {
     builder b;
     memset(&b, 0, sizeof b);
+    b.op.pfd = -1;
+    b.lock.fd = -1;
+    b.tmp_fd = -1;
     tt_build_options defaults;
     int st;
     double t0 = tt_now();
@@ -253,16 +263,9 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "at most 2^24 centroids (got %u)", o->num_centroids);
     if (o->threads < 0)
         return tt_err(TT_EINVAL, "threads must be >= 0");
-    if (tt_build_is_dir(out_dir)) {
-        if (!o->force)
-            return tt_err(TT_EEXIST, "%s: already exists (use --force to replace it)", out_dir);
-        if ((st = tt_build_check_replaceable(out_dir)))
-            return st;
-    }
 
     b.o = o;
     b.in = in;
-    b.out = out_dir;
     b.dim = in->dim;
     b.nbits = (uint32_t)o->nbits;
     b.threads = o->threads ? o->threads : tt_default_threads();
@@ -270,26 +273,9 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     uint64_t per_vec = (uint64_t)b.dim * (4 + (o->keep_originals ? 2 : 0)) + 64;
     b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, o->memory_bytes / 4 / per_vec));
 
-    size_t tl = strlen(out_dir) + 48;
-    b.tmp = malloc(tl);
-    if (!b.tmp)
-        return tt_err(TT_ENOMEM, "%s: out of memory", out_dir);
-    {
-        size_t n = strlen(out_dir); /* OUT without trailing slashes */
-        while (n > 1 && out_dir[n - 1] == '/')
-            n--;
-        tt_rng r;
-        tt_rng_seed(&r, (uint64_t)getpid() ^ (uint64_t)(tt_now() * 1e9));
-        snprintf(b.tmp, tl, "%.*s.tmp-%d-%06llx", (int)n, out_dir, (int)getpid(),
-                 (unsigned long long)(tt_rng_next(&r) & 0xffffff));
-        tt_build_remove_stale(out_dir, n);
-    }
-    if (mkdir(b.tmp, 0755) != 0) {
-        st = tt_err_errno(TT_EIO, errno, "%s: cannot create the build directory", b.tmp);
-        free(b.tmp);
-        return st;
-    }
-
+    /* The output first: a bad OUT fails now, not after hours of training. */
+    if ((st = tt_build_prepare_output(&b, out_dir)))
+        goto fail;
     if ((st = tt_build_train(&b)))
         goto fail;
     b.code_bytes = b.K <= 65536 ? 2 : 4;
@@ -306,8 +292,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     b.st.seconds_total = tt_now() - t0;
     if ((st = write_meta(&b, b.st.seconds_total)))
         goto fail;
-    tt_build_progress(&b, "publish", 0, 1);
-    if ((st = tt_manifest_publish(b.tmp, &b.man)) || (st = tt_fsync_dir(b.tmp)))
+    if ((st = tt_build_progress(&b, "publish", 0, 1)) ||
+        (st = tt_manifest_publish(b.tmp, &b.man)) || (st = tt_fsync_dir(b.tmp)))
         goto fail;
     for (uint32_t i = 0; i < b.man.n; i++)
         b.st.index_bytes += b.man.e[i].name[0] && strcmp(b.man.e[i].name, TT_F_ORIGINALS)
@@ -315,21 +301,14 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
                                 : 0;
     if ((st = tt_build_publish(&b)))
         goto fail;
-    tt_build_progress(&b, "publish", 1, 1);
+    if (o->progress)
+        o->progress(o->progress_user, "publish", 1, 1);
     b.st.seconds_total = tt_now() - t0;
     if (stats)
         *stats = b.st;
     st = TT_OK;
-    goto done;
 fail:
-    if (b.tmp) {
-        int saved = st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", tt_last_error());
-        tt_remove_dir(b.tmp);
-        tt_err(saved, "%s", msg); /* keep the original message */
-    }
-done:
+    tt_build_discard(&b, st);
     tt_assigner_free(b.assigner);
     tt_codec_free(&b.codec);
     free(b.centroids);
@@ -337,6 +316,5 @@ done:
     free(b.ivf_bytes);
     free(b.ivf_last);
     free(b.stamp);
-    free(b.tmp);
     return st;
 }

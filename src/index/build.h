@@ -6,14 +6,18 @@
 
 #include "index/index.h"
 #include "input/input.h"
+#include "io/dir.h"
 #include "quant/codec.h"
 #include "quant/kmeans.h"
 
 typedef struct builder {
     const tt_build_options *o;
     tt_input *in;
-    const char *out;
-    char *tmp;
+    tt_outpath op;              /* OUT, resolved, its parent held open */
+    tt_lock lock;               /* OUT.lock, held for the whole build */
+    char *tmp_name;             /* the build directory OUT.tmp-PID-RANDOM in OUT's parent */
+    char *tmp;                  /* and its path */
+    int tmp_fd;                 /* and the directory, open from creation to the end */
     uint32_t dim, K, nbits;
     int threads;
     uint64_t chunk_vectors;     /* vectors per encode chunk */
@@ -30,7 +34,10 @@ typedef struct builder {
     uint64_t *stamp;            /* per centroid: last document seen + 1 (dedupe) */
 } builder;
 
-void tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t total);
+/* Reports progress; TT_ECANCELED (with a message) once the caller's cancel flag is set,
+ * which every phase checks at least once per chunk of work. */
+int tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t total);
+int tt_build_cancelled(const builder *b);
 int tt_build_add_manifest(builder *b, const tt_fwriter *w, const char *name, uint64_t size);
 /* Normalises (if asked) and validates n vectors that start at global vector v0. */
 int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n);
@@ -41,10 +48,12 @@ int tt_build_train(builder *b);
  * the IVF written from the codes. */
 int tt_build_encode(builder *b, uint64_t *codes_size);
 int tt_build_write_ivf(builder *b);
-/* publish.c */
-bool tt_build_is_dir(const char *p);
+/* publish.c: resolves and locks OUT, checks what is there (before any work), removes
+ * killed builds' leftovers and creates the build directory; publishes it; and at the
+ * end (status: the build's result, whose message is kept) removes what is left of the
+ * build directory and releases the lock. */
+int tt_build_prepare_output(builder *b, const char *out_dir);
 int tt_build_publish(builder *b);
-int tt_build_check_replaceable(const char *out);
-void tt_build_remove_stale(const char *out_dir, size_t n);
+void tt_build_discard(builder *b, int status);
 
 #endif

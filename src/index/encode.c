@@ -116,7 +116,8 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
             goto done;
         if (orig && (st = tt_fw_write(&wo, orig, (size_t)(n * dim * 2))))
             goto done;
-        tt_build_progress(b, "encode", v0 + n, N);
+        if ((st = tt_build_progress(b, "encode", v0 + n, N)))
+            goto done;
     }
     if ((st = tt_fw_finish(&wc, N, b->code_bytes, 0, codes_size)) ||
         (st = tt_build_add_manifest(b, &wc, TT_F_CODES, *codes_size)))
@@ -249,7 +250,9 @@ int tt_build_write_ivf(builder *b) {
                 pos[c] += tt_varint_put(data + pos[c], delta);
                 b->ivf_last[c] = d + 1;
             }
-            tt_build_progress(b, "ivf", done_bytes + (bytes * (v0 + n)) / in->num_vectors, total_bytes);
+            if ((st = tt_build_progress(b, "ivf", done_bytes + (bytes * (v0 + n)) / in->num_vectors,
+                                        total_bytes)))
+                goto done;
         }
         if ((st = tt_fw_write(&w, data, (size_t)bytes)))
             goto done;

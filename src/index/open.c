@@ -469,3 +469,18 @@ const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len) {
         *len = (size_t)n;
     return num;
 }
+
+const char *tt_index_file_at(const tt_index *idx, const void *addr) {
+    if (!idx)
+        return NULL;
+    const tt_fmap *const files[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec,
+                                    &idx->f_doclens, &idx->f_codes, &idx->f_residuals,
+                                    &idx->f_ivf, &idx->f_ids, &idx->f_originals};
+    const uint8_t *a = (const uint8_t *)addr;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const tt_fmap *f = files[i];
+        if (f->base && a >= f->base && (uint64_t)(a - f->base) < f->size)
+            return f->path;
+    }
+    return NULL;
+}

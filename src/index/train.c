@@ -78,7 +78,8 @@ int tt_build_train(builder *b) {
                 ntrain += n;
             else
                 nheld += n;
-            tt_build_progress(b, "sample", i + 1 + pass * ndocs, 2 * ndocs);
+            if ((st = tt_build_progress(b, "sample", i + 1 + pass * ndocs, 2 * ndocs)))
+                goto done;
         }
     }
     if (nheld == 0) { /* tiny corpus: the codec learns from the training vectors */
@@ -107,7 +108,8 @@ int tt_build_train(builder *b) {
     }
     tt_kmeans_params kp = {.k = b->K, .dim = b->dim, .iters = o->kmeans_iters, .seed = o->seed,
                            .threads = b->threads, .spherical = o->normalize,
-                           .progress = o->progress, .progress_user = o->progress_user};
+                           .progress = o->progress, .progress_user = o->progress_user,
+                           .cancel = o->cancel};
     if ((st = tt_kmeans_train(x, ntrain, &kp, b->centroids)))
         goto done;
     if ((st = tt_assigner_new(b->centroids, b->K, b->dim, o->assign, o->seed, b->threads,
@@ -136,9 +138,10 @@ int tt_build_train(builder *b) {
             res[i * b->dim + j] = held[i * b->dim + j] - c[j];
     }
     free(ids);
-    tt_build_progress(b, "codec", 0, 1);
-    st = tt_codec_train(&b->codec, res, nheld, b->dim, b->nbits,
-                        o->codec_tables == TT_CODEC_PER_DIM);
+    st = tt_build_progress(b, "codec", 0, 1);
+    if (!st)
+        st = tt_codec_train(&b->codec, res, nheld, b->dim, b->nbits,
+                            o->codec_tables == TT_CODEC_PER_DIM);
     if (!st) { /* measured reconstruction error, reported by tt_index_get_info */
         uint8_t *packed = malloc(b->codec.bytes_per_vec);
         float *dec = malloc((size_t)b->dim * sizeof *dec);
@@ -161,7 +164,8 @@ int tt_build_train(builder *b) {
     }
     if (res != held)
         free(res);
-    tt_build_progress(b, "codec", 1, 1);
+    if (st || (st = tt_build_progress(b, "codec", 1, 1)))
+        goto done;
     b->st.train_vectors = ntrain;
     b->st.heldout_vectors = nheld;
     b->st.num_centroids = b->K;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FETCH_ALIGN 4096u
@@ -286,6 +287,13 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
                           (unsigned long long)payload);
     }
     if (f->mode == TT_FETCH_MMAP) {
+        /* A mapped page past a shrunk end of file faults (SIGBUS); catch the common case
+         * (the file truncated before this call) here and say so. One fstat per call. */
+        struct stat sb;
+        if (f->cfg.fd >= 0 && fstat(f->cfg.fd, &sb) == 0 && (uint64_t)sb.st_size < f->cfg.file_size)
+            return tt_err(TT_ECORRUPT, "%s: the file shrank from %llu to %llu bytes while open "
+                          "(an index must not be modified while it is in use)", f->path,
+                          (unsigned long long)f->cfg.file_size, (unsigned long long)sb.st_size);
         for (size_t i = 0; i < n; i++) {
             ptr[i] = f->cfg.map + off[i];
             f->st.bytes += len[i];

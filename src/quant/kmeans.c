@@ -181,6 +181,10 @@ static void half_norms(const float *c, uint32_t k, uint32_t dim, float *hn) {
     }
 }
 
+static int check_cancel(const volatile int *cancel) {
+    return cancel && *cancel ? tt_err(TT_ECANCELED, "k-means cancelled") : TT_OK;
+}
+
 static int resolve_threads(int threads) {
     return threads > 0 ? TT_MIN(threads, 256) : tt_default_threads();
 }
@@ -194,6 +198,7 @@ typedef struct exact_job {
     uint32_t k, dim;
     uint32_t *ids;
     float *scratch; /* per thread: BLOCK_ROWS * BLOCK_COLS + BLOCK_ROWS floats */
+    const volatile int *cancel; /* set: the remaining blocks are skipped */
 } exact_job;
 
 static size_t exact_scratch_floats(void) { return (size_t)BLOCK_ROWS * BLOCK_COLS + BLOCK_ROWS; }
@@ -204,7 +209,7 @@ static void exact_worker(void *arg, int t, int nt) {
     uint64_t b0 = nblk * (uint64_t)t / (uint64_t)nt, b1 = nblk * (uint64_t)(t + 1) / (uint64_t)nt;
     float *S = j->scratch + exact_scratch_floats() * (size_t)t;
     float *best = S + (size_t)BLOCK_ROWS * BLOCK_COLS;
-    for (uint64_t b = b0; b < b1; b++) {
+    for (uint64_t b = b0; b < b1 && !(j->cancel && *j->cancel); b++) {
         uint64_t i = b * BLOCK_ROWS;
         uint32_t nb = (uint32_t)TT_MIN((uint64_t)BLOCK_ROWS, j->n - i);
         nearest_block(j->x + i * j->dim, nb, j->c, j->hn, j->k, j->dim, S, j->ids + i, best);
@@ -212,21 +217,21 @@ static void exact_worker(void *arg, int t, int nt) {
 }
 
 /* Runs the exact assignment with up to `threads` threads; the caller holds the BLAS
- * guard. */
+ * guard. TT_ECANCELED (ids incomplete) once *cancel is set. */
 static int assign_exact(const float *x, uint64_t n, const float *c, const float *hn, uint32_t k,
-                        uint32_t dim, uint32_t *ids, int threads) {
+                        uint32_t dim, uint32_t *ids, int threads, const volatile int *cancel) {
     uint64_t nblk = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
     int nt = (int)TT_MIN((uint64_t)threads, TT_MAX(nblk, (uint64_t)1));
     float *scratch = tt_alloc((uint64_t)nt * exact_scratch_floats(), sizeof(float),
                               "kmeans: assignment scratch");
     if (!scratch)
         return TT_ENOMEM;
-    exact_job job = {x, n, c, hn, k, dim, ids, scratch};
+    exact_job job = {x, n, c, hn, k, dim, ids, scratch, cancel};
     /* tt_parallel runs the share of a thread that fails to start on the caller, so the
      * work is complete whatever it returns. */
     (void)tt_parallel(nt, exact_worker, &job);
     free(scratch);
-    return TT_OK;
+    return check_cancel(cancel);
 }
 
 /* --------------------------------------------------------------- training */
@@ -507,6 +512,7 @@ typedef struct lloyd_cfg {
     tt_progress_fn progress;
     void *progress_user;
     uint64_t prog_base, prog_total;
+    const volatile int *cancel;
 } lloyd_cfg;
 
 static int lloyd(const float *x, uint64_t n, const lloyd_cfg *cf, float *centroids) {
@@ -553,6 +559,8 @@ static int lloyd(const float *x, uint64_t n, const lloyd_cfg *cf, float *centroi
             tt_normalize_rows(centroids, k, dim);
     }
     for (int it = 0; it < cf->iters; it++) {
+        if ((st = check_cancel(cf->cancel)))
+            goto done;
         if (cf->two_level) {
             tt_assigner *a = NULL;
             if ((st = tt_assigner_new(centroids, k, dim, TT_ASSIGN_TWO_LEVEL,
@@ -564,7 +572,7 @@ static int lloyd(const float *x, uint64_t n, const lloyd_cfg *cf, float *centroi
                 goto done;
         } else {
             half_norms(centroids, k, dim, hn);
-            if ((st = assign_exact(x, n, centroids, hn, k, dim, ids, threads)))
+            if ((st = assign_exact(x, n, centroids, hn, k, dim, ids, threads, cf->cancel)))
                 goto done;
         }
         /* counting sort of the vectors by centroid: members in increasing order */
@@ -651,6 +659,7 @@ typedef struct hier_job {
     tt_progress_fn progress;
     void *progress_user;
     uint64_t prog_base, prog_total;
+    const volatile int *cancel;
 } hier_job;
 
 static void hier_worker(void *arg, int t, int nt) {
@@ -673,7 +682,8 @@ static void hier_worker(void *arg, int t, int nt) {
              * again) */
             lloyd_cfg cf = {.k = kc, .dim = j->dim, .iters = j->iters,
                             .seed = j->seed ^ ((uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull),
-                            .spherical = j->spherical, .threads = 1, .init = true};
+                            .spherical = j->spherical, .threads = 1, .init = true,
+                            .cancel = j->cancel};
             st = lloyd(sub, nc, &cf, j->c + j->koff[c] * j->dim);
             free(sub);
         }
@@ -752,12 +762,12 @@ static int train_hier(const float *x, uint64_t n, const tt_kmeans_params *p, int
     lloyd_cfg cf = {.k = g, .dim = dim, .iters = p->iters, .seed = p->seed,
                     .spherical = p->spherical, .threads = threads, .init = true,
                     .progress = p->progress, .progress_user = p->progress_user,
-                    .prog_base = 0, .prog_total = total};
+                    .prog_base = 0, .prog_total = total, .cancel = p->cancel};
     if ((st = lloyd(x, n, &cf, gc)))
         goto done;
     half_norms(gc, g, dim, ghn);
     blas_single_begin();
-    st = assign_exact(x, n, gc, ghn, g, dim, own, threads);
+    st = assign_exact(x, n, gc, ghn, g, dim, own, threads, p->cancel);
     blas_single_end();
     if (st)
         goto done;
@@ -795,7 +805,7 @@ static int train_hier(const float *x, uint64_t n, const tt_kmeans_params *p, int
                     .seed = p->seed, .perm = perm, .voff = voff, .koff = koff,
                     .order = order, .ntask = ntask, .c = centroids,
                     .progress = p->progress, .progress_user = p->progress_user,
-                    .prog_base = (uint64_t)p->iters, .prog_total = total};
+                    .prog_base = (uint64_t)p->iters, .prog_total = total, .cancel = p->cancel};
     atomic_init(&job.next, 0);
     atomic_init(&job.finished, 0);
     atomic_init(&job.status, TT_OK);
@@ -815,7 +825,8 @@ static int train_hier(const float *x, uint64_t n, const tt_kmeans_params *p, int
                         .spherical = p->spherical, .threads = threads, .init = false,
                         .two_level = true, .progress = p->progress,
                         .progress_user = p->progress_user,
-                        .prog_base = (uint64_t)p->iters + g, .prog_total = total};
+                        .prog_base = (uint64_t)p->iters + g, .prog_total = total,
+                        .cancel = p->cancel};
         if ((st = lloyd(x, n, &rf, centroids)))
             goto done;
     }
@@ -847,7 +858,7 @@ int tt_kmeans_train(const float *x, uint64_t n, const tt_kmeans_params *p, float
     lloyd_cfg cf = {.k = p->k, .dim = p->dim, .iters = p->iters, .seed = p->seed,
                     .spherical = p->spherical, .threads = threads, .init = true,
                     .progress = p->progress, .progress_user = p->progress_user,
-                    .prog_base = 0, .prog_total = (uint64_t)p->iters};
+                    .prog_base = 0, .prog_total = (uint64_t)p->iters, .cancel = p->cancel};
     return lloyd(x, n, &cf, centroids);
 }
 
@@ -928,7 +939,7 @@ static int build_groups(tt_assigner *a, uint32_t g, uint64_t seed, int threads) 
         goto done;
     half_norms(gc, g, dim, a->ghn);
     blas_single_begin();
-    st = assign_exact(a->c, k, gc, a->ghn, g, dim, own, threads);
+    st = assign_exact(a->c, k, gc, a->ghn, g, dim, own, threads, NULL);
     blas_single_end();
     if (st)
         goto done;
@@ -1206,7 +1217,7 @@ int tt_assign(const tt_assigner *a, const float *x, uint64_t n, uint32_t *out_id
     int nt = resolve_threads(threads);
     blas_single_begin();
     int st = a->g ? assign_two(a, x, n, out_ids, nt)
-                  : assign_exact(x, n, a->c, a->hn, a->k, a->dim, out_ids, nt);
+                  : assign_exact(x, n, a->c, a->hn, a->k, a->dim, out_ids, nt, NULL);
     blas_single_end();
     return st;
 }

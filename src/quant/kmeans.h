@@ -30,6 +30,8 @@ typedef struct tt_kmeans_params {
     int method;        /* TT_KMEANS_AUTO (0), TT_KMEANS_FLAT or TT_KMEANS_HIER */
     int refine;        /* hierarchical: Lloyd iterations over all vectors with two-level
                         * assignment at the end; 0 = TT_KMEANS_DEFAULT_REFINE, < 0 = none */
+    const volatile int *cancel; /* may be NULL; once *cancel != 0 training stops with
+                                 * TT_ECANCELED within one block of vectors */
 } tt_kmeans_params;
 
 /* Trains k centroids on n vectors x (n*dim, row-major, finite) into centroids (k*dim).
