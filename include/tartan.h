@@ -175,10 +175,13 @@ typedef struct tt_open_options {
 
 TT_API void tt_open_options_init(tt_open_options *opt);
 
-/* Opens an index read-only. Checks the manifest, every file's header checksum,
- * sizes and cheap structural invariants (not the full data checksums: see
- * tt_index_verify). Small structures are mmap'd; residuals are read per query.
- * One open index may be shared by any number of threads. */
+/* Opens an index read-only. Checks the manifest, every file's header checksum and
+ * size, the payload checksums of the files search keeps in memory (all but the
+ * residuals and the originals; doc/format.md gives the cost: about 2 ms per million
+ * vectors), structural invariants, and that centroids and codec tables are finite.
+ * Small structures are mmap'd; residuals are read per query. One open index may be
+ * shared by any number of threads. Errors: TT_ENOTFOUND, TT_EFORMAT, TT_EVERSION,
+ * TT_ECORRUPT (naming the file), TT_EIO, TT_ENOMEM. */
 TT_API int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt);
 TT_API void tt_index_close(tt_index *idx);
 
@@ -186,7 +189,8 @@ typedef struct tt_index_info {
     uint32_t format_version;
     uint32_t dim, nbits, num_centroids;
     uint64_t num_docs, num_vectors;
-    int normalized, codec_tables, keep_originals, has_ids;
+    int normalized, codec_tables, keep_originals;
+    int has_ids;                      /* 1: ids from the build's ids file; 0: row numbers */
     int io;                           /* residual I/O path in use (TT_IO_URING / TT_IO_MMAP) */
     /* bytes on disk by component */
     uint64_t bytes_meta, bytes_centroids, bytes_codec, bytes_doclens, bytes_codes,
@@ -207,10 +211,10 @@ typedef struct tt_index_info {
 } tt_index_info;
 
 TT_API int tt_index_get_info(const tt_index *idx, tt_index_info *out);
-/* External id of document `doc` (0-based row); never NULL for doc < num_docs.
- * Returns the row number as text when the index has no ids. Thread-safe; the
- * pointer is valid until tt_index_close. len receives the length (not NUL-terminated
- * when the index has ids). */
+/* External id of document `doc` (0-based row): the build's ids file line, or the row
+ * number as text. The pointer is valid until tt_index_close and thread-safe; the id is
+ * not NUL-terminated (len receives its length). NULL, with TT_EINVAL as the last
+ * error, when doc >= num_docs. */
 TT_API const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len);
 
 /* Path of the index file whose mapping holds addr, or NULL. Reads only fields fixed
@@ -218,8 +222,9 @@ TT_API const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *le
  * access; tartan search reports it through this). */
 TT_API const char *tt_index_file_at(const tt_index *idx, const void *addr);
 
-/* Re-checks every checksum and structural invariant of the index at dir.
- * Returns TT_OK, or the first problem found with a message naming the file. */
+/* Re-checks every checksum and structural invariant of the index at dir, and that the
+ * kept originals are finite. Returns TT_OK, or the first problem found with a message
+ * naming the file. */
 TT_API int tt_index_verify(const char *dir, tt_progress_fn progress, void *user);
 
 /* ----------------------------------------------------------------- search */
@@ -232,7 +237,7 @@ typedef struct tt_search_options {
     int mode;            /* TT_MODE_PLAID (default), _EXHAUSTIVE, _EXACT */
     int nprobe;          /* centroids probed per query vector; 0: default by k */
     float threshold;     /* centroid score pruning threshold; NaN: default by k */
-    uint32_t ndocs;      /* candidates kept after stage 2; 0: default by k */
+    uint32_t ndocs;      /* candidates kept after stage 2; 0: default by k; below k: k */
     int score;           /* TT_SCORE_SUM (ColBERT) or TT_SCORE_MEAN (DiffRetriever Eq. 2) */
 } tt_search_options;
 
@@ -248,10 +253,12 @@ typedef struct tt_hit {
     float score;
 } tt_hit;
 
-/* Searches one query of nq vectors (Q is nq * dim floats, row-major). Writes up to
- * k hits, best first, to hits (size k) and their count to *nhits.
- * Errors: TT_EINVAL (k == 0, nq == 0, NULL), TT_EVALUE (NaN/Inf in Q),
- * TT_EUNSUPPORTED (exact mode on an index without originals), TT_EIO. */
+/* Searches one query of nq vectors (Q is nq * dim floats, row-major). Writes
+ * min(k, num_docs) hits, best first, to hits (size k) and their count to *nhits.
+ * opt may be NULL (the defaults). Errors: TT_EINVAL (k == 0, nq == 0, NULL, options with
+ * a struct_size of another version, a negative nprobe, an unknown mode), TT_EVALUE
+ * (NaN/Inf in Q), TT_EUNSUPPORTED (exact mode on an index without originals), TT_EIO,
+ * TT_ECORRUPT (a residual or original read back damaged or short). */
 TT_API int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t nq,
                      uint32_t k, const tt_search_options *opt, tt_hit *hits, uint32_t *nhits);
 
@@ -271,7 +278,8 @@ enum { TT_IO_PREAD = 3 };
 
 /* The parameters a search with these options and k really uses: nprobe, threshold and
  * ndocs defaults by k filled in (ColBERTv2: k <= 10: 1, 0.5, 256; k <= 100: 2, 0.45,
- * 1024; larger: 4, 0.4, max(4k, 4096)). opt may be NULL (defaults). */
+ * 1024; larger: 4, 0.4, max(4k, 4096)), and ndocs raised to k when below it (so that a
+ * search returns k hits). opt may be NULL (defaults). */
 TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
                                       tt_search_options *out);
 
@@ -389,7 +397,7 @@ TT_API const char *tt_encoder_stderr_tail(const tt_encoder *enc);
 
 /* One record to encode. The pointers must stay valid until the next source call. */
 typedef struct tt_record {
-    const char *id;     /* 1..4096 bytes, no NUL/TAB/CR/LF */
+    const char *id;     /* 1..4096 bytes of UTF-8, no whitespace or control characters */
     size_t id_len;
     const char *text;   /* UTF-8, at most 64 MiB */
     size_t text_len;

@@ -222,7 +222,7 @@ printf 'x1\tdoc0\t1\n' >"$WORK/other.tsv"
 expect_fail "no query in common" "no query id of .*other.tsv" B --qrels "$WORK/other.tsv"
 expect_fail "missing vectors" "missing.npy" B --vectors "$WORK/missing.npy"
 sed '3s/.*/q0/' "$WORK/c.qids.txt" >"$WORK/dupq.txt"
-expect_fail "duplicate query id" "dupq.txt: query id 'q0' appears more than once" \
+expect_fail "duplicate query id" "dupq.txt:3: duplicate query id 'q0'" \
     B --query-ids "$WORK/dupq.txt"
 [ ! -e "$WORK/bad/report.md" ] && [ -z "$(ls "$WORK/bad" 2>/dev/null | grep report)" ] &&
     ok "no report files after failures" || bad "report files left: $(ls "$WORK/bad")"

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 
 /* Writes PREFIX.vectors.npy (float32) and PREFIX.doclens.npy for ndocs documents of
  * doclen vectors, clustered; returns the vectors (caller frees). */
@@ -266,6 +267,20 @@ START_TEST(flipped_byte_in_every_file) {
         }
         free(p);
     }
+    /* A flip in a resident file's payload (all but residuals and originals) is caught by
+     * open itself, not only by verify: its checksum is checked there. */
+    for (uint32_t i = 0; i < m.n; i++) {
+        if (!strcmp(names[i], TT_F_RESIDUALS) || !strcmp(names[i], TT_F_ORIGINALS))
+            continue;
+        char *q = tt_path_join(out, names[i]);
+        flip(q, -1);
+        tt_index *bad;
+        ck_assert_int_eq(tt_index_open(&bad, out, NULL), TT_ECORRUPT);
+        ck_assert_msg(strstr(tt_last_error(), names[i]) && strstr(tt_last_error(), "checksum"),
+                      "open after a flip in %s: '%s'", names[i], tt_last_error());
+        flip(q, -1);
+        free(q);
+    }
     /* a truncated file is caught at open, naming it */
     char *p = tt_path_join(out, TT_F_RESIDUALS);
     ck_assert_int_eq(truncate(p, 1000), 0);
@@ -273,6 +288,112 @@ START_TEST(flipped_byte_in_every_file) {
     ck_assert_int_ne(tt_index_open(&idx, out, NULL), TT_OK);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_RESIDUALS));
     free(p);
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Overwrites bytes of a file's payload and makes every checksum agree again (the
+ * file's header, the manifest): damage only a value check can find. */
+static void rewrite_payload(const char *dir, const char *name, uint64_t off, const void *data,
+                            size_t n) {
+    char *p = tt_path_join(dir, name);
+    int fd = open(p, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, data, n, (off_t)(TT_HEADER_SIZE + off)), (ssize_t)n);
+    uint8_t head[TT_HEADER_SIZE];
+    ck_assert_int_eq(pread(fd, head, sizeof head, 0), (ssize_t)sizeof head);
+    uint64_t len = tt_rd64(head + 40);
+    uint8_t *payload = malloc(len ? len : 1);
+    ck_assert_int_eq(pread(fd, payload, len, TT_HEADER_SIZE), (ssize_t)len);
+    uint64_t h = XXH64(payload, len, 0);
+    tt_wr64(head + 48, h);
+    tt_wr32(head + 60, XXH32(head, 60, 0));
+    ck_assert_int_eq(pwrite(fd, head, sizeof head, 0), (ssize_t)sizeof head);
+    close(fd);
+    free(payload);
+    free(p);
+    tt_manifest m;
+    ck_assert_int_eq(tt_manifest_read(dir, &m), TT_OK);
+    for (uint32_t i = 0; i < m.n; i++)
+        if (!strcmp(m.e[i].name, name))
+            m.e[i].payload_hash = h;
+    ck_assert_int_eq(tt_manifest_publish(dir, &m), TT_OK);
+}
+
+/* Values the formats can carry but an index must not: a non-finite centroid is refused
+ * at open, a non-finite original by verify and by exact search, a value float16 cannot
+ * hold by the build (issue B10); ids are stable strings, also for an index built
+ * without an ids file, and a row out of range is an error (B13). */
+START_TEST(non_finite_values_and_ids) {
+    char *dir = tu_tmpdir(), prefix[512], out[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    float *x = write_corpus(prefix, 60, 5, 16, 9);
+    tt_input *in = open_corpus(prefix, NULL);
+    tt_build_options o = small_opts();
+    o.num_centroids = 8;
+    o.keep_originals = TT_KEEP_F16;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+
+    tt_index *idx;
+    ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+    size_t l0, l1;
+    const char *id0 = tt_index_doc_id(idx, 0, &l0), *id1 = tt_index_doc_id(idx, 59, &l1);
+    ck_assert(l0 == 1 && !memcmp(id0, "0", 1)); /* still valid after the second call */
+    ck_assert(l1 == 2 && !memcmp(id1, "59", 2));
+    ck_assert_ptr_null(tt_index_doc_id(idx, 60, &l0));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "60"));
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    ck_assert_int_eq(info.has_ids, 0); /* row numbers, stored */
+    ck_assert_uint_gt(info.bytes_ids, 0);
+    tt_index_close(idx);
+
+    /* An original that float16 cannot hold (a damaged file: builds refuse it). */
+    uint16_t inf16 = 0x7c00;
+    rewrite_payload(out, TT_F_ORIGINALS, 2 * (16 * 7 + 3), &inf16, 2);
+    ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_ORIGINALS));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "vector 7"));
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    tt_search_options so;
+    tt_search_options_init(&so);
+    so.mode = TT_MODE_EXACT;
+    tt_hit hits[5];
+    uint32_t nh;
+    ck_assert_int_eq(tt_search(idx, ctx, x, 2, 5, &so, hits, &nh), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_ORIGINALS));
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+
+    /* A centroid that is not finite: refused at open. */
+    float inf = INFINITY;
+    rewrite_payload(out, TT_F_CENTROIDS, 4 * (16 * 2 + 5), &inf, 4);
+    ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_CENTROIDS));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "centroid 2"));
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_ECORRUPT);
+
+    /* A value beyond float16's range with kept originals: refused at build, naming the
+     * vector (raw vectors; normalised ones never exceed 1). */
+    tt_input_free(in);
+    x[(uint64_t)(3 * 5 + 2) * 16 + 1] = 1e6f;
+    char path[600];
+    snprintf(path, sizeof path, "%s.vectors.npy", prefix);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, 16, x, 60 * 5), TT_OK);
+    in = open_corpus(prefix, NULL);
+    o.normalize = 0;
+    snprintf(out, sizeof out, "%s/raw", dir);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "vector 17"));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "float16"));
+    o.keep_originals = TT_KEEP_NONE; /* without originals the value is fine */
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
     tt_input_free(in);
     free(x);
     tu_rmrf(dir);
@@ -434,6 +555,7 @@ int main(void) {
     tcase_add_test(tc, build_options_variants);
     tcase_add_test(tc, flipped_byte_in_every_file);
     tcase_add_test(tc, bad_inputs_leave_nothing);
+    tcase_add_test(tc, non_finite_values_and_ids);
     tcase_add_test(tc, build_nanofiqa);
     tcase_add_test(tc, compression_ratio_128d_2bit);
     suite_add_tcase(s, tc);

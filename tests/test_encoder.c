@@ -253,7 +253,9 @@ START_TEST(records_jsonl_tsv) {
         {"{\"_id\": \"a\", \"text\": \"x\"}\n{\"_id\": \"b\", \"text\": }\n", "bad.jsonl:2:"},
         {"{\"text\": \"x\"}\n", "no \"_id\""},
         {"{\"_id\": \"a\"}\n", "no \"text\""},
-        {"{\"_id\": \"a\\nb\", \"text\": \"x\"}\n", "control character"},
+        {"{\"_id\": \"a\\nb\", \"text\": \"x\"}\n", "whitespace"},
+        {"{\"_id\": \"a\\u0001b\", \"text\": \"x\"}\n", "control character"},
+        {"{\"_id\": \"a b\", \"text\": \"x\"}\n", "whitespace"},
         {"{\"_id\": \"\", \"text\": \"x\"}\n", "empty id"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -671,7 +673,7 @@ START_TEST(fail_sink_and_source_errors) {
     collect_init(&c, 8);
     ck_assert_int_eq(tt_encoder_run(e, bad_source, &calls, collect_sink, &c), TT_EINVAL);
     assert_msg("record #2");
-    assert_msg("control character");
+    assert_msg("whitespace");
     tt_encoder_free(e);
     free(c.v);
     assert_no_children();

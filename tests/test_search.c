@@ -969,6 +969,27 @@ START_TEST(bad_input) {
     tt_search_options_init(&o);
     o.threshold = INFINITY;
     ck_assert_int_eq(tt_search(idx, ctx, Q, 4, 4, &o, hits, &n), TT_EINVAL);
+    /* Options no search can make sense of (issue B12): a negative nprobe, a struct_size
+     * of another version; and ndocs below k still returns k hits. */
+    tt_search_options_init(&o);
+    o.nprobe = -3;
+    ck_assert_int_eq(tt_search(idx, ctx, Q, 4, 4, &o, hits, &n), TT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "nprobe"));
+    tt_search_options_init(&o);
+    o.struct_size = 3;
+    ck_assert_int_eq(tt_search(idx, ctx, Q, 4, 4, &o, hits, &n), TT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "struct_size"));
+    o.struct_size = sizeof o + 8;
+    ck_assert_int_eq(tt_search(idx, ctx, Q, 4, 4, &o, hits, &n), TT_EINVAL);
+    ck_assert_int_eq(tt_search_batch(idx, Q, (const uint64_t[]){0}, (const uint32_t[]){4}, 1, 4,
+                                     &o, 1, hits, &n, NULL), TT_EINVAL);
+    tt_search_options_init(&o);
+    o.ndocs = 2;
+    ck_assert_int_eq(tt_search(idx, ctx, Q, 4, 4, &o, hits, &n), TT_OK);
+    ck_assert_uint_eq(n, 4);
+    tt_search_options eff;
+    tt_search_options_resolve(&o, 4, &eff);
+    ck_assert_uint_eq(eff.ndocs, 4);
     Q[2 * g_c.dim + 5] = NAN;
     ck_assert_int_eq(tt_search(idx, ctx, Q, 4, 4, NULL, hits, &n), TT_EVALUE);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "vector 2"));

@@ -201,6 +201,8 @@ int cmd_build(int argc, char **argv) {
         case 'm':
             if (!cli_parse_size(optarg, &o.memory_bytes))
                 return cli_usage_error("build", "--memory: bad size '%s'", optarg);
+            if (o.memory_bytes < (64ull << 20))
+                return cli_usage_error("build", "--memory must be at least 64M (got %s)", optarg);
             break;
         case 's':
             if (!cli_parse_u64(optarg, &o.seed))

@@ -323,28 +323,6 @@ static double overlap_recall(const search_out *orig, const search_out *var, uint
     return sum / (double)nq;
 }
 
-static int str_ptr_cmp(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Each query id once: a run, and the report, have one line per query id. */
-static int check_unique_ids(const tt_queries *qs, const char *file) {
-    const char **ids = malloc((qs->num_queries ? qs->num_queries : 1) * sizeof *ids);
-    if (!ids)
-        return oom();
-    memcpy(ids, qs->ids, qs->num_queries * sizeof *ids);
-    qsort(ids, qs->num_queries, sizeof *ids, str_ptr_cmp);
-    int st = TT_OK;
-    for (uint64_t i = 1; i < qs->num_queries && !st; i++)
-        if (!strcmp(ids[i - 1], ids[i])) {
-            fprintf(stderr, "tartan report: error: %s: query id '%s' appears more than once\n",
-                    file, ids[i]);
-            st = REPORTED;
-        }
-    free(ids);
-    return st;
-}
-
 /* ------------------------------------------------------------------ output */
 
 /* The command line, each word single-quoted when the shell would split or expand it. */
@@ -758,8 +736,6 @@ int cmd_report(int argc, char **argv) {
         goto done;
     }
     const uint64_t nq = qs->num_queries;
-    if ((st = check_unique_ids(qs, qids ? qids : queries)))
-        goto fail;
     {
         /* Which queries the evaluation will count: a run naming every query once. */
         tt_eval_options eo;

@@ -74,6 +74,8 @@ static const char *io_name(int io) {
     return io == TT_IO_URING ? "io_uring" : io == TT_IO_PREAD ? "pread" : "mmap";
 }
 
+/* Scores with 9 significant digits: every float32 reads back exactly, and scores of tiny
+ * magnitude (raw inner products) stay distinct. */
 static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uint64_t q,
                          const tt_hit *hits, uint32_t n, bool jsonl, const char *tag) {
     if (jsonl) {
@@ -91,9 +93,9 @@ static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uin
             fputs(r ? ", {\"docid\": " : "{\"docid\": ", f);
             cli_json_string(f, s);
             free(s);
-            fprintf(f, ", \"rank\": %u, \"score\": %.6f}", r + 1, hits[r].score);
+            fprintf(f, ", \"rank\": %u, \"score\": %.9g}", r + 1, hits[r].score);
         } else {
-            fprintf(f, "%s Q0 %.*s %u %.6f %s\n", qs->ids[q], (int)len, id, r + 1, hits[r].score,
+            fprintf(f, "%s Q0 %.*s %u %.9g %s\n", qs->ids[q], (int)len, id, r + 1, hits[r].score,
                     tag);
         }
     }
@@ -159,6 +161,38 @@ static int add_query(void *user, uint64_t index, const char *id, size_t id_len, 
     return TT_OK;
 }
 
+/* Copies the words of a description into out (cap bytes), single-spaced, leaving out
+ * those that apply to one mode only ("passage:..." / "query:...",
+ * doc/encoder-protocol.md section 2). At most 255 bytes of desc are read: the index
+ * keeps that much. */
+static void model_words(const char *desc, char *out, size_t cap) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", desc);
+    size_t n = 0;
+    out[0] = '\0';
+    for (char *save = NULL, *w = strtok_r(buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (!strncmp(w, "passage:", 8) || !strncmp(w, "query:", 6))
+            continue;
+        int k = snprintf(out + n, cap - n, "%s%s", n ? " " : "", w);
+        if (k < 0 || (size_t)k >= cap - n)
+            break;
+        n += (size_t)k;
+    }
+}
+
+/* Warns when the query encoder is not the one the index's passages came from. */
+static void check_same_encoder(const char *stored, const char *query_desc) {
+    char a[256], b[256];
+    if (!stored[0])
+        return; /* built from vectors without a description: nothing to compare */
+    model_words(stored, a, sizeof a);
+    model_words(query_desc, b, sizeof b);
+    if (strcmp(a, b))
+        fprintf(stderr, "tartan search: warning: the query encoder describes itself as\n  %s\n"
+                "but the index was built by\n  %s\n(queries and passages from different "
+                "encoders give meaningless scores)\n", query_desc, stored);
+}
+
 /* Runs `encoder` in query mode over the query texts in `path` (BEIR queries.jsonl or
  * TSV); the encoder must produce vectors of the index's dimension. */
 static int encode_queries(const char *encoder, const char *path, const tt_index *idx,
@@ -179,6 +213,7 @@ static int encode_queries(const char *encoder, const char *path, const tt_index 
     if ((st = tt_encoder_start(&enc, encoder, TT_ENC_QUERY, &eo)))
         goto fail;
     acc.q->dim = tt_encoder_dim(enc);
+    check_same_encoder(info.encoder, tt_encoder_description(enc));
     if ((st = tt_encoder_encode_file(enc, path, add_query, &acc)))
         goto fail;
     tt_encoder_free(enc);

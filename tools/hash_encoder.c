@@ -418,10 +418,14 @@ int main(int argc, char **argv) {
     char kdesc[32] = "";
     if (c.fixed)
         snprintf(kdesc, sizeof kdesc, " k=%u", c.k);
-    printf("%s 1 %u f32 %u hash-encoder kind=%s dim=%u%s max_tokens=%u stem=%s ngram=%g "
+    /* max_tokens differs by mode (300 passage, 32 query by default): written with the
+     * mode prefix that tartan ignores when it compares query and passage encoders
+     * (doc/encoder-protocol.md section 2). */
+    printf("%s 1 %u f32 %u hash-encoder kind=%s dim=%u%s %s:max_tokens=%u stem=%s ngram=%g "
            "context=%d/%g (lexical baseline: feature-hashed words, char 3-5-grams, neighbours)\n",
-           PROTO_MAGIC, c.dim, maxv, c.fixed ? "fixed" : "token", c.dim, kdesc, c.max_tokens,
-           STEM ? "s" : "none", W_NGRAM, CONTEXT, W_CONTEXT);
+           PROTO_MAGIC, c.dim, maxv, c.fixed ? "fixed" : "token", c.dim, kdesc,
+           c.query ? "query" : "passage", c.max_tokens, STEM ? "s" : "none", W_NGRAM, CONTEXT,
+           W_CONTEXT);
     if (fflush(stdout) != 0)
         die("write failed");
 

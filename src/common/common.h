@@ -137,6 +137,16 @@ double tt_rng_uniform(tt_rng *r);   /* [0, 1) */
 typedef void (*tt_parallel_fn)(void *arg, int t, int nthreads);
 int tt_parallel(int nthreads, tt_parallel_fn fn, void *arg);
 
+/* ------------------------------------------------------------ text (text.c) */
+
+/* Offset of the first byte of s[0..n) that does not start a well-formed UTF-8
+ * sequence, or SIZE_MAX if all of it is valid. */
+size_t tt_utf8_invalid_at(const char *s, size_t n);
+/* Why id[0..len) cannot be a document or query id, or NULL if it can: ids are 1..max
+ * bytes of UTF-8 without whitespace or control characters, because TREC runs and qrels
+ * separate their fields with whitespace (an id with a space shifts every later field). */
+const char *tt_id_problem(const char *id, size_t len, size_t max);
+
 /* ------------------------------------------------------------ strings */
 
 /* A growable byte string (not NUL-terminated unless tt_sbuf_cstr is called). */

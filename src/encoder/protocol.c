@@ -2,6 +2,8 @@
  * (doc/encoder-protocol.md sections 3-5). */
 #include "encoder/encoder.h"
 
+#include "common/strtab.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -390,7 +392,29 @@ int tt_encoder_run(tt_encoder *e, tt_record_source_fn source, void *source_user,
 
 /* ------------------------------------------------------------ files */
 
-static int records_source(void *user, tt_record *rec) { return tt_records_next(user, rec); }
+/* The records of a file (whose reader checks each id), each id seen only once: ids
+ * name documents and queries in runs. Errors name the file and line. */
+typedef struct file_source {
+    tt_records *r;
+    const char *path;
+    tt_strtab seen;
+} file_source;
+
+static int records_source(void *user, tt_record *rec) {
+    file_source *fs = user;
+    int st = tt_records_next(fs->r, rec);
+    if (st != 1)
+        return st;
+    unsigned long long line = (unsigned long long)tt_records_line(fs->r);
+    uint32_t first;
+    bool added;
+    if ((st = tt_st_intern(&fs->seen, rec->id, rec->id_len, &first, &added)))
+        return st;
+    if (!added)
+        return tt_err(TT_EPARSE, "%s:%llu: duplicate id '%.*s' (also record #%u)", fs->path,
+                      line, (int)TT_MIN(rec->id_len, 200), rec->id, first + 1);
+    return 1;
+}
 
 int tt_encoder_encode_file(tt_encoder *enc, const char *input_path, tt_vectors_sink_fn sink,
                            void *sink_user) {
@@ -409,7 +433,9 @@ int tt_encoder_encode_file(tt_encoder *enc, const char *input_path, tt_vectors_s
     }
     if (enc->opt.progress)
         enc->total = tt_records_count(input_path, enc->opt.input_format);
-    st = tt_encoder_run(enc, records_source, r, sink, sink_user);
+    file_source fs = {.r = r, .path = input_path};
+    st = tt_encoder_run(enc, records_source, &fs, sink, sink_user);
+    tt_st_free(&fs.seen);
     tt_records_close(r);
     return st;
 }

@@ -18,177 +18,14 @@
  * rels. Parsing a 10M-line run is one hash lookup per id and one strtod per line. */
 #include "eval/eval.h"
 
+#include "common/strtab.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* ---------------------------------------------------------------- hashing */
-
-/* 64-bit string hash: multiply-xorshift over 8-byte words, finished with the
- * MurmurHash3 fmix64 avalanche (Appleby). Only used for in-memory tables. */
-static uint64_t fmix64(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
-static uint64_t str_hash(const char *s, size_t n) {
-    uint64_t h = 0x243f6a8885a308d3ull ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    return fmix64(h ^ w);
-}
-
-/* ------------------------------------------------------------ string table */
-
-/* Interned strings: index i <-> string, stored NUL-terminated back to back in an
- * arena (offsets, not pointers, so the arena can grow; off[n] is the arena length, so
- * string i has length off[i+1] - off[i] - 1). Lookup is linear probing over a
- * power-of-two array of 64-bit slots holding (hash32 << 32 | index + 1), 0 = empty,
- * kept at most 70% full. Keeping the hash in the slot means a probe touches the
- * arena only on a full hash match: one cache miss per lookup of a new string, which
- * is what dominates loading a large run (10M lines). */
-typedef struct strtab {
-    char *arena;
-    uint64_t arena_len, arena_cap;
-    uint64_t *off; /* n + 1 entries */
-    uint32_t n, cap;
-    uint64_t *slot;
-    uint64_t nslot;
-} strtab;
-
-#define ST_NONE UINT32_MAX
-
-static void st_free(strtab *t) {
-    free(t->arena);
-    free(t->off);
-    free(t->slot);
-    memset(t, 0, sizeof *t);
-}
-
-static inline const char *st_str(const strtab *t, uint32_t i) { return t->arena + t->off[i]; }
-static inline size_t st_len(const strtab *t, uint32_t i) {
-    return (size_t)(t->off[i + 1] - t->off[i] - 1);
-}
-
-static uint32_t st_find_h(const strtab *t, const char *s, size_t n, uint32_t h) {
-    if (!t->nslot)
-        return ST_NONE;
-    uint64_t mask = t->nslot - 1;
-    for (uint64_t p = h & mask;; p = (p + 1) & mask) {
-        uint64_t v = t->slot[p];
-        if (!v)
-            return ST_NONE;
-        if ((uint32_t)(v >> 32) != h)
-            continue;
-        uint32_t i = (uint32_t)v - 1;
-        if (st_len(t, i) == n && memcmp(t->arena + t->off[i], s, n) == 0)
-            return i;
-    }
-}
-
-static uint32_t st_find(const strtab *t, const char *s, size_t n) {
-    return st_find_h(t, s, n, (uint32_t)str_hash(s, n));
-}
-
-static void st_place(uint64_t *slot, uint64_t mask, uint32_t h, uint32_t idx) {
-    uint64_t p = h & mask;
-    while (slot[p])
-        p = (p + 1) & mask;
-    slot[p] = (uint64_t)h << 32 | (idx + 1);
-}
-
-static int st_rehash(strtab *t, uint64_t nslot) {
-    uint64_t *slot = tt_calloc(nslot, sizeof *slot, "id table");
-    if (!slot)
-        return TT_ENOMEM;
-    for (uint64_t p = 0; p < t->nslot; p++)
-        if (t->slot[p])
-            st_place(slot, nslot - 1, (uint32_t)(t->slot[p] >> 32), (uint32_t)t->slot[p] - 1);
-    free(t->slot);
-    t->slot = slot;
-    t->nslot = nslot;
-    return TT_OK;
-}
-
-/* realloc of p to n elements of size bytes, overflow-checked. NULL (TT_ENOMEM set,
- * p untouched) on failure. */
-static void *regrow(void *p, uint64_t n, uint64_t size, const char *what) {
-    uint64_t bytes;
-    if (!tt_mul_ok(n, size, &bytes) || bytes > SIZE_MAX) {
-        tt_err(TT_ENOMEM, "%s: size overflows", what);
-        return NULL;
-    }
-    void *q = realloc(p, bytes ? (size_t)bytes : 1);
-    if (!q)
-        tt_err(TT_ENOMEM, "%s: cannot allocate %llu bytes", what, (unsigned long long)bytes);
-    return q;
-}
-
-/* Next capacity of a growing array of 32-bit-indexed elements. */
-static uint32_t next_cap(uint32_t cap, uint32_t first) {
-    return cap == 0 ? first : cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
-}
-
-/* Interns s[0..n); *id receives its index and *added whether it is new. */
-static int st_intern(strtab *t, const char *s, size_t n, uint32_t *id, bool *added) {
-    uint32_t h = (uint32_t)str_hash(s, n);
-    uint32_t i = st_find_h(t, s, n, h);
-    if (added)
-        *added = i == ST_NONE;
-    if (i != ST_NONE) {
-        *id = i;
-        return TT_OK;
-    }
-    int st;
-    if (t->n >= UINT32_MAX - 2)
-        return tt_err(TT_ENOMEM, "too many distinct ids");
-    if ((uint64_t)(t->n + 1) * 10 > t->nslot * 7 &&
-        (st = st_rehash(t, t->nslot ? t->nslot * 2 : 64)))
-        return st;
-    if (t->n + 1 >= t->cap) {
-        uint32_t cap = next_cap(t->cap, 64);
-        uint64_t *off = regrow(t->off, cap, sizeof *off, "id table");
-        if (!off)
-            return TT_ENOMEM;
-        if (!t->off)
-            off[0] = 0;
-        t->off = off;
-        t->cap = cap;
-    }
-    if (t->arena_len + n + 1 > t->arena_cap) {
-        uint64_t cap = t->arena_cap ? t->arena_cap : 4096;
-        while (cap < t->arena_len + n + 1)
-            cap *= 2;
-        char *arena = regrow(t->arena, cap, 1, "id strings");
-        if (!arena)
-            return TT_ENOMEM;
-        t->arena = arena;
-        t->arena_cap = cap;
-    }
-    memcpy(t->arena + t->arena_len, s, n);
-    t->arena[t->arena_len + n] = '\0';
-    i = t->n++;
-    t->arena_len += n + 1;
-    t->off[i + 1] = t->arena_len;
-    st_place(t->slot, t->nslot - 1, h, i);
-    *id = i;
-    return TT_OK;
-}
 
 /* ------------------------------------------------------------- pair map */
 
@@ -205,7 +42,7 @@ static const int32_t *pm_get(const pairmap *m, uint64_t key) {
     if (!m->nslot)
         return NULL;
     uint64_t mask = m->nslot - 1;
-    for (uint64_t p = fmix64(key) & mask;; p = (p + 1) & mask) {
+    for (uint64_t p = tt_fmix64(key) & mask;; p = (p + 1) & mask) {
         if (m->key[p] == key)
             return &m->val[p];
         if (!m->key[p])
@@ -214,7 +51,7 @@ static const int32_t *pm_get(const pairmap *m, uint64_t key) {
 }
 
 static void pm_place(uint64_t *keys, int32_t *vals, uint64_t mask, uint64_t key, int32_t v) {
-    uint64_t p = fmix64(key) & mask;
+    uint64_t p = tt_fmix64(key) & mask;
     while (keys[p])
         p = (p + 1) & mask;
     keys[p] = key;
@@ -314,7 +151,7 @@ static int lr_next(lreader *r, char **line, size_t *n) {
         if (r->cap - r->len < (1 << 16)) {
             if (r->cap > SIZE_MAX / 2)
                 return tt_err(TT_ENOMEM, "%s: line too long", r->path);
-            char *buf = regrow(r->buf, r->cap * 2, 1, "line buffer");
+            char *buf = tt_regrow(r->buf, r->cap * 2, 1, "line buffer");
             if (!buf)
                 return TT_ENOMEM;
             r->buf = buf;
@@ -421,7 +258,7 @@ typedef struct qrels_query {
 } qrels_query;
 
 struct tt_qrels {
-    strtab qids, docs;
+    tt_strtab qids, docs;
     qrels_query *q;
     uint32_t qcap;
     pairmap judged;
@@ -440,8 +277,8 @@ void tt_qrels_free(tt_qrels *qrels) {
     for (uint32_t i = 0; i < qrels->qids.n; i++)
         free(qrels->q[i].rel);
     free(qrels->q);
-    st_free(&qrels->qids);
-    st_free(&qrels->docs);
+    tt_st_free(&qrels->qids);
+    tt_st_free(&qrels->docs);
     free(qrels->judged.key);
     free(qrels->judged.val);
     free(qrels);
@@ -455,13 +292,13 @@ static int qrels_put(tt_qrels *qr, const char *qid, size_t qlen, const char *doc
                      int32_t rel, bool *dup) {
     uint32_t q, d;
     bool added;
-    int st = st_intern(&qr->qids, qid, qlen, &q, &added);
+    int st = tt_st_intern(&qr->qids, qid, qlen, &q, &added);
     if (st)
         return st;
     if (added) {
         if (q >= qr->qcap) {
-            uint32_t cap = next_cap(qr->qcap, 64);
-            qrels_query *qs = regrow(qr->q, cap, sizeof *qs, "qrels");
+            uint32_t cap = tt_next_cap(qr->qcap, 64);
+            qrels_query *qs = tt_regrow(qr->q, cap, sizeof *qs, "qrels");
             if (!qs)
                 return TT_ENOMEM;
             qr->q = qs;
@@ -469,7 +306,7 @@ static int qrels_put(tt_qrels *qr, const char *qid, size_t qlen, const char *doc
         }
         memset(&qr->q[q], 0, sizeof qr->q[q]);
     }
-    if ((st = st_intern(&qr->docs, doc, dlen, &d, NULL)))
+    if ((st = tt_st_intern(&qr->docs, doc, dlen, &d, NULL)))
         return st;
     if ((st = pm_put(&qr->judged, pair_key(q, d), rel, dup)) || *dup)
         return st;
@@ -477,8 +314,8 @@ static int qrels_put(tt_qrels *qr, const char *qid, size_t qlen, const char *doc
     if (qq->n == qq->cap) {
         if (qq->cap == UINT32_MAX)
             return tt_err(TT_ENOMEM, "qrels: too many judgements for query '%s'", qid);
-        uint32_t cap = next_cap(qq->cap, 8);
-        int32_t *rels = regrow(qq->rel, cap, sizeof *rels, "qrels");
+        uint32_t cap = tt_next_cap(qq->cap, 8);
+        int32_t *rels = tt_regrow(qq->rel, cap, sizeof *rels, "qrels");
         if (!rels)
             return TT_ENOMEM;
         qq->rel = rels;
@@ -611,7 +448,7 @@ typedef struct run_query {
 } run_query;
 
 struct tt_run {
-    strtab qids, docs;
+    tt_strtab qids, docs;
     run_query *q;
     uint32_t qcap;
     /* Duplicate detection without a (query, doc) set: stamp[d] = 1 + the query that
@@ -630,7 +467,7 @@ int tt_run_new(tt_run **out) {
     *out = tt_calloc(1, sizeof **out, "run");
     if (!*out)
         return TT_ENOMEM;
-    (*out)->last_q = ST_NONE;
+    (*out)->last_q = TT_ST_NONE;
     return TT_OK;
 }
 
@@ -641,8 +478,8 @@ void tt_run_free(tt_run *run) {
         free(run->q[i].e);
     free(run->q);
     free(run->stamp);
-    st_free(&run->qids);
-    st_free(&run->docs);
+    tt_st_free(&run->qids);
+    tt_st_free(&run->docs);
     free(run);
 }
 
@@ -656,16 +493,16 @@ static int run_put(tt_run *run, const char *qid, size_t qlen, const char *doc, s
     int st;
     *dup = false;
     /* Consecutive lines of one query are the common case: skip its hash lookup. */
-    if (run->last_q != ST_NONE && st_len(&run->qids, run->last_q) == qlen &&
-        memcmp(st_str(&run->qids, run->last_q), qid, qlen) == 0) {
+    if (run->last_q != TT_ST_NONE && tt_st_len(&run->qids, run->last_q) == qlen &&
+        memcmp(tt_st_str(&run->qids, run->last_q), qid, qlen) == 0) {
         q = run->last_q;
     } else {
-        if ((st = st_intern(&run->qids, qid, qlen, &q, &added)))
+        if ((st = tt_st_intern(&run->qids, qid, qlen, &q, &added)))
             return st;
         if (added) {
             if (q >= run->qcap) {
-                uint32_t cap = next_cap(run->qcap, 64);
-                run_query *qs = regrow(run->q, cap, sizeof *qs, "run");
+                uint32_t cap = tt_next_cap(run->qcap, 64);
+                run_query *qs = tt_regrow(run->q, cap, sizeof *qs, "run");
                 if (!qs)
                     return TT_ENOMEM;
                 run->q = qs;
@@ -677,11 +514,11 @@ static int run_put(tt_run *run, const char *qid, size_t qlen, const char *doc, s
         }
         run->last_q = q;
     }
-    if ((st = st_intern(&run->docs, doc, dlen, &d, &added)))
+    if ((st = tt_st_intern(&run->docs, doc, dlen, &d, &added)))
         return st;
     if (added && d >= run->stamp_cap) {
-        uint32_t cap = next_cap(run->stamp_cap, 1024);
-        uint32_t *stamp = regrow(run->stamp, cap, sizeof *stamp, "run");
+        uint32_t cap = tt_next_cap(run->stamp_cap, 1024);
+        uint32_t *stamp = tt_regrow(run->stamp, cap, sizeof *stamp, "run");
         if (!stamp)
             return TT_ENOMEM;
         run->stamp = stamp;
@@ -696,9 +533,9 @@ static int run_put(tt_run *run, const char *qid, size_t qlen, const char *doc, s
     if (rq->n == rq->cap) {
         if (rq->cap == UINT32_MAX)
             return tt_err(TT_ENOMEM, "run: too many documents for query '%s'",
-                          st_str(&run->qids, q));
-        uint32_t cap = next_cap(rq->cap, 16);
-        run_entry *e = regrow(rq->e, cap, sizeof *e, "run");
+                          tt_st_str(&run->qids, q));
+        uint32_t cap = tt_next_cap(rq->cap, 16);
+        run_entry *e = tt_regrow(rq->e, cap, sizeof *e, "run");
         if (!e)
             return TT_ENOMEM;
         rq->e = e;
@@ -743,7 +580,7 @@ static int run_check_dups(const tt_run *run, const char *what, int status) {
         if (!rq->fragmented)
             continue;
         if (rq->n > cap) {
-            uint32_t *more = regrow(ids, rq->n, sizeof *more, "run check");
+            uint32_t *more = tt_regrow(ids, rq->n, sizeof *more, "run check");
             if (!more) {
                 st = TT_ENOMEM;
                 break;
@@ -757,7 +594,7 @@ static int run_check_dups(const tt_run *run, const char *what, int status) {
         for (uint32_t i = 1; i < rq->n; i++)
             if (ids[i] == ids[i - 1]) {
                 st = tt_err(status, "%s: document '%s' appears twice for query '%s'", what,
-                            st_str(&run->docs, ids[i]), st_str(&run->qids, q));
+                            tt_st_str(&run->docs, ids[i]), tt_st_str(&run->qids, q));
                 break;
             }
     }
@@ -846,7 +683,7 @@ static void rank_query(const tt_run *run, uint32_t q, ranked *out) {
     for (uint32_t i = 0; i < rq->n; i++) {
         out[i].score = rq->e[i].score;
         out[i].id = rq->e[i].doc;
-        out[i].doc = st_str(&run->docs, rq->e[i].doc);
+        out[i].doc = tt_st_str(&run->docs, rq->e[i].doc);
     }
     qsort(out, rq->n, sizeof *out, cmp_ranked);
 }
@@ -889,7 +726,7 @@ int tt_run_write(const tt_run *run, const char *path, const char *tag) {
     char sc[40];
     for (uint32_t q = 0; q < run->qids.n; q++) {
         rank_query(run, q, rk);
-        const char *qid = st_str(&run->qids, q);
+        const char *qid = tt_st_str(&run->qids, q);
         for (uint32_t i = 0; i < run->q[q].n; i++) {
             fmt_score(sc, sizeof sc, rk[i].score);
             if (fprintf(f, "%s Q0 %s %u %s %s\n", qid, rk[i].doc, i + 1, sc, tag) < 0)
@@ -915,7 +752,7 @@ int tt_run_count_unknown(const tt_run *run, const char *ids_path, uint64_t *entr
                          uint64_t *docs) {
     if (!run || !ids_path || !entries || !docs)
         return tt_err(TT_EINVAL, "tt_run_count_unknown: NULL argument");
-    strtab known = {0};
+    tt_strtab known = {0};
     lreader r;
     uint8_t *unknown = NULL;
     int st = lr_open(&r, ids_path);
@@ -925,7 +762,7 @@ int tt_run_count_unknown(const tt_run *run, const char *ids_path, uint64_t *entr
     size_t len;
     uint32_t id;
     while ((st = lr_next(&r, &line, &len)) > 0)
-        if (len && (st = st_intern(&known, line, len, &id, NULL)))
+        if (len && (st = tt_st_intern(&known, line, len, &id, NULL)))
             goto done;
     if (st < 0)
         goto done;
@@ -935,7 +772,7 @@ int tt_run_count_unknown(const tt_run *run, const char *ids_path, uint64_t *entr
     }
     *docs = 0;
     for (uint32_t d = 0; d < run->docs.n; d++) {
-        unknown[d] = st_find(&known, st_str(&run->docs, d), st_len(&run->docs, d)) == ST_NONE;
+        unknown[d] = tt_st_find(&known, tt_st_str(&run->docs, d), tt_st_len(&run->docs, d)) == TT_ST_NONE;
         *docs += unknown[d];
     }
     *entries = 0;
@@ -945,7 +782,7 @@ int tt_run_count_unknown(const tt_run *run, const char *ids_path, uint64_t *entr
     st = TT_OK;
 done:
     lr_close(&r);
-    st_free(&known);
+    tt_st_free(&known);
     free(unknown);
     return st;
 }
@@ -1172,11 +1009,11 @@ int tt_evaluate(tt_eval **out, const tt_qrels *qrels, const tt_run *run,
     size_t common = 0, nq = 0;
     uint32_t max_judged = 0;
     for (uint32_t q = 0; q < nqr; q++) {
-        uint32_t rq = st_find(&run->qids, st_str(&qrels->qids, q), st_len(&qrels->qids, q));
-        common += rq != ST_NONE;
-        if (rq == ST_NONE && !opt->missing_as_zero)
+        uint32_t rq = tt_st_find(&run->qids, tt_st_str(&qrels->qids, q), tt_st_len(&qrels->qids, q));
+        common += rq != TT_ST_NONE;
+        if (rq == TT_ST_NONE && !opt->missing_as_zero)
             continue;
-        order[nq].qid = st_str(&qrels->qids, q);
+        order[nq].qid = tt_st_str(&qrels->qids, q);
         order[nq].qrels_q = q;
         order[nq].run_q = rq;
         max_judged = TT_MAX(max_judged, qrels->q[q].n);
@@ -1219,7 +1056,7 @@ int tt_evaluate(tt_eval **out, const tt_qrels *qrels, const tt_run *run,
 
     uint64_t arena = 0;
     for (size_t i = 0; i < nq; i++)
-        arena += st_len(&qrels->qids, order[i].qrels_q) + 1;
+        arena += tt_st_len(&qrels->qids, order[i].qrels_q) + 1;
     if (!(ev->qid_arena = tt_alloc(TT_MAX(arena, 1), 1, "evaluation"))) {
         st = TT_ENOMEM;
         goto fail;
@@ -1228,11 +1065,11 @@ int tt_evaluate(tt_eval **out, const tt_qrels *qrels, const tt_run *run,
 
     for (size_t i = 0; i < nq; i++) {
         uint32_t qq = order[i].qrels_q, rq = order[i].run_q;
-        size_t qlen = st_len(&qrels->qids, qq);
+        size_t qlen = tt_st_len(&qrels->qids, qq);
         memcpy(ev->qid_arena + arena, order[i].qid, qlen + 1);
         ev->qid_off[i] = arena;
         arena += qlen + 1;
-        ev->in_run[i] = rq != ST_NONE;
+        ev->in_run[i] = rq != TT_ST_NONE;
 
         /* The judgements: relevant count and the ideal gains. */
         const qrels_query *jq = &qrels->q[qq];
@@ -1248,7 +1085,7 @@ int tt_evaluate(tt_eval **out, const tt_qrels *qrels, const tt_run *run,
 
         /* The ranking and the rel of each ranked document. */
         uint32_t n = 0;
-        if (rq != ST_NONE) {
+        if (rq != TT_ST_NONE) {
             n = run->q[rq].n;
             rank_query(run, rq, rk);
         }
@@ -1256,8 +1093,8 @@ int tt_evaluate(tt_eval **out, const tt_qrels *qrels, const tt_run *run,
         for (uint32_t r = 0; r < depth; r++) {
             uint32_t d = rk[r].id;
             if (dmap[d] == DOC_UNSET) {
-                uint32_t qd = st_find(&qrels->docs, rk[r].doc, st_len(&run->docs, d));
-                dmap[d] = qd == ST_NONE ? DOC_ABSENT : qd;
+                uint32_t qd = tt_st_find(&qrels->docs, rk[r].doc, tt_st_len(&run->docs, d));
+                dmap[d] = qd == TT_ST_NONE ? DOC_ABSENT : qd;
             }
             const int32_t *v = NULL;
             if (dmap[d] != DOC_ABSENT)

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -128,6 +129,19 @@ int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n) {
         return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) is all zeros", path,
                       (unsigned long long)row, (unsigned long long)doc);
     }
+    /* Kept originals are float16: a value it cannot hold would be stored as infinity
+     * (and every exact score would be NaN). 65520 and above round to infinity. */
+    if (b->o->keep_originals == TT_KEEP_F16) {
+        for (uint64_t i = 0; i < n * b->dim; i++) {
+            if (fabsf(x[i]) >= 65520.0f) {
+                locate_vector(b->in, v0 + i / b->dim, &path, &row, &doc);
+                return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) has the value %g, "
+                              "beyond float16's range (65504): --keep-originals f16 cannot "
+                              "store it (scale the vectors, or build without originals)", path,
+                              (unsigned long long)row, (unsigned long long)doc, (double)x[i]);
+            }
+        }
+    }
     return TT_OK;
 }
 
@@ -202,11 +216,14 @@ static int write_tables(builder *b) {
         tt_wr32(buf + 4 * d, in->doclens[d]);
     st = write_small(b, TT_F_DOCLENS, "DOCL", buf, (size_t)in->num_docs * 4, in->num_docs, 0, 0);
     free(buf);
-    if (st || !in->ids_blob)
+    if (st)
         return st;
-    /* ids: u64 off[num_docs+1] into the blob of ids (no separators) */
+    /* ids: u64 off[num_docs+1] into the blob of ids (no separators). Without an ids file
+     * the ids are the row numbers, stored all the same: every index has ids, and
+     * tt_index_doc_id never has to make strings. */
     tt_fwriter w;
     uint64_t size, blob = 0;
+    char num[24];
     if ((st = tt_fw_open(&w, b->tmp, TT_F_IDS, "IDS_")))
         return st;
     uint8_t tmp[8];
@@ -214,11 +231,19 @@ static int write_tables(builder *b) {
         tt_wr64(tmp, blob);
         st = tt_fw_write(&w, tmp, 8);
         if (d < in->num_docs)
-            blob += in->id_off[d + 1] - in->id_off[d] - 1; /* without the newline */
+            blob += in->ids_blob ? in->id_off[d + 1] - in->id_off[d] - 1 /* no newline */
+                                 : (uint64_t)snprintf(num, sizeof num, "%llu",
+                                                      (unsigned long long)d);
     }
-    for (uint64_t d = 0; d < in->num_docs && !st; d++)
-        st = tt_fw_write(&w, in->ids_blob + in->id_off[d],
-                         (size_t)(in->id_off[d + 1] - in->id_off[d] - 1));
+    for (uint64_t d = 0; d < in->num_docs && !st; d++) {
+        if (in->ids_blob) {
+            st = tt_fw_write(&w, in->ids_blob + in->id_off[d],
+                             (size_t)(in->id_off[d + 1] - in->id_off[d] - 1));
+        } else {
+            int n = snprintf(num, sizeof num, "%llu", (unsigned long long)d);
+            st = tt_fw_write(&w, num, (size_t)n);
+        }
+    }
     if (!st)
         st = tt_fw_finish(&w, in->num_docs, blob, 0, &size);
     if (!st)
@@ -240,10 +265,19 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     uint64_t codes_size = 0;
 
     tt_err_clear();
-    if (!o) {
-        tt_build_options_init(&defaults);
-        o = &defaults;
+    /* Callers built against an older tartan.h pass a shorter struct: the fields they do
+     * not know keep their defaults. */
+    tt_build_options_init(&defaults);
+    if (o) {
+        if (o->struct_size < offsetof(tt_build_options, progress_user) + sizeof(void *) ||
+            o->struct_size > sizeof *o)
+            return tt_err(TT_EINVAL, "build options: struct_size %u is not a size this "
+                          "library knows (initialise them with tt_build_options_init)",
+                          o->struct_size);
+        memcpy(&defaults, o, o->struct_size);
+        defaults.struct_size = sizeof defaults;
     }
+    o = &defaults;
     if (!out_dir || !*out_dir || !in)
         return tt_err(TT_EINVAL, "tt_build: output directory and input are required");
     if (o->nbits != 1 && o->nbits != 2 && o->nbits != 4)
@@ -257,8 +291,11 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     if (o->max_train_per_centroid && o->max_train_per_centroid < o->min_train_per_centroid)
         return tt_err(TT_EINVAL, "max training vectors per centroid (%u) is below the minimum (%u)",
                       o->max_train_per_centroid, o->min_train_per_centroid);
-    if (!(o->sample_factor > 0) || o->memory_bytes < (64ull << 20))
-        return tt_err(TT_EINVAL, "sample factor must be > 0 and the memory budget >= 64 MiB");
+    if (!(o->sample_factor > 0))
+        return tt_err(TT_EINVAL, "the sample factor must be > 0 (got %g)", o->sample_factor);
+    if (o->memory_bytes < (64ull << 20))
+        return tt_err(TT_EINVAL, "the memory budget must be at least 64 MiB (got %llu bytes)",
+                      (unsigned long long)o->memory_bytes);
     if (o->num_centroids > (1u << 24))
         return tt_err(TT_EINVAL, "at most 2^24 centroids (got %u)", o->num_centroids);
     if (o->threads < 0)

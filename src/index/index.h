@@ -33,8 +33,9 @@ struct tt_index {
     const uint8_t *ivf_data;
     uint64_t ivf_data_bytes;
 
-    const uint64_t *id_off;    /* num_docs + 1 offsets into id_data, or NULL */
+    const uint64_t *id_off;    /* num_docs + 1 offsets into id_data */
     const char *id_data;
+    void *ids_made;            /* row-number ids made at open for an index without ids.tt */
 
     /* Residuals: num_vectors * res_bytes at file offset TT_HEADER_SIZE of f_residuals;
      * the vectors of document d are at [doc_vec0[d], doc_vec0[d+1]). */
@@ -48,6 +49,10 @@ struct tt_index {
 
     const uint16_t *originals; /* num_vectors * dim float16, or NULL */
 };
+
+/* TT_ENOTFOUND for an index directory without a MANIFEST, saying why: the path does
+ * not exist ("No such file or directory"), is not a directory, or holds no index. */
+int tt_index_not_found(const char *dir);
 
 /* Centroid id of vector v. */
 static inline uint32_t tt_index_code(const tt_index *idx, uint64_t v) {

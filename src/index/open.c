@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void tt_open_options_init(tt_open_options *o) {
@@ -78,8 +79,13 @@ static int expect_size(const tt_fmap *f, uint64_t a, uint64_t b, uint64_t bytes)
     return TT_OK;
 }
 
+/* Opens one file of the manifest. The resident ones (everything search keeps in memory:
+ * all but the residuals and the originals) get their payload checksum verified before
+ * anything in them is trusted: they are small next to the residuals, and a flipped
+ * byte in them changes rankings without any other sign (doc/format.md). */
+enum { RESIDENT = 1, STREAMED = 0 };
 static int open_file(tt_index *idx, const tt_manifest *man, tt_fmap *f, const char *name,
-                     const char *kind, int map) {
+                     const char *kind, int map, int resident) {
     const tt_manifest_entry *e = tt_manifest_find(man, name);
     if (!e)
         return tt_err(TT_ECORRUPT, "%s/%s: missing from the manifest", idx->dir, name);
@@ -89,6 +95,8 @@ static int open_file(tt_index *idx, const tt_manifest *man, tt_fmap *f, const ch
     if (e->size != f->size || e->payload_hash != f->h.payload_hash)
         return tt_err(TT_ECORRUPT, "%s: does not match the manifest (replaced or changed after "
                       "the build)", f->path);
+    if (resident && (st = tt_fmap_check_payload(f, NULL, NULL)))
+        return st;
     return TT_OK;
 }
 
@@ -238,6 +246,34 @@ static int load_ivf(tt_index *idx) {
     return expect(f, entries == f->h.b, "entry count disagrees with the lists");
 }
 
+/* Ids "0", "1", ... for an index built without ids.tt: one allocation holding the
+ * offsets and the digits, laid out as ids.tt's payload. */
+static int make_row_ids(tt_index *idx) {
+    uint64_t D = idx->num_docs, digits = 0, bytes;
+    for (uint64_t lo = 0, hi = 10, w = 1; lo < D; lo = hi, hi *= 10, w++) /* w-digit rows */
+        digits += w * (TT_MIN(hi, D) - lo);
+    if (!tt_add_ok(8 * (D + 1), digits, &bytes))
+        return tt_err(TT_ECORRUPT, "%s: document count overflows", idx->dir);
+    uint8_t *mem = tt_alloc(bytes, 1, "document ids");
+    if (!mem)
+        return TT_ENOMEM;
+    uint64_t *off = (uint64_t *)mem;
+    char *data = (char *)mem + 8 * (D + 1);
+    uint64_t pos = 0;
+    for (uint64_t d = 0; d < D; d++) {
+        off[d] = pos;
+        char buf[24];
+        int n = snprintf(buf, sizeof buf, "%" PRIu64, d);
+        memcpy(data + pos, buf, (size_t)n);
+        pos += (uint64_t)n;
+    }
+    off[D] = pos;
+    idx->ids_made = mem;
+    idx->id_off = off;
+    idx->id_data = data;
+    return TT_OK;
+}
+
 static int load_ids(tt_index *idx) {
     const tt_fmap *f = &idx->f_ids;
     uint64_t D = idx->num_docs, head = 8 * (D + 1);
@@ -338,6 +374,15 @@ static void fill_info(tt_index *idx, const tt_manifest *man) {
                          8 * (idx->num_docs + 1) + tt_cq_bytes(&idx->cq);
 }
 
+int tt_index_not_found(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return tt_err_errno(TT_ENOTFOUND, errno, "%s", dir);
+    if (!S_ISDIR(sb.st_mode))
+        return tt_err(TT_ENOTFOUND, "%s: Not a directory (an index is a directory)", dir);
+    return tt_err(TT_ENOTFOUND, "%s: not a tartan index (no MANIFEST)", dir);
+}
+
 int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
     tt_open_options defaults;
     tt_manifest man;
@@ -369,10 +414,10 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
     }
     if ((st = tt_manifest_read(dir, &man))) {
         if (st == TT_ENOTFOUND)
-            st = tt_err(TT_ENOTFOUND, "%s: not a tartan index (no MANIFEST)", dir);
+            st = tt_index_not_found(dir);
         goto fail;
     }
-    if ((st = open_file(idx, &man, &idx->f_meta, TT_F_META, "META", TT_MAP_WHOLE)) ||
+    if ((st = open_file(idx, &man, &idx->f_meta, TT_F_META, "META", TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_meta(idx)))
         goto fail;
     uint64_t K = idx->num_centroids, dim = idx->dim, cbytes;
@@ -380,26 +425,35 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         st = tt_err(TT_ECORRUPT, "%s: centroid table size overflows", idx->f_meta.path);
         goto fail;
     }
-    if ((st = open_file(idx, &man, &idx->f_centroids, TT_F_CENTROIDS, "CENT", TT_MAP_WHOLE)) ||
+    if ((st = open_file(idx, &man, &idx->f_centroids, TT_F_CENTROIDS, "CENT", TT_MAP_WHOLE, RESIDENT)) ||
         (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
         goto fail;
     idx->centroids = (const float *)idx->f_centroids.payload;
+    int64_t bad = tt_find_nonfinite(idx->centroids, K, idx->dim);
+    if (bad >= 0) {
+        st = tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
+                    idx->f_centroids.path, (long long)bad);
+        goto fail;
+    }
     if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim))) {
         st = tt_err(st, "%s: out of memory for the int8 centroids", dir);
         goto fail;
     }
-    if ((st = open_file(idx, &man, &idx->f_codec, TT_F_CODEC, "CODC", TT_MAP_WHOLE)) ||
+    if ((st = open_file(idx, &man, &idx->f_codec, TT_F_CODEC, "CODC", TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_codec(idx)) ||
-        (st = open_file(idx, &man, &idx->f_doclens, TT_F_DOCLENS, "DOCL", TT_MAP_WHOLE)) ||
+        (st = open_file(idx, &man, &idx->f_doclens, TT_F_DOCLENS, "DOCL", TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_doclens(idx)) ||
-        (st = open_file(idx, &man, &idx->f_codes, TT_F_CODES, "CODE", TT_MAP_WHOLE)) ||
+        (st = open_file(idx, &man, &idx->f_codes, TT_F_CODES, "CODE", TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_codes(idx)) ||
-        (st = open_file(idx, &man, &idx->f_ivf, TT_F_IVF, "IVF_", TT_MAP_WHOLE)) ||
+        (st = open_file(idx, &man, &idx->f_ivf, TT_F_IVF, "IVF_", TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_ivf(idx)))
         goto fail;
-    if (idx->info.has_ids &&
-        ((st = open_file(idx, &man, &idx->f_ids, TT_F_IDS, "IDS_", TT_MAP_WHOLE)) ||
-         (st = load_ids(idx))))
+    /* Builds store ids (row numbers when they were given none); indexes made before
+     * they did get them made here, so that tt_index_doc_id always has stable strings. */
+    if (tt_manifest_find(&man, TT_F_IDS)
+            ? (st = open_file(idx, &man, &idx->f_ids, TT_F_IDS, "IDS_", TT_MAP_WHOLE, RESIDENT)) ||
+                  (st = load_ids(idx))
+            : (st = make_row_ids(idx)))
         goto fail;
     idx->res_bytes = idx->codec.bytes_per_vec;
     uint64_t rbytes;
@@ -407,7 +461,7 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         st = tt_err(TT_ECORRUPT, "%s: residual size overflows", dir);
         goto fail;
     }
-    if ((st = open_file(idx, &man, &idx->f_residuals, TT_F_RESIDUALS, "RESI", TT_MAP_NONE)) ||
+    if ((st = open_file(idx, &man, &idx->f_residuals, TT_F_RESIDUALS, "RESI", TT_MAP_NONE, STREAMED)) ||
         (st = expect_size(&idx->f_residuals, idx->num_vectors, idx->res_bytes, rbytes)))
         goto fail;
     if (idx->info.keep_originals) {
@@ -417,7 +471,7 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
             goto fail;
         }
         if ((st = open_file(idx, &man, &idx->f_originals, TT_F_ORIGINALS, "ORIG",
-                            TT_MAP_WHOLE)) ||
+                            TT_MAP_WHOLE, STREAMED)) ||
             (st = expect_size(&idx->f_originals, idx->num_vectors, dim, obytes)))
             goto fail;
         idx->originals = (const uint16_t *)idx->f_originals.payload;
@@ -446,6 +500,7 @@ void tt_index_close(tt_index *idx) {
     tt_codec_free(&idx->codec);
     tt_cq_free(&idx->cq);
     free(idx->doc_vec0);
+    free(idx->ids_made);
     free(idx->dir);
     free(idx);
 }
@@ -458,16 +513,16 @@ int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
 }
 
 const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len) {
-    static _Thread_local char num[24];
-    if (idx->id_off && doc < idx->num_docs) {
-        if (len)
-            *len = (size_t)(idx->id_off[doc + 1] - idx->id_off[doc]);
-        return idx->id_data + idx->id_off[doc];
-    }
-    int n = snprintf(num, sizeof num, "%" PRIu64, doc);
     if (len)
-        *len = (size_t)n;
-    return num;
+        *len = 0;
+    if (!idx || doc >= idx->num_docs) {
+        tt_err(TT_EINVAL, "tt_index_doc_id: document %" PRIu64 " is not a row of the index",
+               doc);
+        return NULL;
+    }
+    if (len)
+        *len = (size_t)(idx->id_off[doc + 1] - idx->id_off[doc]);
+    return idx->id_data + idx->id_off[doc];
 }
 
 const char *tt_index_file_at(const tt_index *idx, const void *addr) {

@@ -9,7 +9,7 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
         return tt_err(TT_EINVAL, "tt_index_verify: NULL directory");
     if ((st = tt_manifest_read(dir, &man))) {
         if (st == TT_ENOTFOUND)
-            st = tt_err(TT_ENOTFOUND, "%s: not a tartan index (no MANIFEST)", dir);
+            st = tt_index_not_found(dir);
         return st;
     }
     /* Every listed file: header, size and payload checksum against the manifest. */
@@ -32,6 +32,16 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
     tt_index *idx;
     if ((st = tt_index_open(&idx, dir, &o)))
         return st;
+    /* The originals are not checked at open (they are not resident): no value float16
+     * cannot hold (exponent all ones: infinity or NaN). */
+    uint64_t n = idx->originals ? idx->num_vectors * idx->dim : 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if ((idx->originals[i] & 0x7c00) == 0x7c00) {
+            st = tt_err(TT_ECORRUPT, "%s: vector %llu has an infinite or NaN value",
+                        idx->f_originals.path, (unsigned long long)(i / idx->dim));
+            break;
+        }
+    }
     tt_index_close(idx);
-    return TT_OK;
+    return st;
 }

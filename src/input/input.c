@@ -4,6 +4,8 @@
  * by tt_input_read. */
 #include "input/input.h"
 
+#include "common/strtab.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -98,6 +100,8 @@ done:
  * '\r' (CRLF files) and a leading UTF-8 byte-order mark are dropped. */
 static int read_ids(tt_input *in, const char *path) {
     int fd = -1, rc = TT_OK;
+    tt_strtab seen;
+    memset(&seen, 0, sizeof seen);
     struct stat st;
     uint64_t lines = 0;
     if (!(in->ids_path = strdup(path)))
@@ -140,24 +144,20 @@ static int read_ids(tt_input *in, const char *path) {
     if (size >= 3 && memcmp(b, "\xef\xbb\xbf", 3) == 0)
         rd = 3;
     in->id_off[0] = 0;
+    /* Line ends at the very end of the file (an editor's extra blank line) end the last
+     * id; they are not ids. */
+    while (size > rd && (b[size - 1] == '\n' || b[size - 1] == '\r'))
+        size--;
     while (rd < size) {
         const char *nl = memchr(b + rd, '\n', (size_t)(size - rd));
         uint64_t end = nl ? (uint64_t)(nl - b) : size, len = end - rd;
         lines++;
         if (len > 0 && b[end - 1] == '\r')
             len--;
-        if (len == 0) {
-            rc = tt_err(TT_EPARSE, "%s:%llu: empty id", path, (unsigned long long)lines);
-            goto done;
-        }
-        if (len > TT_ID_MAX) {
-            rc = tt_err(TT_EPARSE, "%s:%llu: id of %llu bytes is longer than %d", path,
-                        (unsigned long long)lines, (unsigned long long)len, TT_ID_MAX);
-            goto done;
-        }
-        if (memchr(b + rd, '\0', (size_t)len)) {
-            rc = tt_err(TT_EPARSE, "%s:%llu: id contains a NUL byte", path,
-                        (unsigned long long)lines);
+        const char *bad = tt_id_problem(b + rd, (size_t)len, TT_ID_MAX);
+        if (bad) {
+            rc = tt_err(TT_EPARSE, "%s:%llu: %s (ids are 1..%d bytes)", path,
+                        (unsigned long long)lines, bad, TT_ID_MAX);
             goto done;
         }
         if (lines > in->num_docs) {
@@ -167,6 +167,16 @@ static int read_ids(tt_input *in, const char *path) {
             for (uint64_t k = end + 1; k + 1 < size; k++)
                 lines += b[k] == '\n';
             break;
+        }
+        /* Ids name documents in runs: a repeated one would make results ambiguous. */
+        uint32_t first;
+        bool added;
+        if ((rc = tt_st_intern(&seen, b + rd, (size_t)len, &first, &added)))
+            goto done;
+        if (!added) {
+            rc = tt_err(TT_EPARSE, "%s:%llu: duplicate id '%.*s' (also on line %u)", path,
+                        (unsigned long long)lines, (int)TT_MIN(len, 200), b + rd, first + 1);
+            goto done;
         }
         memmove(b + wr, b + rd, (size_t)len);
         wr += len;
@@ -178,6 +188,7 @@ static int read_ids(tt_input *in, const char *path) {
         rc = tt_err(TT_EDIM, "%s has %llu ids but the corpus has %llu documents", path,
                     (unsigned long long)lines, (unsigned long long)in->num_docs);
 done:
+    tt_st_free(&seen);
     close(fd);
     return rc;
 }

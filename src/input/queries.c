@@ -2,6 +2,8 @@
  * 2-D array with per-query lengths, plus optional query ids. */
 #include "input/npy.h"
 
+#include "common/strtab.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,8 @@ void tt_queries_free(tt_queries *q) {
 }
 
 /* One id per line (trailing CR stripped); the count must equal the queries. */
+/* One id per line (trailing CR stripped); the count must equal the queries. Blank lines
+ * at the end of the file are not ids; ids follow tt_id_problem and are distinct. */
 static int read_ids(tt_queries *q, const char *path) {
     int st = TT_OK;
     FILE *f = fopen(path, "rb");
@@ -28,17 +32,36 @@ static int read_ids(tt_queries *q, const char *path) {
         return tt_err_errno(TT_EIO, errno, "%s: cannot open query ids", path);
     char *line = NULL;
     size_t cap = 0;
-    uint64_t n = 0;
+    uint64_t n = 0, lineno = 0, blank = 0; /* blank: the first blank line not yet followed */
     ssize_t len;
+    tt_strtab seen;
+    memset(&seen, 0, sizeof seen);
     while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
+        if (len == 0) {
+            if (!blank)
+                blank = lineno;
+            continue;
+        }
+        if (blank) {
+            st = tt_err(TT_EPARSE, "%s:%llu: empty query id", path, (unsigned long long)blank);
+            goto done;
+        }
         if (n >= q->num_queries) {
             n++;
             continue;  /* count them all for the message */
         }
-        if (len == 0) {
-            st = tt_err(TT_EPARSE, "%s:%llu: empty query id", path, (unsigned long long)n + 1);
+        const char *bad = tt_id_problem(line, (size_t)len, 4096);
+        uint32_t first;
+        bool added = true;
+        if (bad || (st = tt_st_intern(&seen, line, (size_t)len, &first, &added)) || !added) {
+            if (bad)
+                st = tt_err(TT_EPARSE, "%s:%llu: %s", path, (unsigned long long)lineno, bad);
+            else if (!added)
+                st = tt_err(TT_EPARSE, "%s:%llu: duplicate query id '%.200s' (also query %u)",
+                            path, (unsigned long long)lineno, line, first + 1);
             goto done;
         }
         if (!(q->ids[n] = strdup(line))) {
@@ -55,6 +78,7 @@ static int read_ids(tt_queries *q, const char *path) {
         st = tt_err(TT_EDIM, "%s: %llu query ids for %llu queries in %s", path,
                     (unsigned long long)n, (unsigned long long)q->num_queries, q->path);
 done:
+    tt_st_free(&seen);
     free(line);
     fclose(f);
     return st;

@@ -43,16 +43,7 @@ static int format_by_name(const char *path) {
 }
 
 const char *tt_record_id_problem(const char *id, size_t len) {
-    if (len == 0)
-        return "empty id";
-    if (len > TT_ENC_MAX_ID)
-        return "id longer than 4096 bytes";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)id[i];
-        if (ch < 0x20 || ch == 0x7f)
-            return "id contains a control character (NUL, TAB, CR, LF, ...)";
-    }
-    return NULL;
+    return tt_id_problem(id, len, TT_ENC_MAX_ID);
 }
 
 int tt_records_open(tt_records **out, const char *path, int format, int mode) {

@@ -44,8 +44,8 @@ void tt_records_close(tt_records *r);
  * header): the progress total. Returns 0 when the file cannot be read. */
 uint64_t tt_records_count(const char *path, int format);
 
-/* Checks an id: 1..TT_ENC_MAX_ID bytes, no byte < 0x20 or 0x7f. Returns NULL if fine,
- * else a static description of the problem. */
+/* Checks an id: 1..TT_ENC_MAX_ID bytes of UTF-8 without whitespace or control
+ * characters (tt_id_problem). Returns NULL if fine, else a static description. */
 const char *tt_record_id_problem(const char *id, size_t len);
 
 #endif

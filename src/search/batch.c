@@ -75,6 +75,9 @@ int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
         return tt_err(TT_EINVAL, "tt_search_batch: NULL argument");
     if (k == 0)
         return tt_err(TT_EINVAL, "tt_search_batch: k must be at least 1");
+    int st = tt_search_options_check(opt);
+    if (st)
+        return st;
     if (nqueries == 0)
         return TT_OK;
     if (threads <= 0)

@@ -2,6 +2,27 @@
 #include "search/search.h"
 
 #include <math.h>
+#include <stddef.h>
+
+/* The size of the first published tt_search_options: struct_size below it, or above
+ * this library's, is a caller built against another tartan.h (or garbage). */
+#define OPTIONS_V1_SIZE (offsetof(tt_search_options, score) + sizeof(int))
+
+int tt_search_options_check(const tt_search_options *opt) {
+    if (!opt)
+        return TT_OK;
+    if (opt->struct_size < OPTIONS_V1_SIZE || opt->struct_size > sizeof *opt)
+        return tt_err(TT_EINVAL, "search options: struct_size %u is not a size this library "
+                      "knows (%zu..%zu; initialise them with tt_search_options_init)",
+                      opt->struct_size, (size_t)OPTIONS_V1_SIZE, sizeof *opt);
+    if (opt->nprobe < 0)
+        return tt_err(TT_EINVAL, "search options: nprobe %d (0 means the default, else >= 1)",
+                      opt->nprobe);
+    if (isinf(opt->threshold))
+        return tt_err(TT_EINVAL, "search options: the threshold must be finite (NaN means the "
+                      "default)");
+    return TT_OK;
+}
 
 void tt_search_options_init(tt_search_options *opt) {
     if (!opt)
@@ -49,5 +70,8 @@ void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
         o.threshold = th;
     if (o.ndocs == 0)
         o.ndocs = nd;
+    /* Stage 2 keeps ndocs documents: fewer than k would return fewer than k hits. */
+    if (o.ndocs < k)
+        o.ndocs = k;
     *out = o;
 }

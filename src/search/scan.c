@@ -32,7 +32,7 @@ int tt_scan_decompressed(tt_search_ctx *c) {
 }
 
 /* Exact MaxSim over the kept float16 originals of every document. */
-void tt_scan_exact(tt_search_ctx *c) {
+int tt_scan_exact(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint32_t dim = idx->dim;
     uint64_t rows = 0;
@@ -48,6 +48,13 @@ void tt_scan_exact(tt_search_ctx *c) {
         float *dst = c->R + rows * dim;
         for (uint64_t e = 0; e < (uint64_t)len * dim; e++)
             dst[e] = tt_f16_to_f32(src[e]);
+        /* Builds refuse values float16 cannot hold; a damaged file can still hold them. */
+        int64_t bad = tt_find_nonfinite(dst, len, dim);
+        if (bad >= 0)
+            return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
+                          idx->f_originals.path,
+                          (unsigned long long)(idx->doc_vec0[d] + (uint64_t)bad),
+                          (unsigned long long)d);
         c->glens[g] = len;
         c->gdocs[g] = d;
         g++;
@@ -56,4 +63,5 @@ void tt_scan_exact(tt_search_ctx *c) {
     if (g)
         tt_score_flush_group(c, g);
     c->st.scored_docs += idx->num_docs;
+    return TT_OK;
 }

@@ -57,6 +57,8 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
         return tt_err(TT_EVALUE, "tt_search: query vector %lld has a NaN or infinite value",
                       (long long)bad);
     tt_search_options o;
+    if ((st = tt_search_options_check(opt)))
+        return st;
     tt_search_options_resolve(opt, k, &o);
     if ((st = check_options(idx, &o)) || (st = tt_ctx_set_query(ctx, Q, nq, o.score)))
         return st;
@@ -67,7 +69,8 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
     if (o.mode == TT_MODE_EXACT) {
         if ((st = tt_topk_reset(&ctx->top, kk)))
             return st;
-        tt_scan_exact(ctx);
+        if ((st = tt_scan_exact(ctx)))
+            return st;
         ctx->st.seconds[3] += tt_now() - t0;
         goto done;
     }

@@ -58,6 +58,10 @@ struct tt_search_ctx {
  * or off; returns whether they were on. For the tests, which compare the two. */
 int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
 
+/* TT_EINVAL for options no resolve can make sense of: a struct_size of another
+ * version, a negative nprobe, an infinite threshold. NULL is fine (the defaults). */
+int tt_search_options_check(const tt_search_options *opt);
+
 /* PLAID defaults by k (ColBERTv2): k <= 10: nprobe 1, threshold 0.5, ndocs 256;
  * k <= 100: 2, 0.45, 1024; larger: 4, 0.4, max(4k, 4096). */
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs);
@@ -89,6 +93,6 @@ int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
 /* scan.c: the reference modes over every document: decompressed (exhaustive) and
  * float16 originals (exact). */
 int tt_scan_decompressed(tt_search_ctx *c);
-void tt_scan_exact(tt_search_ctx *c);
+int tt_scan_exact(tt_search_ctx *c);
 
 #endif
