@@ -450,7 +450,8 @@ TT_API int tt_encode_to_npy(const char *command, const char *input_path, int mod
 /* ------------------------------------------------------------------ evaluation */
 
 /* Relevance judgements (qrels), ranked runs and the measures computed from them,
- * with trec_eval 9.x's definitions; doc/metrics.md states each one precisely.
+ * with trec_eval 10.0's definitions (scores are doubles; trec_eval 9.0.x and
+ * pytrec_eval held them as floats); doc/metrics.md states each one precisely.
  * Query and document ids are byte strings without whitespace (tabs in BEIR TSV);
  * they are compared as bytes (strcmp), never as numbers. */
 typedef struct tt_qrels tt_qrels;
@@ -478,15 +479,18 @@ TT_API void tt_qrels_free(tt_qrels *qrels);
 TT_API size_t tt_qrels_num_queries(const tt_qrels *qrels);
 TT_API uint64_t tt_qrels_num_judgements(const tt_qrels *qrels);
 
-/* Loads a TREC run: lines `qid Q0 docid rank score tag` (whitespace-separated;
- * fields after tag, blank lines and '#' lines are ignored, as by trec_eval). The
- * rank and Q0 columns are ignored: documents are ranked by score, highest first,
- * ties broken by docid in decreasing strcmp order (trec_eval's rule). Lines of one
- * query need not be contiguous nor sorted. path "-" reads stdin. Memory: about
- * 16 bytes per line plus the distinct id strings.
- * Errors: TT_ENOTFOUND, TT_EIO; TT_EPARSE with "file:line: what" for fewer than six
- * fields, a score that is not a number (or NaN), a NUL byte, or a document listed
- * twice for one query; TT_EFORMAT for a file without any result line; TT_ENOMEM. */
+/* Loads a TREC run: lines `qid Q0 docid rank score tag`, exactly six
+ * whitespace-separated fields (trec_eval ignores anything after the tag; tartan
+ * refuses it, since a seventh field usually means an id with a space in it, which
+ * would shift the rank into the score column); blank lines and '#' lines are
+ * ignored. The rank and Q0 columns are ignored: documents are ranked by score (read
+ * as a double), highest first, ties broken by docid in decreasing strcmp order
+ * (trec_eval's rule). Lines of one query need not be contiguous nor sorted. path "-"
+ * reads stdin. Memory: about 16 bytes per line plus the distinct id strings.
+ * Errors: TT_ENOTFOUND, TT_EIO; TT_EPARSE with "file:line: what" for a line of other
+ * than six fields ("expected 6 fields (qid Q0 docid rank score tag), got N"), a score
+ * that is not a number (or NaN), a NUL byte, or a document listed twice for one
+ * query; TT_EFORMAT for a file without any result line; TT_ENOMEM. */
 TT_API int tt_run_load(tt_run **out, const char *path);
 /* An empty run to fill with tt_run_add (e.g. from tt_search results). */
 TT_API int tt_run_new(tt_run **out);

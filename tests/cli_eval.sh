@@ -80,6 +80,16 @@ EOF
     fi
 fi
 
+# ------------------------------------------------ scores are doubles (10.0)
+# 0.30000002 and 0.30000001 are the same float32: trec_eval 9.0.8 (float scores)
+# ties them and puts d2 ("d2" > "d1") first, MRR@10 = 1; trec_eval 10.0 and tartan
+# rank d1 (the higher double) first, so the relevant d2 is at rank 2: MRR@10 = 0.5.
+printf 'q1 0 d2 1\n' >"$WORK/f32.qrels"
+printf 'q1 Q0 d2 1 0.30000001 t\nq1 Q0 d1 2 0.30000002 t\n' >"$WORK/f32.run"
+"$T" eval --qrels "$WORK/f32.qrels" --run "$WORK/f32.run" -m MRR@10 >"$WORK/out" 2>"$WORK/err"
+grep -q '^MRR@10  *0\.5000  *1$' "$WORK/out" && ok "scores equal as floats rank as doubles" ||
+    bad "float-equal scores: $(cat "$WORK/out" "$WORK/err")"
+
 # ---------------------------------------------------------------------- --docs
 printf 'd1\nd2\nd3\nd4\nd5\nd7\n' >"$WORK/ids.txt"
 expect_ok "--docs" "$T" eval --qrels "$WORK/qrels.trec" --run "$WORK/run.txt" --docs "$WORK/ids.txt"
@@ -90,6 +100,11 @@ grep -q "2 run lines (2 distinct documents) name documents not in" "$WORK/err" &
 printf 'a Q0 d1 1 0.5 t\na Q0 d2 2 0.4\n' >"$WORK/short.txt"
 expect_fail "malformed run line names file:line" "short.txt:2: expected 6 fields" \
     "$T" eval --qrels "$WORK/qrels.trec" --run "$WORK/short.txt"
+# an id with a space makes 7 fields: refused, not read with the rank as the score
+printf 'a Q0 d1 1 0.5 t\na Q0 has space 2 0.4 t\n' >"$WORK/long.txt"
+expect_fail "7-field run line refused" \
+    "long.txt:2: expected 6 fields (qid Q0 docid rank score tag), got 7" \
+    "$T" eval --qrels "$WORK/qrels.trec" --run "$WORK/long.txt"
 printf 'a 0 d1 1\na 0 d2 yes\n' >"$WORK/badrel.trec"
 expect_fail "malformed qrels line names file:line" "badrel.trec:2: relevance 'yes'" \
     "$T" eval --qrels "$WORK/badrel.trec" --run "$WORK/run.txt"

@@ -218,6 +218,65 @@ START_TEST(ties_by_docid) {
 }
 END_TEST
 
+/* Scores are doubles, as in trec_eval 10.0. a = 0.30000001 and b = 0.30000002 are
+ * distinct doubles that round to the same float32 (0.300000011920929). The relevant
+ * document "d2" has the lower score a, the non-relevant "d1" the higher b:
+ *  - trec_eval 10.0 and tartan: d1 (b) before d2 (a) -> MRR@10 = 1/2;
+ *  - trec_eval 9.0.8 (2020 tag v9.0.8, float sim; also pytrec_eval): a tie, broken by
+ *    docid in decreasing strcmp order, "d2" > "d1" -> d2 first -> MRR@10 = 1.
+ * Read from a file too, so that strtod's result is what is compared. */
+START_TEST(scores_are_doubles) {
+    const double a = 0.30000001, b = 0.30000002;
+    ck_assert((float)a == (float)b);
+    ck_assert(a != b && a < b);
+    ck_assert(strcmp("d2", "d1") > 0); /* the docid tie-break 9.0.8 would apply */
+    tt_qrels *qr;
+    ck_assert_int_eq(tt_qrels_new(&qr), TT_OK);
+    ck_assert_int_eq(tt_qrels_add(qr, "q1", "d2", 1), TT_OK);
+    char *dir = tu_tmpdir();
+    char *p = write_tmp(dir, "f32.run", "q1 Q0 d2 1 0.30000001 t\nq1 Q0 d1 2 0.30000002 t\n");
+    tt_run *loaded, *added;
+    ck_assert_int_eq(tt_run_load(&loaded, p), TT_OK);
+    ck_assert_int_eq(tt_run_new(&added), TT_OK);
+    ck_assert_int_eq(tt_run_add(added, "q1", "d2", a), TT_OK);
+    ck_assert_int_eq(tt_run_add(added, "q1", "d1", b), TT_OK);
+    tt_run *runs[] = {loaded, added};
+    tt_metric ms[] = {M("MRR@10"), M("Success@1")};
+    for (size_t r = 0; r < 2; r++) {
+        tt_eval *ev;
+        ck_assert_int_eq(tt_evaluate(&ev, qr, runs[r], ms, 2, NULL), TT_OK);
+        ck_assert_msg(tt_eval_values(ev, 0)[0] == 0.5, "run %zu: MRR@10 = %g, want 0.5 (9.0.8: 1)",
+                      r, tt_eval_values(ev, 0)[0]);
+        ck_assert(tt_eval_values(ev, 1)[0] == 0.0);
+        tt_eval_free(ev);
+    }
+    tt_run_free(added);
+    tt_run_free(loaded);
+    tt_qrels_free(qr);
+    free(p);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A run line has exactly six fields, whatever the whitespace between them; blank and
+ * '#' lines are skipped. (Other field counts: files_errors.) */
+START_TEST(run_six_fields) {
+    char *dir = tu_tmpdir();
+    char *p = write_tmp(dir, "six.run", "# comment\n\nq1\tQ0\td1\t1\t2.5\tt\r\n"
+                                        "  q1  Q0 d2   2 1.5 t  \n   \n#q1 Q0 d3 3 1 t x y\n"
+                                        "q2 Q0 d1 1 -1e3 tag");
+    tt_run *run;
+    ck_assert_msg(tt_run_load(&run, p) == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(tt_run_num_queries(run), 2);
+    ck_assert_uint_eq(tt_run_num_entries(run), 3);
+    tt_run_free(run);
+    free(p);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Duplicates: caught at once when a query's additions are contiguous, and by
  * tt_evaluate / tt_run_write when they were interleaved with another query's. */
 START_TEST(duplicates) {
@@ -278,7 +337,8 @@ END_TEST
 /* ----------------------------------------------------------------- files */
 
 /* The hand-worked case as files in every accepted qrels format, with comments,
- * blank lines, CRLF endings, extra run columns, no final newline. */
+ * blank lines, CRLF endings, tabs and spaces, no final newline. (A run line has
+ * exactly six fields: more or fewer are errors, see files_errors.) */
 START_TEST(files_all_formats) {
     char *dir = tu_tmpdir();
     const char *qrels_texts[] = {
@@ -294,7 +354,7 @@ START_TEST(files_all_formats) {
     };
     char *runp = write_tmp(dir, "run.txt",
                            "a Q0 d4 6 0.4 tag\n"
-                           "a Q0 d1 4 0.5 tag extra columns\n"
+                           "a  Q0 d1   4 0.5 tag  \n"
                            "# comment\n"
                            "z Q0 d1 1 9 tag\n"
                            "a\tQ0\tdX\t2\t0.8\ttag\n"
@@ -388,7 +448,12 @@ START_TEST(files_errors) {
         {0, "one two\n", ":1: expected 4 fields", TT_EPARSE},
         {0, "# nothing\n\n", "no judgements", TT_EFORMAT},
         {0, "", "no judgements", TT_EFORMAT},
-        {1, "q Q0 d 1 0.5 t\nq Q0 d2 2 0.4\n", ":2: expected 6 fields", TT_EPARSE},
+        {1, "q Q0 d 1 0.5 t\nq Q0 d2 2 0.4\n",
+         ":2: expected 6 fields (qid Q0 docid rank score tag), got 5", TT_EPARSE},
+        /* an id with a space: 7 fields, which would put the rank (1) in the score */
+        {1, "q Q0 d 1 0.5 t\n\nq Q0 has space 1 0.5 tag\n",
+         ":3: expected 6 fields (qid Q0 docid rank score tag), got 7", TT_EPARSE},
+        {1, "q Q0 d 1 0.5 t extra\n", ":1: expected 6 fields", TT_EPARSE},
         {1, "q Q0 d 1 0.5 t\nq Q0 d2 2 abc t\n", ":2: score 'abc' is not a number", TT_EPARSE},
         {1, "q Q0 d 1 0.5 t\nq Q0 d2 2 nan t\n", ":2: score 'nan'", TT_EPARSE},
         {1, "q Q0 d 1 0.5 t\nq Q0 d 2 0.4 t\n", ":2: document 'd' appears twice for query 'q'",
@@ -617,6 +682,8 @@ int main(void) {
     tcase_add_test(tc, metric_names);
     tcase_add_test(tc, hand_worked);
     tcase_add_test(tc, ties_by_docid);
+    tcase_add_test(tc, scores_are_doubles);
+    tcase_add_test(tc, run_six_fields);
     tcase_add_test(tc, duplicates);
     tcase_add_test(tc, no_common_query);
     tcase_add_test(tc, files_all_formats);

@@ -1,9 +1,11 @@
-/* Evaluation: qrels and run readers, trec_eval 9.x measures, the paired t-test.
+/* Evaluation: qrels and run readers, trec_eval 10.0 measures, the paired t-test.
  *
- * The measures reproduce trec_eval 9.x (usnistgov/trec_eval) exactly, including its
+ * The measures reproduce trec_eval 10.0 (usnistgov/trec_eval) exactly, including its
  * floating-point summation order, so values agree to the last printed digit:
  *  - form_res_rels.c ranks a query's retrieved documents by score (double) descending,
- *    ties by docid in decreasing strcmp order, ignoring the rank column;
+ *    ties by docid in decreasing strcmp order, ignoring the rank column. trec_eval
+ *    9.0.x up to the 2020 tag v9.0.8 (and pytrec_eval, built on it) held the score in
+ *    a float, so scores equal as floats tied there; doc/metrics.md has the example;
  *  - a document is relevant when its judged rel >= relevance_level (default 1);
  *    unjudged documents are non-relevant;
  *  - m_recip_rank.c, m_ndcg_cut.c (gain = rel, discount log2(rank + 1), ideal DCG from
@@ -625,9 +627,12 @@ int tt_run_load(tt_run **out, const char *path) {
         size_t nf = split_ws(line, f, 6);
         if (nf == 0 || f[0][0] == '#')
             continue;
-        if (nf < 6) {
+        /* Exactly six: trec_eval skips whatever follows the tag, but a seventh field
+         * almost always means an id with a space in it, which shifts the rank into
+         * the score column and ranks the run silently wrong. */
+        if (nf != 6) {
             st = tt_err(TT_EPARSE, "%s:%llu: expected 6 fields (qid Q0 docid rank score tag), "
-                        "found %zu", path, ln, nf);
+                        "got %zu", path, ln, nf);
             goto done;
         }
         double score;
