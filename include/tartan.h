@@ -177,8 +177,9 @@ TT_API void tt_open_options_init(tt_open_options *opt);
 
 /* Opens an index read-only. Checks the manifest, every file's header checksum and
  * size, the payload checksums of the files search keeps in memory (all but the
- * residuals and the originals; doc/format.md gives the cost: about 2 ms per million
- * vectors), structural invariants, and that centroids and codec tables are finite.
+ * residuals and the originals: 0.8 ms of a 10 ms open for a million 128-d vectors,
+ * doc/benchmarks.md), structural invariants, and that centroids and codec tables are
+ * finite.
  * Small structures are mmap'd; residuals are read per query. One open index may be
  * shared by any number of threads. Errors: TT_ENOTFOUND, TT_EFORMAT, TT_EVERSION,
  * TT_ECORRUPT (naming the file), TT_EIO, TT_ENOMEM. */
