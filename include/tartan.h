@@ -77,9 +77,11 @@ typedef void (*tt_progress_fn)(void *user, const char *phase, uint64_t done, uin
 
 /* A corpus: a sequence of (vector file, doclens file) pairs, concatenated in order.
  * Vector files: NumPy .npy (format 1.0/2.0/3.0, little-endian, C order, 2-D
- * [num_vectors, dim], float32 or float16, or uint16 read as bfloat16 when
- * bf16_from_uint16 is set) or .fvecs (int32 dim + float32 values per vector).
- * Doclens files: .npy int32/int64 1-D, vectors per document, in order.
+ * [num_vectors, dim], float32, float16 or float64 (narrowed to float32 as it is read),
+ * or uint16 read as bfloat16 when bf16_from_uint16 is set) or .fvecs (int32 dim +
+ * float32 values per vector). Doclens files: .npy 1-D of any integer dtype (int8,
+ * int16, int32, int64 or their unsigned forms; uint64 at most INT64_MAX), vectors per
+ * document, in order.
  * An optional ids file holds one external document id per line (default: the
  * document's row number). Vectors are read in chunks, never all at once. */
 typedef struct tt_input tt_input;
@@ -327,7 +329,10 @@ typedef struct tt_queries {
     char **ids;             /* num_queries NUL-terminated ids */
 } tt_queries;
 
-/* Errors: TT_ENOTFOUND, TT_EFORMAT/TT_EUNSUPPORTED (not a float .npy of 2 or 3
+/* Query vectors: .npy float32, float16 or float64 (narrowed to float32; a value
+ * beyond float32's range becomes inf and is refused as such). Query lengths: .npy 1-D
+ * of any integer dtype, int8 to int64 or uint8 to uint64.
+ * Errors: TT_ENOTFOUND, TT_EFORMAT/TT_EUNSUPPORTED (not a float .npy of 2 or 3
  * dimensions), TT_EDIM (qlens or ids count disagree with the vectors, a qlen of 0 or
  * above Kq), TT_EVALUE (NaN/Inf: names the query number and id), TT_EPARSE, TT_EIO,
  * TT_ENOMEM. */

@@ -34,6 +34,9 @@ open(w + "/notnpy.npy", "w").write("hello, I am not an array\n")
 raw = open(w + "/c.vectors.npy", "rb").read(); open(w + "/trunc.npy", "wb").write(raw[: len(raw) // 2])
 np.save(w + "/i8.npy", (v * 100).astype(np.int8))
 np.save(w + "/f64.npy", v.astype(np.float64))
+vb = v.astype(np.float64); vb[81, 2] = 1e300; np.save(w + "/f64big.npy", vb)
+np.save(w + "/l_u1.npy", l.astype(np.uint8))
+np.save(w + "/l_f8.npy", l.astype(np.float64))
 np.save(w + "/one_d.npy", v.reshape(-1))
 np.save(w + "/three_d.npy", v[: (len(v) // 2) * 2].reshape(-1, 2, v.shape[1]))
 np.save(w + "/be.npy", v.astype(">f4"))
@@ -49,8 +52,9 @@ PYEOF
 b() { "$T" build --centroids 16 --threads 2 "$@"; }
 expect_fail "not an npy file" "notnpy.npy" b --vectors "$WORK/notnpy.npy" --doclens "$L" --out "$WORK/x"
 expect_fail "truncated npy" "trunc.npy.*truncated" b --vectors "$WORK/trunc.npy" --doclens "$L" --out "$WORK/x"
-expect_fail "unsupported dtype int8" "i8.npy" b --vectors "$WORK/i8.npy" --doclens "$L" --out "$WORK/x"
-expect_fail "unsupported dtype float64" "f64.npy" b --vectors "$WORK/f64.npy" --doclens "$L" --out "$WORK/x"
+expect_fail "unsupported dtype int8" "i8.npy: dtype '|i1' (int8) is not supported for vectors (supported: float32, float16, float64;" b --vectors "$WORK/i8.npy" --doclens "$L" --out "$WORK/x"
+expect_fail "float doclens" "l_f8.npy: dtype '<f8' (float64) is not an integer array (supported: int8," b --vectors "$V" --doclens "$WORK/l_f8.npy" --out "$WORK/x"
+expect_fail "float64 beyond float32's range" "f64big.npy: vector 81 (document [0-9]*) contains NaN or Inf" b --vectors "$WORK/f64big.npy" --doclens "$L" --out "$WORK/x"
 expect_fail "1-D array" "one_d.npy.*2-D" b --vectors "$WORK/one_d.npy" --doclens "$L" --out "$WORK/x"
 expect_fail "3-D array" "three_d.npy.*2-D" b --vectors "$WORK/three_d.npy" --doclens "$L" --out "$WORK/x"
 expect_fail "big-endian" "be.npy" b --vectors "$WORK/be.npy" --doclens "$L" --out "$WORK/x"
@@ -69,6 +73,8 @@ expect_fail "--force with a failing build" "nan.npy" b --vectors "$WORK/nan.npy"
 expect_ok "old index still verifies" "$T" verify "$WORK/idx"
 expect_ok "float16 input with --force" b --vectors "$WORK/f16.npy" --doclens "$L" --out "$WORK/idx" --force --keep-originals f16
 expect_ok "replaced index verifies" "$T" verify "$WORK/idx"
+expect_ok "float64 vectors, uint8 doclens" b --vectors "$WORK/f64.npy" --doclens "$WORK/l_u1.npy" --out "$WORK/f64idx"
+expect_ok "float64 index verifies" "$T" verify "$WORK/f64idx"
 expect_ok "two shards" b --vectors "$V,$V" --doclens "$L,$L" --out "$WORK/two"
 "$T" info --json "$WORK/two" | grep -q '"num_docs": 800' && ok "two shards: 800 docs" || bad "two shards count"
 

@@ -486,6 +486,75 @@ START_TEST(bad_inputs_leave_nothing) {
 }
 END_TEST
 
+/* Writes n x dim floats as a float64 .npy (format 1.0, header padded as NumPy pads
+ * it), with element `big` (if >= 0) replaced by 1e300, beyond float32's range. */
+static void write_f64_npy(const char *path, const float *x, uint64_t n, uint32_t dim,
+                          int64_t big) {
+    char text[128];
+    int k = snprintf(text, sizeof text, "{'descr': '<f8', 'fortran_order': False, 'shape': "
+                     "(%llu, %u), }", (unsigned long long)n, dim);
+    size_t hlen = ((10 + (size_t)k + 1 + 63) / 64) * 64 - 10;
+    uint8_t *b = malloc(10 + hlen + n * dim * 8);
+    memcpy(b, "\x93NUMPY\x01\x00", 8);
+    tt_wr16(b + 8, (uint16_t)hlen);
+    memset(b + 10, ' ', hlen);
+    memcpy(b + 10, text, (size_t)k);
+    b[10 + hlen - 1] = '\n';
+    for (uint64_t i = 0; i < n * dim; i++) {
+        double d = (int64_t)i == big ? 1e300 : (double)x[i];
+        uint64_t u;
+        memcpy(&u, &d, 8);
+        tt_wr64(b + 10 + hlen + 8 * i, u);
+    }
+    ck_assert_int_eq(tu_write_file(path, b, 10 + hlen + n * dim * 8), 0);
+    free(b);
+}
+
+/* float64 vectors build the index their float32 values build (they narrow exactly);
+ * a value beyond float32's range narrows to inf, which the build refuses, naming the
+ * file and the vector. */
+START_TEST(float64_input) {
+    char *dir = tu_tmpdir(), prefix[512], out[512], out2[512], v64[512], l[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    snprintf(out2, sizeof out2, "%s/index64", dir);
+    snprintf(v64, sizeof v64, "%s/c.f64.npy", dir);
+    snprintf(l, sizeof l, "%s/c.doclens.npy", dir);
+    const uint32_t dim = 16;
+    float *x = write_corpus(prefix, 300, 4, dim, 9);
+    tt_build_options o = small_opts();
+    o.num_centroids = 8;
+    tt_input *in = open_corpus(prefix, NULL);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    write_f64_npy(v64, x, 1200, dim, -1);
+    const char *vp[] = {v64}, *lp[] = {l};
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    ck_assert_int_eq(tt_build(out2, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    tt_manifest m1, m2;
+    ck_assert_int_eq(tt_manifest_read(out, &m1), TT_OK);
+    ck_assert_int_eq(tt_manifest_read(out2, &m2), TT_OK);
+    for (uint32_t i = 0; i < m1.n; i++)
+        if (strcmp(m1.e[i].name, TT_F_META))
+            ck_assert_msg(m1.e[i].payload_hash == tt_manifest_find(&m2, m1.e[i].name)->payload_hash,
+                          "%s differs between the float32 and float64 builds", m1.e[i].name);
+
+    write_f64_npy(v64, x, 1200, dim, 1100 * dim + 5);
+    snprintf(out2, sizeof out2, "%s/index_big", dir);
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    ck_assert_int_eq(tt_build(out2, in, &o, NULL), TT_EVALUE);
+    ck_assert_msg(strstr(tt_last_error(), v64) && strstr(tt_last_error(), "vector 1100 ") &&
+                  strstr(tt_last_error(), "Inf"), "%s", tt_last_error());
+    ck_assert_int_ne(access(out2, F_OK), 0);
+    assert_no_tmp(dir, "index_big");
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(build_nanofiqa) {
     const char *data = tu_data_dir();
     if (!data)
@@ -556,6 +625,7 @@ int main(void) {
     tcase_add_test(tc, flipped_byte_in_every_file);
     tcase_add_test(tc, bad_inputs_leave_nothing);
     tcase_add_test(tc, non_finite_values_and_ids);
+    tcase_add_test(tc, float64_input);
     tcase_add_test(tc, build_nanofiqa);
     tcase_add_test(tc, compression_ratio_128d_2bit);
     suite_add_tcase(s, tc);

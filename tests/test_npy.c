@@ -7,6 +7,7 @@
 #include "input/input.h"
 
 #include <fcntl.h>
+#include <float.h>
 
 /* ----------------------------------------------------------- helpers */
 
@@ -134,6 +135,23 @@ START_TEST(parse_good_headers) {
         {"{'descr': '<i4', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_I32, 4, 1, 9, 1,
          1},
         {"{'descr': '<i8', 'fortran_order': False, 'shape': (0,), }", 0, TT_DT_I64, 8, 1, 0, 1,
+         1},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (7, 3), }", 1, TT_DT_F64, 8, 2, 7,
+         3, 1},
+        /* the 1-byte types as NumPy writes them ('|') and as '<' may name them */
+        {"{'descr': '|i1', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_I8, 1, 1, 9, 1,
+         1},
+        {"{'descr': '<i1', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_I8, 1, 1, 9, 1,
+         1},
+        {"{'descr': '|u1', 'fortran_order': False, 'shape': (9,), }", 1, TT_DT_U8, 1, 1, 9, 1,
+         1},
+        {"{'descr': '<u1', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_U8, 1, 1, 9, 1,
+         1},
+        {"{'descr': '<i2', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_I16, 2, 1, 9, 1,
+         1},
+        {"{'descr': '<u4', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_U32, 4, 1, 9, 1,
+         1},
+        {"{'descr': '<u8', 'fortran_order': False, 'shape': (9,), }", 0, TT_DT_U64, 8, 1, 9, 1,
          1},
         /* keys in any order, double quotes, odd spacing, no trailing comma */
         {"  {\"shape\":(7 ,3) ,'fortran_order' :False,\t\"descr\" : '<f4'}\n", 0, TT_DT_F32, 4, 2,
@@ -273,11 +291,14 @@ START_TEST(parse_unsupported_headers) {
     } uns[] = {
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4)}", "big-endian"},
         {"{'descr': '>i8', 'fortran_order': False, 'shape': (3,)}", "big-endian"},
-        {"{'descr': '|u1', 'fortran_order': False, 'shape': (3, 4)}", "'|u1' is not supported"},
-        {"{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4)}", "'<f8'"},
-        {"{'descr': '<U10', 'fortran_order': False, 'shape': (3,)}", "'<U10'"},
-        {"{'descr': '|O', 'fortran_order': False, 'shape': (3,)}", "'|O'"},
-        {"{'descr': 'f4', 'fortran_order': False, 'shape': (3,)}", "'f4'"},
+        {"{'descr': '<c8', 'fortran_order': False, 'shape': (3, 4)}",
+         "dtype '<c8' (complex64) is not supported (vectors: float32, float16, float64"},
+        {"{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4)}", "'|b1' (bool)"},
+        {"{'descr': '<f16', 'fortran_order': False, 'shape': (3, 4)}", "'<f16' (float128)"},
+        {"{'descr': '=f4', 'fortran_order': False, 'shape': (3, 4)}", "'=f4' has native byte order"},
+        {"{'descr': '<U10', 'fortran_order': False, 'shape': (3,)}", "'<U10' (unicode string)"},
+        {"{'descr': '|O', 'fortran_order': False, 'shape': (3,)}", "'|O' (Python objects)"},
+        {"{'descr': 'f4', 'fortran_order': False, 'shape': (3,)}", "dtype 'f4' is not"},
         {"{'descr': '<f4 and then a lot more text, longer than the buffer', "
          "'fortran_order': False, 'shape': (3,)}",
          "too long"},
@@ -306,7 +327,8 @@ static void check_header_invariants(int rc, const tt_npy_header *h, size_t len) 
         return;
     CHECK(h->ndim >= 0 && h->ndim <= 3, "ndim %d", h->ndim);
     CHECK(h->data_offset <= len, "data_offset beyond the buffer");
-    CHECK(h->elem_size == 2 || h->elem_size == 4 || h->elem_size == 8, "elem_size");
+    CHECK(h->elem_size == 1 || h->elem_size == 2 || h->elem_size == 4 || h->elem_size == 8,
+          "elem_size");
     uint64_t bytes = h->elem_size;
     for (int i = 0; i < 3; i++)
         CHECK(tt_mul_ok(bytes, h->shape[i] ? h->shape[i] : 1, &bytes), "shape overflows");
@@ -377,6 +399,8 @@ START_TEST(corpus_good_vector_files) {
         {"good/vec_f32_v3.npy", 0, TT_DT_F32, TT_VF_NPY},
         {"good/vec_f16.npy", 0, TT_DT_F16, TT_VF_NPY},
         {"good/vec_bf16.npy", 1, TT_DT_BF16, TT_VF_NPY},
+        {"good/vec_f64.npy", 0, TT_DT_F64, TT_VF_NPY},
+        {"good/vec_f64.npy", 1, TT_DT_F64, TT_VF_NPY},
         {"good/vec.fvecs", 0, TT_DT_F32, TT_VF_FVECS},
         {"good/vec_spacing.npy", 0, TT_DT_F32, TT_VF_NPY},
         {"good/vec_spacing_v2.npy", 0, TT_DT_F32, TT_VF_NPY},
@@ -452,12 +476,17 @@ START_TEST(corpus_bad_vector_files) {
         {"good/ids.txt", 0, TT_EFORMAT, "bad magic"},
         {"unsupported/big_endian.npy", 0, TT_EUNSUPPORTED, "big-endian dtype '>f4'"},
         {"unsupported/fortran.npy", 0, TT_EUNSUPPORTED, "Fortran"},
-        {"unsupported/u1.npy", 0, TT_EUNSUPPORTED, "'|u1'"},
-        {"unsupported/f8.npy", 0, TT_EUNSUPPORTED, "'<f8'"},
-        {"unsupported/i4.npy", 0, TT_EUNSUPPORTED, "int32 data is not a vector type"},
+        {"unsupported/u1.npy", 0, TT_EUNSUPPORTED, "dtype '|u1' (uint8) is not supported for "
+         "vectors (supported: float32, float16, float64; uint16 as bfloat16 with --bf16"},
+        {"unsupported/c8.npy", 0, TT_EUNSUPPORTED, "dtype '<c8' (complex64) is not supported "
+         "for vectors"},
+        {"unsupported/i4.npy", 0, TT_EUNSUPPORTED, "dtype '<i4' (int32) is not supported for "
+         "vectors"},
         {"unsupported/structured.npy", 0, TT_EUNSUPPORTED, "structured"},
         {"unsupported/4d.npy", 0, TT_EUNSUPPORTED, "4-D"},
         {"good/vec_bf16.npy", 0, TT_EUNSUPPORTED, "bf16_from_uint16"},
+        {"good/vec_bf16.npy", 0, TT_EUNSUPPORTED, "dtype '<u2' (uint16) is not supported for "
+         "vectors"},
         {"no/such/file.npy", 0, TT_ENOTFOUND, "cannot open"},
         {"bad", 0, TT_EFORMAT, "not a regular file"},
     };
@@ -606,8 +635,10 @@ END_TEST
 /* -------------------------------------------------- small whole arrays */
 
 START_TEST(read_ints_and_floats) {
-    const char *okf[] = {"good/doclens_i64.npy", "good/doclens_i32.npy", "good/doclens_col.npy"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *okf[] = {"good/doclens_i64.npy", "good/doclens_i32.npy", "good/doclens_col.npy",
+                         "good/doclens_i8.npy",  "good/doclens_u8.npy",  "good/doclens_i16.npy",
+                         "good/doclens_u16.npy", "good/doclens_u32.npy", "good/doclens_u64.npy"};
+    for (size_t i = 0; i < sizeof okf / sizeof okf[0]; i++) {
         int64_t *v;
         uint64_t n;
         ck_assert_msg(tt_npy_read_ints(F(okf[i]), &v, &n) == TT_OK, "%s", tt_last_error());
@@ -626,7 +657,8 @@ START_TEST(read_ints_and_floats) {
     p = F("unsupported/doclens_f4.npy");
     ASSERT_ERR(tt_npy_read_ints(p, &v, &n), TT_EUNSUPPORTED, p);
     p = F("good/vec_f32_v1.npy");
-    ASSERT_ERR(tt_npy_read_ints(p, &v, &n), TT_EUNSUPPORTED, "float32 data is not an integer");
+    ASSERT_ERR(tt_npy_read_ints(p, &v, &n), TT_EUNSUPPORTED, "dtype '<f4' (float32) is not an "
+               "integer array (supported: int8, int16, int32, int64 and their unsigned forms)");
     p = F("bad/trunc_data.npy");
     ASSERT_ERR(tt_npy_read_ints(p, &v, &n), TT_EFORMAT, "truncated");
     p = F("no_such.npy");
@@ -679,8 +711,186 @@ START_TEST(read_ints_and_floats) {
     ASSERT_ERR(tt_npy_read_floats(p, &f, &h), TT_EUNSUPPORTED, p);
     p = F("good/vec_bf16.npy");
     ASSERT_ERR(tt_npy_read_floats(p, &f, &h), TT_EUNSUPPORTED, "uint16");
+    ASSERT_ERR(tt_npy_read_floats(p, &f, &h), TT_EUNSUPPORTED, "is not a float array "
+               "(supported: float32, float16, float64)");
     p = F("unsupported/big_endian.npy");
     ASSERT_ERR(tt_npy_read_floats(p, &f, &h), TT_EUNSUPPORTED, "big-endian");
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The part of a refusal after "supported:" (or the whole message without one). */
+static const char *supported_part(void) {
+    const char *m = tt_last_error(), *s = strstr(m, "supported:");
+    return s ? s : m;
+}
+
+/* Every integer dtype NumPy writes is read as an integer array, with its sign; the
+ * float dtypes are read as vectors, float64 narrowed to float32; each refusal lists
+ * the dtypes of its use and none of another's. */
+START_TEST(numpy_dtypes) {
+    char *dir = tu_tmpdir(), path[4200];
+    snprintf(path, sizeof path, "%s/a.npy", dir);
+    int64_t *v;
+    uint64_t n;
+    uint8_t raw[64];
+    static const struct {
+        const char *descr;
+        uint32_t size;
+        uint64_t bits[2]; /* two elements, little-endian bit patterns */
+        int64_t want[2];
+    } ints[] = {
+        {"|i1", 1, {0x80, 0x7f}, {-128, 127}},
+        {"<i1", 1, {0xff, 3}, {-1, 3}},
+        {"|u1", 1, {0xff, 0}, {255, 0}},
+        {"<u1", 1, {0x80, 1}, {128, 1}},
+        {"<i2", 2, {0x8000, 0x7fff}, {-32768, 32767}},
+        {"<u2", 2, {0xffff, 0x8000}, {65535, 32768}},
+        {"<i4", 4, {0x80000000u, 5}, {INT32_MIN, 5}},
+        {"<u4", 4, {0xffffffffu, 0x80000000u}, {4294967295ll, 2147483648ll}},
+        {"<i8", 8, {0x8000000000000000ull, 1}, {INT64_MIN, 1}},
+        {"<u8", 8, {0x7fffffffffffffffull, 0}, {INT64_MAX, 0}},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{'descr': '%s', 'fortran_order': False, 'shape': (2,), }",
+                 ints[i].descr);
+        for (int k = 0; k < 2; k++)
+            for (uint32_t b = 0; b < ints[i].size; b++)
+                raw[k * ints[i].size + b] = (uint8_t)(ints[i].bits[k] >> (8 * b));
+        write_npy(path, 1 + (int)(i % 3), text, raw, 2 * ints[i].size);
+        ck_assert_msg(tt_npy_read_ints(path, &v, &n) == TT_OK, "%s: %s", ints[i].descr,
+                      tt_last_error());
+        ck_assert_msg(n == 2 && v[0] == ints[i].want[0] && v[1] == ints[i].want[1],
+                      "%s: %lld %lld", ints[i].descr, (long long)v[0], (long long)v[1]);
+        free(v);
+    }
+    /* uint64 beyond int64 is refused, naming the file and the element */
+    tt_wr64(raw, 7);
+    tt_wr64(raw + 8, (uint64_t)INT64_MAX + 1);
+    write_npy(path, 1, "{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }", raw, 16);
+    v = (int64_t *)1;
+    ASSERT_ERR(tt_npy_read_ints(path, &v, &n), TT_EVALUE, "element 1 is 9223372036854775808, "
+               "above INT64_MAX");
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), path));
+    ck_assert_ptr_null(v);
+    ck_assert_uint_eq(n, 0);
+
+    /* refusals list their own use's dtypes only */
+    const char *floats[] = {"good/vec_f32_v1.npy", "good/vec_f16.npy", "good/vec_f64.npy",
+                            "unsupported/doclens_f4.npy", "unsupported/c8.npy"};
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        const char *p = F(floats[i]);
+        ASSERT_ERR(tt_npy_read_ints(p, &v, &n), TT_EUNSUPPORTED, "is not an integer array");
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), p));
+        ck_assert_msg(!strstr(supported_part(), "float"), "%s", tt_last_error());
+    }
+    ASSERT_ERR(tt_npy_read_ints(F("unsupported/c8.npy"), &v, &n), TT_EUNSUPPORTED,
+               "dtype '<c8' (complex64) is not an integer array");
+    const char *nonvec[] = {"unsupported/u1.npy", "unsupported/i4.npy", "unsupported/c8.npy",
+                            "good/vec_bf16.npy"};
+    for (size_t i = 0; i < sizeof nonvec / sizeof nonvec[0]; i++) {
+        tt_vecfile vf;
+        const char *p = F(nonvec[i]);
+        ASSERT_ERR(tt_vecfile_open(&vf, p, 0), TT_EUNSUPPORTED, "is not supported for vectors "
+                   "(supported: float32, float16, float64; uint16 as bfloat16 with --bf16");
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), p));
+        const char *sp = supported_part();
+        ck_assert_msg(!strstr(sp, "int8") && !strstr(sp, "int32") && !strstr(sp, "int64") &&
+                      !strstr(sp, "unsigned"), "%s", tt_last_error());
+    }
+    /* an integer array as vectors, in words and as NumPy spells it */
+    write_npy(path, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 2), }", raw, 16);
+    tt_vecfile vf;
+    ASSERT_ERR(tt_vecfile_open(&vf, path, 1), TT_EUNSUPPORTED, "dtype '<i8' (int64) is not "
+               "supported for vectors");
+    float *f;
+    tt_npy_header h;
+    ASSERT_ERR(tt_npy_read_floats(path, &f, &h), TT_EUNSUPPORTED, "dtype '<i8' (int64) is not a "
+               "float array (supported: float32, float16, float64)");
+    ck_assert_ptr_null(f);
+
+    /* float64: IEEE narrowing, through the chunked reader (several 1 MiB buffers,
+     * ranges that start and end inside one) and the whole-array reader */
+    const uint32_t dim = 300;
+    const uint64_t rows = 1024, cnt = rows * dim;
+    double *d = malloc(cnt * sizeof *d);
+    uint8_t *bytes = malloc(cnt * 8);
+    for (uint64_t i = 0; i < cnt; i++)
+        d[i] = ((double)(i % 1000) - 500.3) / 7.0 * (1 + 1e-12 * (double)i);
+    const double below_mid = (double)FLT_MAX + ldexp(1, 103) * 0.99; /* rounds to FLT_MAX */
+    const double specials[] = {1e300, -1e300, NAN, 1e-50, -0.0, (double)FLT_MAX, below_mid,
+                               (double)FLT_MAX + ldexp(1, 103), 0.1, INFINITY};
+    const size_t nsp = sizeof specials / sizeof specials[0];
+    for (size_t k = 0; k < nsp; k++)
+        d[131071 + k * 17000] = specials[k]; /* straddles the chunk boundaries */
+    for (uint64_t i = 0; i < cnt; i++) {
+        uint64_t u;
+        memcpy(&u, &d[i], 8);
+        tt_wr64(bytes + 8 * i, u);
+    }
+    write_npy(path, 2, "{'descr': '<f8', 'fortran_order': False, 'shape': (1024, 300), }", bytes,
+              cnt * 8);
+    float *out = malloc(cnt * sizeof *out);
+    ck_assert_int_eq(tt_vecfile_open(&vf, path, 0), TT_OK);
+    ck_assert(vf.dtype == TT_DT_F64 && vf.rows == rows && vf.dim == dim && vf.row_bytes == 2400);
+    const uint64_t cuts[][2] = {{3, 777}, {436, 1}, {1000, 24}, {0, 437}, {0, 1024}};
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        uint64_t r0 = cuts[c][0], m = cuts[c][1];
+        ck_assert_int_eq(tt_vecfile_read(&vf, r0, m, out), TT_OK);
+        for (uint64_t i = 0; i < m * dim; i++) {
+            float want = (float)d[r0 * dim + i];
+            CHECK(memcmp(&out[i], &want, 4) == 0 || (isnan(want) && isnan(out[i])),
+                  "element %llu: %g != %g", (unsigned long long)(r0 * dim + i), out[i], want);
+        }
+    }
+    tt_vecfile_close(&vf);
+    ck_assert_int_eq(tt_npy_read_floats(path, &f, &h), TT_OK);
+    ck_assert(h.dtype == TT_DT_F64 && h.ndim == 2 && h.shape[0] == rows && h.shape[1] == dim);
+    ck_assert_int_eq(memcmp(f, out, cnt * sizeof *f), 0); /* the last cut was the whole file */
+    const float *sp = f + 131071;
+    ck_assert(isinf(sp[0]) && sp[0] > 0 && isinf(sp[17000]) && sp[17000] < 0);
+    ck_assert(isnan(sp[34000]) && sp[51000] == 0 && signbit(sp[68000]));
+    ck_assert(sp[85000] == FLT_MAX && sp[102000] == FLT_MAX && isinf(sp[119000]));
+    ck_assert(sp[136000] == 0.1f && isinf(sp[153000]));
+    free(f);
+    ck_assert_int_eq(tt_npy_read_floats(F("good/vec_f64.npy"), &f, &h), TT_OK);
+    check_X(f, 0, 6, 4);
+    free(f);
+
+    /* float64 queries beyond float32 are refused by the NaN/Inf check, which names the
+     * query and the vector; any integer dtype gives the query lengths */
+    char qpath[4200], lpath[4200];
+    snprintf(qpath, sizeof qpath, "%s/q.npy", dir);
+    snprintf(lpath, sizeof lpath, "%s/ql.npy", dir);
+    for (uint64_t i = 0; i < 24; i++) {
+        uint64_t u;
+        double x = X(i / 4, (uint32_t)(i % 4));
+        memcpy(&u, &x, 8);
+        tt_wr64(bytes + 8 * i, u);
+    }
+    write_npy(qpath, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (6, 4), }", bytes,
+              24 * 8);
+    const uint8_t ql[3] = {2, 1, 3};
+    write_npy(lpath, 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", ql, 3);
+    tt_queries *q;
+    ck_assert_msg(tt_queries_load(&q, qpath, lpath, NULL) == TT_OK, "%s", tt_last_error());
+    ck_assert(q->num_queries == 3 && q->dim == 4 && q->lens[2] == 3 && q->offsets[2] == 3);
+    check_X(q->vectors, 0, 6, 4);
+    tt_queries_free(q);
+    double big = 1e300;
+    uint64_t u;
+    memcpy(&u, &big, 8);
+    tt_wr64(bytes + 8 * (4 * 4 + 1), u); /* row 4: query 2, its vector 1 */
+    write_npy(qpath, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (6, 4), }", bytes,
+              24 * 8);
+    ASSERT_ERR(tt_queries_load(&q, qpath, lpath, NULL), TT_EVALUE, "query 2 (id 2), vector 1 "
+               "has a NaN or infinite value");
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), qpath));
+    free(out);
+    free(bytes);
+    free(d);
     tu_rmrf(dir);
     free(dir);
 }
@@ -834,6 +1044,18 @@ START_TEST(input_multiple_pairs) {
     ck_assert_uint_eq(tt_input_dim(NULL), 0);
     ck_assert_uint_eq(tt_input_num_docs(NULL), 0);
     ck_assert_uint_eq(tt_input_num_vectors(NULL), 0);
+
+    /* float64 vectors and doclens of the smaller integer types */
+    {
+        const char *v64[2] = {F("good/vec_f64.npy"), F("good/vec_f32_v2.npy")};
+        const char *d8[2] = {F("good/doclens_u8.npy"), F("good/doclens_i16.npy")};
+        ck_assert_msg(tt_input_open(&in, 2, v64, d8, NULL, NULL) == TT_OK, "%s", tt_last_error());
+        ck_assert_uint_eq(tt_input_num_docs(in), 6);
+        ck_assert_int_eq(tt_input_read(in, 0, 12, v), TT_OK);
+        check_X(v, 0, 6, 4);
+        check_X(v + 24, 0, 6, 4);
+        tt_input_free(in);
+    }
 
     /* bfloat16 needs the flag */
     const char *bv[1] = {F("good/vec_bf16.npy")};
@@ -1087,6 +1309,7 @@ int main(void) {
     tcase_add_test(tc, half_conversion_through_reader);
     tcase_add_test(tc, concurrent_reads);
     tcase_add_test(tc, read_ints_and_floats);
+    tcase_add_test(tc, numpy_dtypes);
     tcase_add_test(tc, writer_round_trip);
     tcase_add_test(tc, input_multiple_pairs);
     tcase_add_test(tc, input_ids);

@@ -178,6 +178,20 @@ static void f32_from_le(float *x, uint64_t n) {
         x[i] = tt_rdf32(&x[i]);
 }
 
+/* n little-endian float64 values -> float32. The narrowing follows IEEE 754 (C11
+ * Annex F, which gcc and clang implement on every target tartan builds for): a value
+ * beyond float32's range rounds to +-inf instead of being undefined, so an absurd
+ * input is not silently clamped; the build's and the queries' NaN/Inf checks
+ * refuse it and name the vector. */
+static void narrow_f64(float *restrict dst, const uint8_t *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u = tt_rd64(src + 8 * i);
+        double d;
+        memcpy(&d, &u, 8);
+        dst[i] = (float)d;
+    }
+}
+
 /* ------------------------------------------------------- header parsing */
 
 typedef struct hparse {
@@ -327,12 +341,111 @@ static const char *dtype_name(tt_dtype dt) {
     case TT_DT_I32: return "int32";
     case TT_DT_I64: return "int64";
     case TT_DT_U16: return "uint16";
+    case TT_DT_F64: return "float64";
+    case TT_DT_I8: return "int8";
+    case TT_DT_U8: return "uint8";
+    case TT_DT_I16: return "int16";
+    case TT_DT_U32: return "uint32";
+    case TT_DT_U64: return "uint64";
     }
     return "?";
 }
 
-int tt_npy_parse_header(const uint8_t *buf, size_t len, const char *path, int bf16_from_uint16,
-                        tt_npy_header *h) {
+/* The dtypes the parser knows, as NumPy writes them: '|' ("not applicable") for the
+ * 1-byte types, which a hand-written '<' may also name; little-endian only. The first
+ * entry of a dtype is the spelling messages show. */
+static const struct {
+    const char *descr;
+    tt_dtype dt;
+    uint32_t size;
+} known_dtypes[] = {
+    {"<f4", TT_DT_F32, 4}, {"<f2", TT_DT_F16, 2}, {"<f8", TT_DT_F64, 8},
+    {"|i1", TT_DT_I8, 1},  {"<i1", TT_DT_I8, 1},  {"|u1", TT_DT_U8, 1},
+    {"<u1", TT_DT_U8, 1},  {"<i2", TT_DT_I16, 2}, {"<u2", TT_DT_U16, 2},
+    {"<i4", TT_DT_I32, 4}, {"<u4", TT_DT_U32, 4}, {"<i8", TT_DT_I64, 8},
+    {"<u8", TT_DT_U64, 8},
+};
+
+static const char *dtype_descr(tt_dtype dt) {
+    if (dt == TT_DT_BF16)
+        dt = TT_DT_U16;
+    for (size_t i = 0; i < sizeof known_dtypes / sizeof known_dtypes[0]; i++)
+        if (known_dtypes[i].dt == dt)
+            return known_dtypes[i].descr;
+    return "?";
+}
+
+/* What a reader wants an array for; each use has its own list of dtypes, and a
+ * refusal names that list, never another use's. */
+typedef enum npy_use {
+    USE_ANY,     /* tt_npy_parse_header alone: any dtype of tt_dtype */
+    USE_VECTORS, /* tt_vecfile_open */
+    USE_FLOATS,  /* tt_npy_read_floats (queries) */
+    USE_INTS     /* tt_npy_read_ints (doclens, qlens) */
+} npy_use;
+
+/* A descr the parser does not read, in NumPy's words where its kind letter says
+ * (typestr: byte order, kind, size in bytes), so "'<c8'" comes with "complex64". */
+static void descr_words(const char *descr, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (!descr[0] || !descr[1])
+        return;
+    const char *digits = descr + 2;
+    char *end;
+    long size = strtol(digits, &end, 10);
+    bool sized = end != digits && *end == '\0' && size > 0 && size <= 64;
+    switch (descr[1]) {
+    case 'b': snprintf(buf, cap, "bool"); break;
+    case 'i': if (sized) snprintf(buf, cap, "int%ld", 8 * size); break;
+    case 'u': if (sized) snprintf(buf, cap, "uint%ld", 8 * size); break;
+    case 'f': if (sized) snprintf(buf, cap, "float%ld", 8 * size); break;
+    case 'c': if (sized) snprintf(buf, cap, "complex%ld", 8 * size); break;
+    case 'U': snprintf(buf, cap, "unicode string"); break;
+    case 'S': snprintf(buf, cap, "byte string"); break;
+    case 'O': snprintf(buf, cap, "Python objects"); break;
+    case 'M': snprintf(buf, cap, "datetime64"); break;
+    case 'm': snprintf(buf, cap, "timedelta64"); break;
+    case 'V': snprintf(buf, cap, "raw bytes"); break;
+    default: break;
+    }
+}
+
+/* The refusal of a dtype for a use: NumPy's descr (NULL: too long to show), the type
+ * in words ("" when unknown), and the dtypes that use takes, in words. */
+static int dtype_refused(const char *path, const char *descr, const char *words, npy_use use) {
+    char what[96];
+    if (!descr)
+        snprintf(what, sizeof what, "dtype (descr too long to show)");
+    else if (words[0])
+        snprintf(what, sizeof what, "dtype '%s' (%s)", descr, words);
+    else
+        snprintf(what, sizeof what, "dtype '%s'", descr);
+    switch (use) {
+    case USE_VECTORS:
+        return tt_err(TT_EUNSUPPORTED, "%s: %s is not supported for vectors (supported: "
+                      "float32, float16, float64; uint16 as bfloat16 with --bf16 / "
+                      "bf16_from_uint16)", path, what);
+    case USE_FLOATS:
+        return tt_err(TT_EUNSUPPORTED, "%s: %s is not a float array (supported: float32, "
+                      "float16, float64)", path, what);
+    case USE_INTS:
+        return tt_err(TT_EUNSUPPORTED, "%s: %s is not an integer array (supported: int8, "
+                      "int16, int32, int64 and their unsigned forms)", path, what);
+    case USE_ANY:
+        break;
+    }
+    return tt_err(TT_EUNSUPPORTED, "%s: %s is not supported (vectors: float32, float16, "
+                  "float64, uint16 as bfloat16; integer arrays: int8, int16, int32, int64 "
+                  "and their unsigned forms)", path, what);
+}
+
+/* The refusal of a dtype the parser read but the use does not take. */
+static int dtype_wrong(const char *path, tt_dtype dt, npy_use use) {
+    return dtype_refused(path, dtype_descr(dt), dtype_name(dt), use);
+}
+
+static int parse_header(const uint8_t *buf, size_t len, const char *path, int bf16_from_uint16,
+                        npy_use use, tt_npy_header *h) {
     int major, minor, rc;
     uint64_t pre, hlen;
     if (!path)
@@ -415,26 +528,26 @@ int tt_npy_parse_header(const uint8_t *buf, size_t len, const char *path, int bf
         return tt_err(TT_EFORMAT, "%s: malformed .npy header: missing key '%s'", path,
                       !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
 
-    /* dtype: little-endian only; '|' is numpy's "not applicable" for 1-byte types. */
-    static const struct { const char *descr; tt_dtype dt; uint32_t size; } known[] = {
-        {"<f4", TT_DT_F32, 4}, {"<f2", TT_DT_F16, 2}, {"<u2", TT_DT_U16, 2},
-        {"<i4", TT_DT_I32, 4}, {"<i8", TT_DT_I64, 8},
-    };
     printable(descr);
-    const char *shown = descr_long ? "(too long)" : descr;
     h->dtype = 0;
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (!descr_long && strcmp(descr, known[i].descr) == 0) {
-            h->dtype = known[i].dt;
-            h->elem_size = known[i].size;
+    for (size_t i = 0; i < sizeof known_dtypes / sizeof known_dtypes[0]; i++) {
+        if (!descr_long && strcmp(descr, known_dtypes[i].descr) == 0) {
+            h->dtype = known_dtypes[i].dt;
+            h->elem_size = known_dtypes[i].size;
         }
     }
     if (h->dtype == 0) {
         if (!descr_long && descr[0] == '>')
             return tt_err(TT_EUNSUPPORTED, "%s: big-endian dtype '%s' is not supported "
                           "(convert with arr.astype(arr.dtype.newbyteorder('<')))", path, descr);
-        return tt_err(TT_EUNSUPPORTED, "%s: dtype '%s' is not supported "
-                      "(supported: '<f4', '<f2', '<u2', '<i4', '<i8')", path, shown);
+        /* NumPy never writes '=' to a file: the reader could not tell which host it meant */
+        if (!descr_long && descr[0] == '=')
+            return tt_err(TT_EUNSUPPORTED, "%s: dtype '%s' has native byte order, which a "
+                          "file cannot carry (save little-endian: '<%s')", path, descr,
+                          descr + 1);
+        char words[32];
+        descr_words(descr_long ? "" : descr, words, sizeof words);
+        return dtype_refused(path, descr_long ? NULL : descr, words, use);
     }
     if (h->dtype == TT_DT_U16 && bf16_from_uint16)
         h->dtype = TT_DT_BF16;
@@ -472,8 +585,14 @@ int tt_npy_parse_header(const uint8_t *buf, size_t len, const char *path, int bf
     return TT_OK;
 }
 
-/* Reads and parses the header of an open .npy file of `size` bytes. */
-static int read_header(int fd, const char *path, uint64_t size, int bf16, tt_npy_header *h) {
+int tt_npy_parse_header(const uint8_t *buf, size_t len, const char *path, int bf16_from_uint16,
+                        tt_npy_header *h) {
+    return parse_header(buf, len, path, bf16_from_uint16, USE_ANY, h);
+}
+
+/* Reads and parses the header of an open .npy file of `size` bytes read for `use`. */
+static int read_header(int fd, const char *path, uint64_t size, int bf16, npy_use use,
+                       tt_npy_header *h) {
     uint8_t small[4096];
     uint8_t *big = NULL;
     size_t n = (size_t)TT_MIN(size, (uint64_t)sizeof small);
@@ -484,7 +603,7 @@ static int read_header(int fd, const char *path, uint64_t size, int bf16, tt_npy
     if ((rc = npy_preamble(small, n, path, &major, &minor, &pre, &hlen)) != TT_OK)
         return rc;
     if (pre + hlen <= n)
-        return tt_npy_parse_header(small, n, path, bf16, h);
+        return parse_header(small, n, path, bf16, use, h);
     if (pre + hlen > size)
         return tt_err(TT_EFORMAT, "%s: .npy header length %llu extends beyond the end of the "
                       "file (%llu bytes)", path, (unsigned long long)hlen,
@@ -496,7 +615,7 @@ static int read_header(int fd, const char *path, uint64_t size, int bf16, tt_npy
         return TT_ENOMEM;
     rc = pread_full(fd, big, pre + hlen, 0, path);
     if (rc == TT_OK)
-        rc = tt_npy_parse_header(big, (size_t)(pre + hlen), path, bf16, h);
+        rc = parse_header(big, (size_t)(pre + hlen), path, bf16, use, h);
     free(big);
     return rc;
 }
@@ -526,19 +645,17 @@ static bool has_suffix(const char *s, const char *suf) {
 static int open_npy_vectors(tt_vecfile *vf, uint64_t size, int bf16) {
     tt_npy_header h;
     char sh[128];
-    int rc = read_header(vf->fd, vf->path, size, bf16, &h);
+    int rc = read_header(vf->fd, vf->path, size, bf16, USE_VECTORS, &h);
     if (rc != TT_OK)
         return rc;
     shape_str(&h, sh, sizeof sh);
     if (h.ndim != 2)
         return tt_err(TT_EFORMAT, "%s: expected a 2-D array [num_vectors, dim], got shape %s",
                       vf->path, sh);
-    if (h.dtype == TT_DT_U16)
-        return tt_err(TT_EUNSUPPORTED, "%s: uint16 data is not a vector type (set "
-                      "bf16_from_uint16 to read it as bfloat16)", vf->path);
-    if (h.dtype != TT_DT_F32 && h.dtype != TT_DT_F16 && h.dtype != TT_DT_BF16)
-        return tt_err(TT_EUNSUPPORTED, "%s: %s data is not a vector type (expected float32, "
-                      "float16 or bfloat16)", vf->path, dtype_name(h.dtype));
+    /* uint16 without the flag is refused here too: the list names the flag */
+    if (h.dtype != TT_DT_F32 && h.dtype != TT_DT_F16 && h.dtype != TT_DT_BF16 &&
+        h.dtype != TT_DT_F64)
+        return dtype_wrong(vf->path, h.dtype, USE_VECTORS);
     if (h.shape[0] == 0 || h.shape[1] == 0)
         return tt_err(TT_EFORMAT, "%s: empty array of shape %s", vf->path, sh);
     if (h.shape[1] > VEC_MAX_DIM)
@@ -636,6 +753,24 @@ done:
     return rc;
 }
 
+/* float64 data is twice the size of the floats it becomes, so it cannot be
+ * narrowed in place inside out as the 16-bit types are widened: it goes through a
+ * bounded buffer (1 MiB, as the .fvecs reader's), a read per buffer. */
+static int read_f64(const tt_vecfile *vf, uint64_t off, uint64_t count, float *out) {
+    uint64_t chunk = TT_MIN(((uint64_t)1 << 20) / 8, count);
+    uint8_t *buf = tt_alloc(chunk, 8, vf->path);
+    int rc = TT_OK;
+    if (!buf)
+        return TT_ENOMEM;
+    for (uint64_t i = 0; i < count && rc == TT_OK; i += chunk) {
+        uint64_t m = TT_MIN(chunk, count - i);
+        if ((rc = pread_full(vf->fd, buf, m * 8, off + 8 * i, vf->path)) == TT_OK)
+            narrow_f64(out + i, buf, (size_t)m);
+    }
+    free(buf);
+    return rc;
+}
+
 int tt_vecfile_read(const tt_vecfile *vf, uint64_t row0, uint64_t n, float *out) {
     int rc;
     if (!vf || vf->fd < 0 || (!out && n))
@@ -656,6 +791,8 @@ int tt_vecfile_read(const tt_vecfile *vf, uint64_t row0, uint64_t n, float *out)
         f32_from_le(out, count);
         return TT_OK;
     }
+    if (vf->dtype == TT_DT_F64)
+        return read_f64(vf, off, count, out);
     /* 16-bit data: one read into the upper half of out, then widen in place. */
     if ((rc = pread_full(vf->fd, (uint8_t *)out + 2 * count, count * 2, off, vf->path)) != TT_OK)
         return rc;
@@ -675,8 +812,8 @@ void tt_vecfile_close(tt_vecfile *vf) {
 
 /* ---------------------------------------------------- small whole arrays */
 
-/* Reads a whole .npy file: header into *h, raw data into a new buffer. */
-static int read_whole(const char *path, tt_npy_header *h, uint8_t **data) {
+/* Reads a whole .npy file read for `use`: header into *h, raw data into a new buffer. */
+static int read_whole(const char *path, npy_use use, tt_npy_header *h, uint8_t **data) {
     int fd = -1, rc;
     uint64_t size;
     *data = NULL;
@@ -684,7 +821,7 @@ static int read_whole(const char *path, tt_npy_header *h, uint8_t **data) {
         return tt_err(TT_EINVAL, "NULL .npy path");
     if ((rc = open_regular(path, &fd, &size)) != TT_OK)
         return rc;
-    if ((rc = read_header(fd, path, size, 0, h)) != TT_OK)
+    if ((rc = read_header(fd, path, size, 0, use, h)) != TT_OK)
         goto done;
     if ((rc = check_size(h, size, path)) != TT_OK)
         goto done;
@@ -712,12 +849,15 @@ int tt_npy_read_ints(const char *path, int64_t **out, uint64_t *n) {
         return tt_err(TT_EINVAL, "tt_npy_read_ints: NULL argument");
     *out = NULL;
     *n = 0;
-    if ((rc = read_whole(path, &h, &raw)) != TT_OK)
+    if ((rc = read_whole(path, USE_INTS, &h, &raw)) != TT_OK)
         return rc;
     shape_str(&h, sh, sizeof sh);
-    if (h.dtype != TT_DT_I32 && h.dtype != TT_DT_I64 && h.dtype != TT_DT_U16) {
-        rc = tt_err(TT_EUNSUPPORTED, "%s: %s data is not an integer array (expected int32 or "
-                    "int64)", path, dtype_name(h.dtype));
+    switch (h.dtype) {
+    case TT_DT_I8: case TT_DT_U8: case TT_DT_I16: case TT_DT_U16:
+    case TT_DT_I32: case TT_DT_U32: case TT_DT_I64: case TT_DT_U64:
+        break;
+    default:
+        rc = dtype_wrong(path, h.dtype, USE_INTS);
         goto done;
     }
     if (!(h.ndim == 1 || (h.ndim == 2 && h.shape[1] == 1))) {
@@ -729,13 +869,30 @@ int tt_npy_read_ints(const char *path, int64_t **out, uint64_t *n) {
         rc = TT_ENOMEM;
         goto done;
     }
+    /* signed types are sign-extended, unsigned ones zero-extended */
     for (uint64_t i = 0; i < cnt; i++) {
-        if (h.dtype == TT_DT_I64)
-            v[i] = (int64_t)tt_rd64(raw + 8 * i);
-        else if (h.dtype == TT_DT_I32)
-            v[i] = (int32_t)tt_rd32(raw + 4 * i);
-        else
-            v[i] = tt_rd16(raw + 2 * i);
+        const uint8_t *p = raw + (uint64_t)h.elem_size * i;
+        switch (h.dtype) {
+        case TT_DT_I8: v[i] = (int8_t)p[0]; break;
+        case TT_DT_U8: v[i] = p[0]; break;
+        case TT_DT_I16: v[i] = (int16_t)tt_rd16(p); break;
+        case TT_DT_U16: v[i] = tt_rd16(p); break;
+        case TT_DT_I32: v[i] = (int32_t)tt_rd32(p); break;
+        case TT_DT_U32: v[i] = tt_rd32(p); break;
+        case TT_DT_I64: v[i] = (int64_t)tt_rd64(p); break;
+        default: {
+            uint64_t u = tt_rd64(p);
+            if (u > (uint64_t)INT64_MAX) {
+                rc = tt_err(TT_EVALUE, "%s: element %llu is %llu, above INT64_MAX (%lld), the "
+                            "largest integer tartan reads", path, (unsigned long long)i,
+                            (unsigned long long)u, (long long)INT64_MAX);
+                free(v);
+                goto done;
+            }
+            v[i] = (int64_t)u;
+            break;
+        }
+        }
     }
     *out = v;
     *n = cnt;
@@ -752,11 +909,10 @@ int tt_npy_read_floats(const char *path, float **out, tt_npy_header *h) {
     if (!out || !h)
         return tt_err(TT_EINVAL, "tt_npy_read_floats: NULL argument");
     *out = NULL;
-    if ((rc = read_whole(path, h, &raw)) != TT_OK)
+    if ((rc = read_whole(path, USE_FLOATS, h, &raw)) != TT_OK)
         return rc;
-    if (h->dtype != TT_DT_F32 && h->dtype != TT_DT_F16) {
-        rc = tt_err(TT_EUNSUPPORTED, "%s: %s data is not a float array (expected float32 or "
-                    "float16)", path, dtype_name(h->dtype));
+    if (h->dtype != TT_DT_F32 && h->dtype != TT_DT_F16 && h->dtype != TT_DT_F64) {
+        rc = dtype_wrong(path, h->dtype, USE_FLOATS);
         goto done;
     }
     if (h->ndim < 1) {
@@ -772,6 +928,8 @@ int tt_npy_read_floats(const char *path, float **out, tt_npy_header *h) {
     if (h->dtype == TT_DT_F32) {
         memcpy(v, raw, cnt * 4);
         f32_from_le(v, cnt);
+    } else if (h->dtype == TT_DT_F64) {
+        narrow_f64(v, raw, (size_t)cnt);
     } else {
         for (uint64_t i = 0; i < cnt; i++)
             v[i] = f16_to_f32_inline(tt_rd16(raw + 2 * i));

@@ -11,14 +11,20 @@ typedef enum tt_dtype {
     TT_DT_BF16,    /* '<u2' read as bfloat16 (explicit flag) */
     TT_DT_I32,     /* '<i4' */
     TT_DT_I64,     /* '<i8' */
-    TT_DT_U16      /* '<u2' when not read as bfloat16 (only accepted as ints) */
+    TT_DT_U16,     /* '<u2' when not read as bfloat16 (only accepted as ints) */
+    TT_DT_F64,     /* '<f8' (vectors and queries, narrowed to float32 on read) */
+    TT_DT_I8,      /* '|i1' (also '<i1'); this and the rest are only accepted as ints */
+    TT_DT_U8,      /* '|u1' (also '<u1') */
+    TT_DT_I16,     /* '<i2' */
+    TT_DT_U32,     /* '<u4' */
+    TT_DT_U64      /* '<u8' */
 } tt_dtype;
 
 /* A parsed .npy header. ndim <= 3; shape[i] for i >= ndim is 1. */
 typedef struct tt_npy_header {
     int major, minor;
     tt_dtype dtype;
-    uint32_t elem_size;
+    uint32_t elem_size;    /* 1, 2, 4 or 8 */
     int ndim;
     uint64_t shape[3];
     uint64_t data_offset;  /* bytes from the start of the file to the array data */
@@ -32,8 +38,9 @@ typedef struct tt_npy_header {
  * bf16_from_uint16 maps '<u2' to TT_DT_BF16 rather than TT_DT_U16.
  * Errors: TT_EFORMAT (bad magic, truncated, malformed dict, negative dimension, shape
  * whose byte size overflows int64), TT_EVERSION (not 1.0/2.0/3.0), TT_EUNSUPPORTED
- * (big-endian, dtypes other than the five above, structured dtypes, ndim > 3, Fortran
- * order with more than one dimension > 1). `path` (may be NULL) is only used in
+ * (big-endian, dtypes other than those of tt_dtype, structured dtypes, ndim > 3,
+ * Fortran order with more than one dimension > 1). Which dtypes suit which use is
+ * the readers' business below, not the parser's. `path` (may be NULL) is only used in
  * messages. data_offset <= len on success; trailing bytes after the data are allowed. */
 int tt_npy_parse_header(const uint8_t *buf, size_t len, const char *path, int bf16_from_uint16,
                         tt_npy_header *h);
@@ -45,7 +52,7 @@ typedef struct tt_vecfile {
     char *path;
     int fd;
     int kind;            /* TT_VF_NPY or TT_VF_FVECS */
-    tt_dtype dtype;      /* F32, F16 or BF16 */
+    tt_dtype dtype;      /* F32, F16, BF16 or F64 */
     uint64_t rows;
     uint32_t dim;
     uint64_t data_offset;
@@ -56,25 +63,28 @@ typedef struct tt_vecfile {
  * the file size holds all rows (truncation -> TT_EFORMAT "truncated: expected N bytes,
  * file has M"). A 1-D or 3-D array is TT_EFORMAT ("expected a 2-D array [num_vectors,
  * dim], got shape (...)"), as are zero rows or dim 0 and an .fvecs size that is not a
- * multiple of its first record. dim > 2^20 and non-float dtypes are TT_EUNSUPPORTED; a
- * missing file TT_ENOTFOUND. On failure *vf is left closed (tt_vecfile_close is a
+ * multiple of its first record. dim > 2^20 and dtypes other than float32, float16,
+ * float64 and (with bf16_from_uint16) uint16 as bfloat16 are TT_EUNSUPPORTED, with a
+ * message listing those; a missing file TT_ENOTFOUND. On failure *vf is left closed (tt_vecfile_close is a
  * no-op on it). */
 int tt_vecfile_open(tt_vecfile *vf, const char *path, int bf16_from_uint16);
-/* Reads rows [row0, row0+n) converted to float32 into out (n*dim floats). For fvecs,
- * checks each row's dim prefix. Uses pread only: any number of threads may read one
+/* Reads rows [row0, row0+n) converted to float32 into out (n*dim floats); float64
+ * values beyond float32's range become +-inf (IEEE rounding), for the callers' NaN/Inf
+ * checks to name. For fvecs, checks each row's dim prefix. Uses pread only: any number of threads may read one
  * open file at once. Errors: TT_EINVAL (range beyond rows), TT_EIO, TT_EFORMAT (short
  * read / bad prefix). */
 int tt_vecfile_read(const tt_vecfile *vf, uint64_t row0, uint64_t n, float *out);
 void tt_vecfile_close(tt_vecfile *vf);
 
-/* Reads a 1-D (or [n,1] 2-D) integer .npy (int32/int64, or uint16) into a new array of
- * int64 (*out, free() it) with *n elements (may be 0). Other shapes: TT_EFORMAT; other
- * dtypes: TT_EUNSUPPORTED. On failure *out is NULL and *n 0. */
+/* Reads a 1-D (or [n,1] 2-D) integer .npy (int8/16/32/64 or uint8/16/32/64) into a new
+ * array of int64 (*out, free() it) with *n elements (may be 0). Other shapes:
+ * TT_EFORMAT; other dtypes: TT_EUNSUPPORTED (the message lists the integer dtypes); a
+ * uint64 value above INT64_MAX: TT_EVALUE. On failure *out is NULL and *n 0. */
 int tt_npy_read_ints(const char *path, int64_t **out, uint64_t *n);
 
-/* Reads a whole small float32/float16 .npy (1 <= ndim <= 3) into float32 (free() it);
- * *h receives the header (shape). A 0-d array is TT_EFORMAT, other dtypes
- * TT_EUNSUPPORTED. */
+/* Reads a whole small float32/float16/float64 .npy (1 <= ndim <= 3) into float32
+ * (free() it; float64 beyond float32's range becomes +-inf); *h receives the header
+ * (shape). A 0-d array is TT_EFORMAT, other dtypes TT_EUNSUPPORTED. */
 int tt_npy_read_floats(const char *path, float **out, tt_npy_header *h);
 
 /* Streaming .npy (format 1.0) writer whose first dimension grows as rows are

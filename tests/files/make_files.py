@@ -66,6 +66,7 @@ save("good", "vec_f32_v1.npy", X, (1, 0))
 save("good", "vec_f32_v2.npy", X, (2, 0))
 save("good", "vec_f32_v3.npy", X, (3, 0))
 save("good", "vec_f16.npy", X.astype("<f2"))
+save("good", "vec_f64.npy", X.astype("<f8"))          # narrowed to float32 on read
 save("good", "vec_bf16.npy", bf16_bits(X))          # '<u2': bfloat16 only with the flag
 write_bytes("good", "vec.fvecs", fvecs(X))
 # keys in another order, double quotes, odd spacing, Python-2 'L' suffixes, no
@@ -77,6 +78,9 @@ raw_npy("good", "vec_spacing_v2.npy",
 save("good", "doclens_i64.npy", np.array([2, 1, 3], dtype="<i8"))
 save("good", "doclens_i32.npy", np.array([2, 1, 3], dtype="<i4"))
 save("good", "doclens_col.npy", np.array([[2], [1], [3]], dtype="<i4"))
+# every other integer dtype NumPy writes ('|i1' and '|u1' for the 1-byte ones)
+for t in ("i1", "u1", "i2", "u2", "u4", "u8"):
+    save("good", "doclens_%s%d.npy" % (t[0], 8 * int(t[1])), np.array([2, 1, 3], dtype="<" + t))
 save("good", "scalar.npy", np.array(1.5, dtype="<f4"))  # shape ()
 save("good", "queries_3d.npy", X.reshape(2, 3, 4))       # [nq, Kq, dim]
 # a 1-D array with fortran_order True is the same bytes as C order
@@ -147,7 +151,7 @@ with open(path("bad", "ids_extra.txt"), "w", newline="") as f:
 save("unsupported", "big_endian.npy", X.astype(">f4"))
 save("unsupported", "fortran.npy", np.asfortranarray(X))
 save("unsupported", "u1.npy", np.arange(24, dtype=np.uint8).reshape(6, 4))
-save("unsupported", "f8.npy", X.astype("<f8"))
+save("unsupported", "c8.npy", X.astype("<c8"))
 save("unsupported", "i4.npy", np.arange(24, dtype="<i4").reshape(6, 4))
 save("unsupported", "structured.npy", np.zeros(3, dtype=[("a", "<f4"), ("b", "<f4")]))
 save("unsupported", "4d.npy", X.reshape(1, 2, 3, 4))
