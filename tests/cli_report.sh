@@ -8,7 +8,6 @@
 [ -x "$PY" ] || { echo "python3 missing: skip"; exit 77; }
 [ -x "$T" ] || { echo "no tartan binary at $T"; exit 99; }
 
-now() { date +%s.%N; }
 
 # ------------------------------------------------------------------ synthetic
 "$SYNTH" --out "$WORK/c" --docs 400 --doclen 5-20 --dim 32 --queries 16 --qlen 8 \
@@ -25,9 +24,7 @@ R() {
 }
 VARS=original,1bit,2bit,4bit,2bit-shared
 METRICS=MRR@10,nDCG@10,Recall@20,P@5
-t0=$(now)
 expect_ok "synthetic report" R --out "$WORK/syn" --variants $VARS --metrics $METRICS
-t1=$(now)
 cp "$WORK/err" "$WORK/err1"
 for f in report.md report.csv report.json report.svg runs/original.run runs/2bit-shared.run; do
     [ -s "$WORK/syn/$f" ] || bad "synthetic: $f missing"
@@ -163,10 +160,9 @@ assert pts == [v["name"] for v in rep["variants"]], pts
 EOF
     bad "md/csv/svg"
 
-# Reuse: the same command again finds every index, builds none and is faster.
-t2=$(now)
+# Reuse: the same command again finds every index and builds none (what that saves is a
+# benchmark matter, not a test: timings on a loaded machine prove nothing).
 expect_ok "second run" R --out "$WORK/syn" --variants $VARS --metrics $METRICS
-t3=$(now)
 [ "$(grep -c ': reused ' "$WORK/err")" -eq 5 ] && ! grep -q ': building ' "$WORK/err" &&
     ok "second run reuses all five indexes" || bad "reuse: $(cat "$WORK/err")"
 "$PY" -c "import json,sys; a,b=[json.load(open(sys.argv[i])) for i in (1,2)]
@@ -174,10 +170,6 @@ assert all(x['reused'] for x in b['variants'])
 assert [x['metrics'] for x in a['variants']] == [x['metrics'] for x in b['variants']]" \
     "$WORK/syn/report.json" "$WORK/syn/report.json" && ok "reused indexes give the same metrics" ||
     bad "metrics after reuse"
-awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN { exit !((d - c) < (b - a)) }' &&
-    ok "second run faster ($(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}') s, then" \
-        "$(awk -v a="$t2" -v b="$t3" 'BEGIN{print b-a}') s)" ||
-    bad "second run not faster"
 # Another build option or a changed input file names other indexes.
 expect_ok "other seed" R --out "$WORK/syn" --variants 2bit --seed 7
 [ "$(grep -c ': building ' "$WORK/err")" -eq 2 ] && ok "another seed: indexes built again" ||
@@ -314,9 +306,7 @@ N() {
         --ids "$NF/doc_ids.txt" --queries "$NF/query_token_embeddings.npy" \
         --query-ids "$NF/query_ids.txt" --qrels "$NF/qrels.tsv" --out "$WORK/nf" --threads 2 "$@"
 }
-t0=$(now)
 expect_ok "nanofiqa report (default variants)" N
-t1=$(now)
 "$PY" - "$WORK/nf" <<'EOF' && ok "nanofiqa: files, variants, ratios, ordering, SVG" ||
 import json, os, sys, xml.etree.ElementTree as E
 d = sys.argv[1]
@@ -345,9 +335,6 @@ assert pts == want, pts
 EOF
     bad "nanofiqa report checks"
 expect_ok "nanofiqa second run" N
-t2=$(now)
 [ "$(grep -c ': reused ' "$WORK/err")" -eq 7 ] && ! grep -q ': building ' "$WORK/err" &&
     ok "nanofiqa: second run says reused for all seven" || bad "nanofiqa reuse: $(cat "$WORK/err")"
-awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { exit !((c - b) < (b - a)) }' &&
-    ok "nanofiqa: second run faster" || bad "nanofiqa: second run not faster"
 finish
