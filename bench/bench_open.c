@@ -33,11 +33,21 @@ int main(int argc, char **argv) {
             return 1;
         }
         t_open[r] = bench_wall() - t0;
-        const tt_fmap *res[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec,
-                                &idx->f_doclens, &idx->f_codes, &idx->f_ivf, &idx->f_ids};
+        const tt_fmap *res[3 + 5 * 64];
+        size_t nres = 0;
+        res[nres++] = &idx->f_meta;
+        res[nres++] = &idx->f_centroids;
+        res[nres++] = &idx->f_codec;
+        for (uint32_t s = 0; s < idx->nseg && s < 64; s++) {
+            const tt_segment *sg = &idx->seg[s];
+            const tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_ivf, &sg->f_ids,
+                                   &sg->f_idmap};
+            for (size_t i = 0; i < 5; i++)
+                res[nres++] = fs[i];
+        }
         t0 = bench_wall();
         bytes = 0;
-        for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {
+        for (size_t i = 0; i < nres; i++) {
             if (!res[i]->base)
                 continue;
             if (tt_fmap_check_payload(res[i], NULL, NULL)) {

@@ -133,6 +133,10 @@ typedef struct tt_build_options {
     const volatile int *cancel; /* may be NULL; once *cancel != 0 (e.g. set by a signal
                                  * handler) the build stops within a chunk of work with
                                  * TT_ECANCELED, removes its files and publishes nothing */
+    const char *codebook;       /* NULL, or an index whose centroids and codec are used
+                                 * as they are (no training; its nbits, tables,
+                                 * normalisation, assignment and seed too): indexes that
+                                 * share a codebook encode a vector alike */
 } tt_build_options;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
@@ -211,9 +215,35 @@ typedef struct tt_index_info {
     char encoder[256];
     char created[32];                 /* ISO 8601 UTC */
     char tartan_version[16];
+    /* the living index (doc/format.md, "Generations and segments") */
+    uint64_t generation;              /* of this snapshot; 0: a format-1 index */
+    uint32_t num_segments;
+    uint64_t num_deleted;             /* deleted rows; num_docs - num_deleted are live */
+    uint64_t bytes_idmap, bytes_tombs;/* id lookup tables; deletion lists */
+    uint64_t added_vectors;           /* vectors added since training whose error was measured */
+    double added_mse;                 /* their mean squared residual reconstruction error */
+    double drift;                     /* added_mse / heldout_mse (0: nothing added) */
+    int retrain_advised;              /* drift makes compression measurably worse: consider
+                                       * tt_index_compact with retrain (TT_DRIFT_RETRAIN) */
 } tt_index_info;
 
+/* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals
+ * of added documents that compress 25% worse than the build's held-out ones. */
+#define TT_DRIFT_RETRAIN 1.25
+
 TT_API int tt_index_get_info(const tt_index *idx, tt_index_info *out);
+
+/* One segment of the snapshot (0 <= i < num_segments), in row order. */
+typedef struct tt_segment_info {
+    uint64_t id;                      /* the generation that wrote it; 0: a build's */
+    uint64_t first_doc, num_docs, num_vectors, num_deleted;
+    uint64_t bytes;                   /* its files (originals excluded) */
+    uint64_t added_vectors;           /* an add's measured vectors (0 for builds, compactions) */
+    double added_mse;
+} tt_segment_info;
+
+/* Errors: TT_EINVAL (NULL, i out of range). */
+TT_API int tt_index_segment_info(const tt_index *idx, uint32_t i, tt_segment_info *out);
 /* External id of document `doc` (0-based row): the build's ids file line, or the row
  * number as text. The pointer is valid until tt_index_close and thread-safe; the id is
  * not NUL-terminated (len receives its length). NULL, with TT_EINVAL as the last

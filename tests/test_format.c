@@ -126,21 +126,41 @@ START_TEST(manifest_round_trip) {
     char *dir = tu_tmpdir();
     tt_manifest m, r;
     memset(&m, 0, sizeof m);
-    m.n = 3;
-    for (uint32_t i = 0; i < m.n; i++) {
-        snprintf(m.e[i].name, sizeof m.e[i].name, "file%u.tt", i);
-        memcpy(m.e[i].kind, "ABCD", 4);
-        m.e[i].size = 1000 + i;
-        m.e[i].payload_hash = 0x0102030405060708ull * (i + 1);
+    for (uint32_t i = 0; i < 3; i++) {
+        tt_manifest_entry e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.name, sizeof e.name, "file%u.tt", i);
+        memcpy(e.kind, "ABCD", 4);
+        e.size = 1000 + i;
+        e.payload_hash = 0x0102030405060708ull * (i + 1);
+        ck_assert_int_eq(tt_manifest_add(&m, &e), TT_OK);
     }
+    for (uint32_t i = 0; i < 2; i++) {
+        tt_manifest_segment sg = {.id = 7 * i, .num_docs = 10 + i, .num_vectors = 100 + i,
+                                  .num_deleted = i, .added_vectors = 5 * i, .added_mse = 0.25 * i};
+        snprintf(sg.prefix, sizeof sg.prefix, i ? "g000007." : "");
+        ck_assert_int_eq(tt_manifest_add_segment(&m, &sg), TT_OK);
+    }
+    m.generation = 9;
+    m.next_auto_id = 1234;
     ck_assert_int_eq(tt_manifest_publish(dir, &m), TT_OK);
     ck_assert_int_eq(tt_manifest_read(dir, &r), TT_OK);
+    ck_assert_uint_eq(r.version, 2);
+    ck_assert_uint_eq(r.generation, 9);
+    ck_assert_uint_eq(r.next_auto_id, 1234);
+    ck_assert_uint_eq(r.nseg, 2);
+    ck_assert_str_eq(r.seg[1].prefix, "g000007.");
+    ck_assert_uint_eq(r.seg[1].num_vectors, 101);
+    ck_assert_double_eq(r.seg[1].added_mse, 0.25);
+    ck_assert_mem_eq(r.seg, m.seg, 2 * sizeof *m.seg);
     ck_assert_uint_eq(r.n, 3);
     ck_assert_str_eq(r.e[2].name, "file2.tt");
     ck_assert_uint_eq(r.e[1].size, 1001);
     ck_assert_uint_eq(r.e[2].payload_hash, m.e[2].payload_hash);
     ck_assert_ptr_nonnull(tt_manifest_find(&r, "file1.tt"));
     ck_assert_ptr_null(tt_manifest_find(&r, "file9.tt"));
+    tt_manifest_free(&m);
+    tt_manifest_free(&r);
     /* no temporary left behind */
     char *tmp = tt_path_join(dir, "MANIFEST.tmp");
     ck_assert_int_ne(access(tmp, F_OK), 0);

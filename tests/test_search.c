@@ -784,7 +784,7 @@ START_TEST(scores_match_reference) {
             for (uint32_t j = 0; j < idx->doclens[d]; j++)
                 codes[j] = tt_index_code(idx, v0 + j);
             double ref = tt_maxsim_reference(Q, 32, idx->dim, idx->centroids, &idx->codec, codes,
-                                             idx->res_map + v0 * idx->res_bytes,
+                                             idx->seg[0].res_map + v0 * idx->res_bytes,
                                              idx->doclens[d]);
             if (mean)
                 ref /= 32;
@@ -1087,8 +1087,8 @@ static int seccomp_child(const tt_hit *want, uint32_t nwant, const float *Q) {
         n != nwant)
         return 13;
     /* A fetcher asked for io_uring without a mapping reads with pread. */
-    tt_fetch_config fc = {.mode = TT_FETCH_URING, .fd = idx->f_residuals.fd, .fd_direct = -1,
-                          .path = "r", .file_size = idx->f_residuals.size,
+    tt_fetch_config fc = {.mode = TT_FETCH_URING, .fd = idx->seg[0].f_residuals.fd,
+                          .fd_direct = -1, .path = "r", .file_size = idx->seg[0].f_residuals.size,
                           .base = TT_HEADER_SIZE};
     tt_fetcher *f;
     char note[160];
@@ -1097,7 +1097,7 @@ static int seccomp_child(const tt_hit *want, uint32_t nwant, const float *Q) {
         return 14;
     uint64_t off = 0, len = idx->res_bytes;
     const uint8_t *p;
-    if (tt_fetcher_read(f, 1, &off, &len, &p) || memcmp(p, idx->res_map, len))
+    if (tt_fetcher_read(f, 1, &off, &len, &p) || memcmp(p, idx->seg[0].res_map, len))
         return 15;
     tt_fetcher_free(f);
     tt_search_ctx_free(ctx);

@@ -55,23 +55,27 @@ int tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t tot
 }
 
 int tt_build_add_manifest(builder *b, const tt_fwriter *w, const char *name, uint64_t size) {
-    if (b->man.n >= sizeof b->man.e / sizeof b->man.e[0])
-        return tt_err(TT_EINVAL, "%s: too many index files", b->tmp);
-    tt_manifest_entry *e = &b->man.e[b->man.n++];
-    memset(e, 0, sizeof *e);
-    snprintf(e->name, sizeof e->name, "%s", name);
-    memcpy(e->kind, w->h.kind, 4);
-    e->size = size;
-    e->payload_hash = w->h.payload_hash;
-    return TT_OK;
+    tt_manifest_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "%s", name);
+    memcpy(e.kind, w->h.kind, 4);
+    e.size = size;
+    e.payload_hash = w->h.payload_hash;
+    return tt_manifest_add(&b->man, &e);
 }
 
-/* Writes a whole small file in one go. */
-static int write_small(builder *b, const char *name, const char *kind, const void *data,
-                       size_t n, uint64_t a, uint64_t bb, uint64_t c) {
+const char *tt_build_name(const builder *b, const char *file, char *buf) {
+    snprintf(buf, TT_MANIFEST_NAME_LEN, "%s%s", b->prefix, file);
+    return buf;
+}
+
+int tt_build_write_small(builder *b, const char *file, const char *kind, const void *data,
+                         size_t n, uint64_t a, uint64_t bb, uint64_t c) {
     tt_fwriter w;
     uint64_t size;
-    int st = tt_fw_open(&w, b->tmp, name, kind);
+    char name[TT_MANIFEST_NAME_LEN];
+    tt_build_name(b, file, name);
+    int st = tt_fw_open(&w, b->wdir, name, kind);
     if (!st)
         st = tt_fw_write(&w, data, n);
     if (!st)
@@ -177,10 +181,11 @@ static int write_meta(builder *b, double seconds) {
                      o->assign, seconds, b->st.heldout_mse, enc);
     if (n < 0 || (size_t)n >= sizeof text)
         return tt_err(TT_EINVAL, "index metadata too long");
-    return write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
+    return tt_build_write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
 }
 
-static int write_tables(builder *b) {
+/* The files every segment shares: centroids and codec. */
+static int write_codebook(builder *b) {
     uint32_t dim = b->dim, K = b->K;
     int st;
     /* centroids: K x dim float32 */
@@ -189,7 +194,7 @@ static int write_tables(builder *b) {
         return TT_ENOMEM;
     for (uint64_t i = 0; i < (uint64_t)K * dim; i++)
         tt_wrf32(buf + 4 * i, b->centroids[i]);
-    st = write_small(b, TT_F_CENTROIDS, "CENT", buf, (size_t)K * dim * 4, K, dim, 0);
+    st = tt_build_write_small(b, TT_F_CENTROIDS, "CENT", buf, (size_t)K * dim * 4, K, dim, 0);
     free(buf);
     if (st)
         return st;
@@ -203,53 +208,26 @@ static int write_tables(builder *b) {
         tt_wrf32(buf + 4 * i, c->cutoffs[i]);
     for (uint64_t i = 0; i < nw; i++)
         tt_wrf32(buf + 4 * (nc + i), c->weights[i]);
-    st = write_small(b, TT_F_CODEC, "CODC", buf, (size_t)(nc + nw) * 4, c->nbits, dim, c->ntables);
+    st = tt_build_write_small(b, TT_F_CODEC, "CODC", buf, (size_t)(nc + nw) * 4, c->nbits, dim,
+                              c->ntables);
     free(buf);
-    if (st)
-        return st;
-    /* doclens: u32 per document */
-    const tt_input *in = b->in;
-    buf = tt_alloc(in->num_docs, 4, "doclens");
-    if (!buf)
-        return TT_ENOMEM;
-    for (uint64_t d = 0; d < in->num_docs; d++)
-        tt_wr32(buf + 4 * d, in->doclens[d]);
-    st = write_small(b, TT_F_DOCLENS, "DOCL", buf, (size_t)in->num_docs * 4, in->num_docs, 0, 0);
-    free(buf);
-    if (st)
-        return st;
-    /* ids: u64 off[num_docs+1] into the blob of ids (no separators). Without an ids file
-     * the ids are the row numbers, stored all the same: every index has ids, and
-     * tt_index_doc_id never has to make strings. */
-    tt_fwriter w;
-    uint64_t size, blob = 0;
-    char num[24];
-    if ((st = tt_fw_open(&w, b->tmp, TT_F_IDS, "IDS_")))
-        return st;
-    uint8_t tmp[8];
-    for (uint64_t d = 0; d <= in->num_docs && !st; d++) {
-        tt_wr64(tmp, blob);
-        st = tt_fw_write(&w, tmp, 8);
-        if (d < in->num_docs)
-            blob += in->ids_blob ? in->id_off[d + 1] - in->id_off[d] - 1 /* no newline */
-                                 : (uint64_t)snprintf(num, sizeof num, "%llu",
-                                                      (unsigned long long)d);
-    }
-    for (uint64_t d = 0; d < in->num_docs && !st; d++) {
-        if (in->ids_blob) {
-            st = tt_fw_write(&w, in->ids_blob + in->id_off[d],
-                             (size_t)(in->id_off[d + 1] - in->id_off[d] - 1));
-        } else {
-            int n = snprintf(num, sizeof num, "%llu", (unsigned long long)d);
-            st = tt_fw_write(&w, num, (size_t)n);
-        }
-    }
-    if (!st)
-        st = tt_fw_finish(&w, in->num_docs, blob, 0, &size);
-    if (!st)
-        st = tt_build_add_manifest(b, &w, TT_F_IDS, size);
-    tt_fw_abort(&w);
     return st;
+}
+
+void tt_build_free(builder *b) {
+    tt_assigner_free(b->assigner);
+    tt_codec_free(&b->codec);
+    free(b->centroids);
+    free(b->ivf_len);
+    free(b->ivf_bytes);
+    free(b->ivf_last);
+    free(b->stamp);
+    tt_manifest_free(&b->man);
+    b->assigner = NULL;
+    b->centroids = NULL;
+    b->ivf_len = NULL;
+    b->ivf_bytes = NULL;
+    b->ivf_last = b->stamp = NULL;
 }
 
 int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
@@ -262,7 +240,6 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     tt_build_options defaults;
     int st;
     double t0 = tt_now();
-    uint64_t codes_size = 0;
 
     tt_err_clear();
     /* Callers built against an older tartan.h pass a shorter struct: the fields they do
@@ -301,6 +278,28 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     if (o->threads < 0)
         return tt_err(TT_EINVAL, "threads must be >= 0");
 
+    /* A codebook taken from another index fixes what training would choose. */
+    tt_index *cb = NULL;
+    if (o->codebook) {
+        tt_open_options oo;
+        tt_open_options_init(&oo);
+        oo.io = TT_IO_MMAP;
+        if ((st = tt_index_open(&cb, o->codebook, &oo)))
+            return tt_err_prefix(st, "codebook");
+        if (cb->dim != in->dim) {
+            st = tt_err(TT_EDIM, "%s: the codebook index has dimension %u, the input %u",
+                        o->codebook, cb->dim, in->dim);
+            tt_index_close(cb);
+            return st;
+        }
+        defaults.nbits = (int)cb->nbits;
+        defaults.codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+        defaults.normalize = cb->normalized;
+        defaults.num_centroids = cb->num_centroids;
+        defaults.assign = cb->info.assign;
+        defaults.seed = cb->info.seed;
+    }
+
     b.o = o;
     b.in = in;
     b.dim = in->dim;
@@ -313,29 +312,23 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     /* The output first: a bad OUT fails now, not after hours of training. */
     if ((st = tt_build_prepare_output(&b, out_dir)))
         goto fail;
-    if ((st = tt_build_train(&b)))
-        goto fail;
-    b.code_bytes = b.K <= 65536 ? 2 : 4;
-    b.ivf_len = tt_calloc(b.K, sizeof *b.ivf_len, "IVF counts");
-    b.ivf_bytes = tt_calloc(b.K, sizeof *b.ivf_bytes, "IVF counts");
-    b.ivf_last = tt_calloc(b.K, sizeof *b.ivf_last, "IVF counts");
-    b.stamp = tt_calloc(b.K, sizeof *b.stamp, "IVF counts");
-    if (!b.ivf_len || !b.ivf_bytes || !b.ivf_last || !b.stamp) {
-        st = TT_ENOMEM;
-        goto fail;
-    }
-    if ((st = tt_build_encode(&b, &codes_size)) || (st = tt_build_write_ivf(&b)) || (st = write_tables(&b)))
+    b.wdir = b.tmp;
+    if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)) ||
+        (st = write_codebook(&b)) || (st = tt_build_segment(&b)))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
     if ((st = write_meta(&b, b.st.seconds_total)))
         goto fail;
-    if ((st = tt_build_progress(&b, "publish", 0, 1)) ||
+    /* Generation 1: one segment, the build's, with the files' plain names. */
+    tt_manifest_segment seg = {.id = 0, .num_docs = in->num_docs, .num_vectors = in->num_vectors};
+    b.man.generation = 1;
+    b.man.next_auto_id = in->num_docs;
+    if ((st = tt_manifest_add_segment(&b.man, &seg)) ||
+        (st = tt_build_progress(&b, "publish", 0, 1)) ||
         (st = tt_manifest_publish(b.tmp, &b.man)) || (st = tt_fsync_dir(b.tmp)))
         goto fail;
     for (uint32_t i = 0; i < b.man.n; i++)
-        b.st.index_bytes += b.man.e[i].name[0] && strcmp(b.man.e[i].name, TT_F_ORIGINALS)
-                                ? b.man.e[i].size
-                                : 0;
+        b.st.index_bytes += strcmp(b.man.e[i].name, TT_F_ORIGINALS) ? b.man.e[i].size : 0;
     if ((st = tt_build_publish(&b)))
         goto fail;
     if (o->progress)
@@ -346,12 +339,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     st = TT_OK;
 fail:
     tt_build_discard(&b, st);
-    tt_assigner_free(b.assigner);
-    tt_codec_free(&b.codec);
-    free(b.centroids);
-    free(b.ivf_len);
-    free(b.ivf_bytes);
-    free(b.ivf_last);
-    free(b.stamp);
+    tt_build_free(&b);
+    tt_index_close(cb);
     return st;
 }

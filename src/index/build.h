@@ -1,6 +1,8 @@
 /* Index build internals: the builder shared by the phases of tt_build, one file each:
  * build.c (options, small files, the pipeline), train.c (sample, k-means, codec),
- * encode.c (the encode pass and the IVF), publish.c (moving the result into place). */
+ * encode.c (the encode pass and the IVF), segment.c (a segment's small files: lengths,
+ * ids, the id map), publish.c (moving the result into place). The store (src/store/)
+ * uses the same builder to write the segment of an add into an existing index. */
 #ifndef TT_BUILD_H
 #define TT_BUILD_H
 
@@ -18,6 +20,8 @@ typedef struct builder {
     char *tmp_name;             /* the build directory OUT.tmp-PID-RANDOM in OUT's parent */
     char *tmp;                  /* and its path */
     int tmp_fd;                 /* and the directory, open from creation to the end */
+    const char *wdir;           /* where the segment's files go: tmp, or the index (add) */
+    char prefix[TT_SEGMENT_PREFIX_LEN]; /* their names' prefix: "" or "g<generation>." */
     uint32_t dim, K, nbits;
     int threads;
     uint64_t chunk_vectors;     /* vectors per encode chunk */
@@ -32,22 +36,44 @@ typedef struct builder {
     uint64_t *ivf_bytes;        /* varint bytes per centroid */
     uint64_t *ivf_last;         /* last document appended per centroid (+1; 0 = none) */
     uint64_t *stamp;            /* per centroid: last document seen + 1 (dedupe) */
+    /* The residual error of every encoded vector, when `measure` (adds: the drift) */
+    int measure;
+    double err_sum;             /* squared reconstruction errors, summed */
+    uint64_t err_values;        /* values they are over */
 } builder;
 
 /* Reports progress; TT_ECANCELED (with a message) once the caller's cancel flag is set,
  * which every phase checks at least once per chunk of work. */
 int tt_build_progress(builder *b, const char *phase, uint64_t done, uint64_t total);
 int tt_build_cancelled(const builder *b);
+/* Records a finished file in b->man. */
 int tt_build_add_manifest(builder *b, const tt_fwriter *w, const char *name, uint64_t size);
+/* "<prefix><file>" into buf (TT_MANIFEST_NAME_LEN bytes). */
+const char *tt_build_name(const builder *b, const char *file, char *buf);
 /* Normalises (if asked) and validates n vectors that start at global vector v0. */
 int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n);
+/* Writes a whole small file of the segment (named with the prefix) in one go. */
+int tt_build_write_small(builder *b, const char *file, const char *kind, const void *data,
+                         size_t n, uint64_t a, uint64_t bb, uint64_t c);
 
-/* train.c: the training sample, k-means, the assigner and the codec. */
+/* train.c: the training sample, k-means, the assigner and the codec; or, with the
+ * codebook option, those of another index. */
 int tt_build_train(builder *b);
+/* The codebook (centroids, codec, assigner) of an open index instead of training. */
+int tt_build_codebook_from(builder *b, const tt_index *src);
 /* encode.c: every vector encoded into codes.tt, residuals.tt (and originals.tt), then
  * the IVF written from the codes. */
 int tt_build_encode(builder *b, uint64_t *codes_size);
 int tt_build_write_ivf(builder *b);
+/* segment.c: a whole segment from b->in with the codebook in b: the encode pass, the
+ * IVF, doclens.tt, ids.tt (the input's ids, else the row numbers) and idmap.tt. */
+int tt_build_segment(builder *b);
+/* Writes ids.tt and idmap.tt for num_docs ids laid out as tt_input's ids_blob/id_off. */
+int tt_build_write_ids(builder *b, uint64_t num_docs, const char *blob, const uint64_t *off);
+/* The assigner for b's centroids (b->o->assign, seed, threads). */
+int tt_build_make_assigner(builder *b);
+/* Frees what the builder allocated (not the input, the lock or the output path). */
+void tt_build_free(builder *b);
 /* publish.c: resolves and locks OUT, checks what is there (before any work), removes
  * killed builds' leftovers and creates the build directory; publishes it; and at the
  * end (status: the build's result, whose message is kept) removes what is left of the

@@ -14,7 +14,8 @@ typedef struct encode_job {
     const uint32_t *ids;
     uint8_t *packed;
     uint16_t *orig;
-    float *scratch; /* dim floats per thread */
+    float *scratch; /* 2 * dim floats per thread */
+    double *err;    /* per thread: squared reconstruction error (b->measure) */
     uint64_t n;
 } encode_job;
 
@@ -22,17 +23,27 @@ static void encode_worker(void *arg, int t, int nt) {
     encode_job *j = arg;
     builder *b = j->b;
     uint32_t dim = b->dim;
-    float *r = j->scratch + (uint64_t)t * dim;
+    float *r = j->scratch + (uint64_t)t * 2 * dim, *back = r + dim;
     uint64_t lo = j->n * (uint64_t)t / (uint64_t)nt, hi = j->n * (uint64_t)(t + 1) / (uint64_t)nt;
+    double err = 0;
     for (uint64_t i = lo; i < hi; i++) {
         const float *v = j->x + i * dim, *c = b->centroids + (uint64_t)j->ids[i] * dim;
         for (uint32_t d = 0; d < dim; d++)
             r[d] = v[d] - c[d];
-        tt_codec_encode(&b->codec, r, j->packed + i * b->codec.bytes_per_vec);
+        uint8_t *packed = j->packed + i * b->codec.bytes_per_vec;
+        tt_codec_encode(&b->codec, r, packed);
+        if (b->measure) { /* what the codec loses on these vectors: drift's measure */
+            tt_codec_decode(&b->codec, packed, back);
+            for (uint32_t d = 0; d < dim; d++) {
+                double e = (double)back[d] - r[d];
+                err += e * e;
+            }
+        }
         if (j->orig)
             for (uint32_t d = 0; d < dim; d++)
                 j->orig[i * dim + d] = tt_f32_to_f16(v[d]);
     }
+    j->err[t] = err;
 }
 
 /* Updates the IVF bookkeeping with the codes of vectors [v0, v0+n). A document's
@@ -77,21 +88,27 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
     int st;
     double t0 = tt_now();
 
-    scratch = tt_alloc((uint64_t)b->threads, (uint64_t)dim * sizeof(float), "encode buffer");
+    scratch = tt_alloc((uint64_t)b->threads, 2ull * dim * sizeof(float), "encode buffer");
+    double *err = tt_calloc((uint64_t)b->threads, sizeof *err, "encode buffer");
     x = tt_alloc(chunk, (uint64_t)dim * sizeof(float), "encode buffer");
     ids = tt_alloc(chunk, sizeof *ids, "encode buffer");
     packed = tt_alloc(chunk, bpv, "encode buffer");
     codes = tt_alloc(chunk, b->code_bytes, "encode buffer");
     if (o->keep_originals == TT_KEEP_F16)
         orig = tt_alloc(chunk, (uint64_t)dim * 2, "encode buffer");
-    if (!scratch || !x || !ids || !packed || !codes || (o->keep_originals == TT_KEEP_F16 && !orig)) {
+    if (!scratch || !err || !x || !ids || !packed || !codes ||
+        (o->keep_originals == TT_KEEP_F16 && !orig)) {
         st = TT_ENOMEM;
         goto done;
     }
-    if ((st = tt_fw_open(&wc, b->tmp, TT_F_CODES, "CODE")) ||
-        (st = tt_fw_open(&wr, b->tmp, TT_F_RESIDUALS, "RESI")))
+    char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN];
+    tt_build_name(b, TT_F_CODES, nc);
+    tt_build_name(b, TT_F_RESIDUALS, nr);
+    tt_build_name(b, TT_F_ORIGINALS, no);
+    if ((st = tt_fw_open(&wc, b->wdir, nc, "CODE")) ||
+        (st = tt_fw_open(&wr, b->wdir, nr, "RESI")))
         goto done;
-    if (orig && (st = tt_fw_open(&wo, b->tmp, TT_F_ORIGINALS, "ORIG")))
+    if (orig && (st = tt_fw_open(&wo, b->wdir, no, "ORIG")))
         goto done;
 
     for (uint64_t v0 = 0; v0 < N; v0 += chunk) {
@@ -99,8 +116,13 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
         if ((st = tt_input_read(in, v0, n, x)) || (st = tt_build_prepare_vectors(b, x, v0, n)) ||
             (st = tt_assign(b->assigner, x, n, ids, b->threads)))
             goto done;
-        encode_job job = {b, x, ids, packed, orig, scratch, n};
+        encode_job job = {b, x, ids, packed, orig, scratch, err, n};
         tt_parallel(b->threads, encode_worker, &job);
+        if (b->measure) {
+            for (int t = 0; t < b->threads; t++)
+                b->err_sum += err[t];
+            b->err_values += n * dim;
+        }
         for (uint64_t i = 0; i < n; i++) {
             if (b->code_bytes == 2)
                 tt_wr16(codes + 2 * i, (uint16_t)ids[i]);
@@ -120,14 +142,14 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
             goto done;
     }
     if ((st = tt_fw_finish(&wc, N, b->code_bytes, 0, codes_size)) ||
-        (st = tt_build_add_manifest(b, &wc, TT_F_CODES, *codes_size)))
+        (st = tt_build_add_manifest(b, &wc, nc, *codes_size)))
         goto done;
     uint64_t size;
     if ((st = tt_fw_finish(&wr, N, bpv, 0, &size)) ||
-        (st = tt_build_add_manifest(b, &wr, TT_F_RESIDUALS, size)))
+        (st = tt_build_add_manifest(b, &wr, nr, size)))
         goto done;
     if (orig && ((st = tt_fw_finish(&wo, N, dim, 1, &size)) ||
-                 (st = tt_build_add_manifest(b, &wo, TT_F_ORIGINALS, size))))
+                 (st = tt_build_add_manifest(b, &wo, no, size))))
         goto done;
 done:
     tt_fw_abort(&wc);
@@ -139,6 +161,7 @@ done:
     free(codes);
     free(orig);
     free(scratch);
+    free(err);
     b->st.seconds_encode = tt_now() - t0;
     return st;
 }
@@ -163,7 +186,8 @@ int tt_build_write_ivf(builder *b) {
         total_bytes += b->ivf_bytes[c];
         entries += b->ivf_len[c];
     }
-    if ((st = tt_fw_open(&w, b->tmp, TT_F_IVF, "IVF_")))
+    char name[TT_MANIFEST_NAME_LEN];
+    if ((st = tt_fw_open(&w, b->wdir, tt_build_name(b, TT_F_IVF, name), "IVF_")))
         goto done;
     uint64_t arr_bytes = 8ull * (K + 1) + 4ull * K;
     arr = tt_alloc(arr_bytes, 1, "IVF offsets");
@@ -188,7 +212,8 @@ int tt_build_write_ivf(builder *b) {
     pos = tt_alloc(K, sizeof *pos, "IVF data");
     uint64_t cbuf_n = 1 << 20;
     codes = tt_alloc(cbuf_n, b->code_bytes, "IVF data");
-    codes_path = tt_path_join(b->tmp, TT_F_CODES);
+    char nc[TT_MANIFEST_NAME_LEN];
+    codes_path = tt_path_join(b->wdir, tt_build_name(b, TT_F_CODES, nc));
     if (!data || !pos || !codes || !codes_path) {
         st = TT_ENOMEM;
         goto done;
@@ -261,7 +286,7 @@ int tt_build_write_ivf(builder *b) {
     }
     uint64_t size;
     if ((st = tt_fw_finish(&w, K, entries, total_bytes, &size)) ||
-        (st = tt_build_add_manifest(b, &w, TT_F_IVF, size)))
+        (st = tt_build_add_manifest(b, &w, name, size)))
         goto done;
 done:
     if (fd >= 0)

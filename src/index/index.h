@@ -1,5 +1,6 @@
-/* The open index, shared read-only by every search thread (src/index/open.c), and the
- * varint coding of its IVF lists. */
+/* The open index, shared read-only by every search thread (src/index/open.c): a
+ * snapshot of one generation, its segments laid end to end as one row space with the
+ * deleted rows marked; and the varint coding of the IVF lists. */
 #ifndef TT_INDEX_H
 #define TT_INDEX_H
 
@@ -7,27 +8,21 @@
 #include "quant/codec.h"
 #include "quant/cscore.h"
 
-struct tt_index {
-    char *dir;
-    tt_index_info info;        /* filled at open; see tt_index_get_info */
-    uint32_t dim, nbits, num_centroids;
-    uint64_t num_docs, num_vectors;
-    int normalized;
+/* One segment of an open index: the immutable files one build, add or compaction wrote
+ * (doc/format.md). Its documents are the index's rows [doc0, doc0 + num_docs), its
+ * vectors [vec0, vec0 + num_vectors); its files hold local rows (from 0). */
+typedef struct tt_segment {
+    uint64_t id;               /* the generation that wrote it; 0: a build's */
+    char prefix[TT_SEGMENT_PREFIX_LEN]; /* its file names: "<prefix><kind>.tt" */
+    uint64_t doc0, vec0, num_docs, num_vectors;
+    uint64_t num_deleted;
+    uint64_t added_vectors;    /* an add's measured vectors and their residual error */
+    double added_mse;
 
-    tt_fmap f_meta, f_centroids, f_codec, f_doclens, f_codes, f_residuals, f_ivf, f_ids,
-        f_originals;
+    tt_fmap f_doclens, f_codes, f_residuals, f_ivf, f_ids, f_idmap, f_originals;
 
-    const float *centroids;    /* num_centroids * dim (mmap, little-endian host) */
-    tt_cq cq;                  /* int8 copy for the candidate stages (made at open) */
-    tt_codec codec;
-    const uint32_t *doclens;   /* num_docs (mmap) */
-    uint64_t *doc_vec0;        /* num_docs + 1, computed at open (in RAM) */
-    uint32_t max_doclen;
-    const uint8_t *codes;      /* num_vectors * code_bytes (mmap) */
-    uint32_t code_bytes;       /* 2 (num_centroids <= 65536) or 4 */
-
-    /* IVF: for centroid c, ivf_len[c] documents, delta-varint coded at
-     * ivf_data[ivf_off[c] .. ivf_off[c+1]) (ascending doc ids, first delta from 0). */
+    /* IVF: for centroid c, ivf_len[c] local rows, delta-varint coded at
+     * ivf_data[ivf_off[c] .. ivf_off[c+1]) (ascending, first delta from 0). */
     const uint32_t *ivf_len;   /* num_centroids */
     const uint64_t *ivf_off;   /* num_centroids + 1 */
     const uint8_t *ivf_data;
@@ -35,29 +30,86 @@ struct tt_index {
 
     const uint64_t *id_off;    /* num_docs + 1 offsets into id_data */
     const char *id_data;
-    void *ids_made;            /* row-number ids made at open for an index without ids.tt */
+    void *ids_made;            /* row-number ids made at open for a segment without ids.tt */
+    const uint8_t *idmap;      /* local rows sorted by id, idmap_width bytes each, or NULL */
+    uint32_t idmap_width;      /* 4 or 8 */
 
-    /* Residuals: num_vectors * res_bytes at file offset TT_HEADER_SIZE of f_residuals;
-     * the vectors of document d are at [doc_vec0[d], doc_vec0[d+1]). */
+    const uint8_t *res_map;    /* mapping of the residual payload when io == TT_IO_MMAP */
+    int res_fd_direct;         /* O_DIRECT descriptor, or -1 */
+    const uint16_t *originals; /* num_vectors * dim float16, or NULL */
+} tt_segment;
+
+struct tt_index {
+    char *dir;
+    tt_index_info info;        /* filled at open; see tt_index_get_info */
+    uint32_t dim, nbits, num_centroids;
+    uint64_t num_docs, num_vectors; /* rows of every segment, deleted ones included */
+    uint64_t num_live;         /* rows not deleted */
+    int normalized;
+    tt_manifest man;           /* the generation this index is a snapshot of */
+
+    tt_fmap f_meta, f_centroids, f_codec;
+    const float *centroids;    /* num_centroids * dim (mmap, little-endian host) */
+    tt_cq cq;                  /* int8 copy for the candidate stages (made at open) */
+    tt_codec codec;
+
+    uint32_t nseg;
+    tt_segment *seg;
+
+    /* By row and by vector over all segments: the one segment's mappings, or copies in
+     * RAM when there are several. */
+    const uint32_t *doclens;   /* num_docs */
+    uint32_t *doclens_owned;
+    uint64_t *doc_vec0;        /* num_docs + 1, computed at open (in RAM) */
+    uint32_t max_doclen;       /* over live documents */
+    const uint8_t *codes;      /* num_vectors * code_bytes */
+    uint8_t *codes_owned;
+    uint32_t code_bytes;       /* 2 (num_centroids <= 65536) or 4 */
+    uint64_t *deleted;         /* num_docs bits, or NULL when no document is deleted */
+
+    /* Residuals: segment s holds num_vectors * res_bytes at file offset TT_HEADER_SIZE
+     * of seg[s].f_residuals; row d's are at global byte doc_vec0[d] * res_bytes of the
+     * segments' payloads laid end to end (io/fetch.h reads such ranges). */
     uint32_t res_bytes;
-    const uint8_t *res_map;    /* mmap of the residual payload when io == TT_IO_MMAP */
     int io;                    /* TT_IO_URING or TT_IO_MMAP */
     int direct;
-    int res_fd_direct;         /* O_DIRECT descriptor, or -1 */
     int queue_depth;
     char io_note[160];         /* why io_uring was not used, if it was requested */
-
-    const uint16_t *originals; /* num_vectors * dim float16, or NULL */
+    int has_originals;         /* every segment kept float16 originals */
 };
-
-/* TT_ENOTFOUND for an index directory without a MANIFEST, saying why: the path does
- * not exist ("No such file or directory"), is not a directory, or holds no index. */
-int tt_index_not_found(const char *dir);
 
 /* Centroid id of vector v. */
 static inline uint32_t tt_index_code(const tt_index *idx, uint64_t v) {
     return idx->code_bytes == 2 ? tt_rd16(idx->codes + 2 * v) : tt_rd32(idx->codes + 4 * v);
 }
+
+/* Whether row d is deleted in this snapshot. */
+static inline bool tt_index_deleted(const tt_index *idx, uint64_t d) {
+    return idx->deleted && (idx->deleted[d >> 6] >> (d & 63) & 1);
+}
+
+/* The segment holding row d (binary search over the segments' first rows). */
+static inline uint32_t tt_index_segment_of(const tt_index *idx, uint64_t d) {
+    uint32_t lo = 0, hi = idx->nseg;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (idx->seg[mid].doc0 <= d)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Float16 originals of vector v (has_originals must be set). */
+static inline const uint16_t *tt_index_original(const tt_index *idx, uint32_t s, uint64_t v) {
+    return idx->seg[s].originals + (v - idx->seg[s].vec0) * idx->dim;
+}
+
+/* TT_ENOTFOUND for an index directory without a MANIFEST, saying why: the path does
+ * not exist ("No such file or directory"), is not a directory, or holds no index. */
+int tt_index_not_found(const char *dir);
+
 
 /* Decodes one unsigned LEB128 varint from [*p, end); returns false on overrun/overlong. */
 static inline bool tt_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *out) {

@@ -79,14 +79,14 @@ static int expect_size(const tt_fmap *f, uint64_t a, uint64_t b, uint64_t bytes)
     return TT_OK;
 }
 
-/* Opens one file of the manifest. The resident ones (everything search keeps in memory:
- * all but the residuals and the originals) get their payload checksum verified before
- * anything in them is trusted: they are small next to the residuals, and a flipped
- * byte in them changes rankings without any other sign (doc/format.md). */
+/* Opens one file of the generation. The resident ones (everything search keeps in
+ * memory: all but the residuals and the originals) get their payload checksum verified
+ * before anything in them is trusted: they are small next to the residuals, and a
+ * flipped byte in them changes rankings without any other sign (doc/format.md). */
 enum { RESIDENT = 1, STREAMED = 0 };
-static int open_file(tt_index *idx, const tt_manifest *man, tt_fmap *f, const char *name,
-                     const char *kind, int map, int resident) {
-    const tt_manifest_entry *e = tt_manifest_find(man, name);
+static int open_file(tt_index *idx, tt_fmap *f, const char *name, const char *kind, int map,
+                     int resident) {
+    const tt_manifest_entry *e = tt_manifest_find(&idx->man, name);
     if (!e)
         return tt_err(TT_ECORRUPT, "%s/%s: missing from the manifest", idx->dir, name);
     int st = tt_fmap_open(f, idx->dir, name, kind, map);
@@ -94,13 +94,36 @@ static int open_file(tt_index *idx, const tt_manifest *man, tt_fmap *f, const ch
         return st;
     if (e->size != f->size || e->payload_hash != f->h.payload_hash)
         return tt_err(TT_ECORRUPT, "%s: does not match the manifest (replaced or changed after "
-                      "the build)", f->path);
+                      "it was written)", f->path);
     if (resident && (st = tt_fmap_check_payload(f, NULL, NULL)))
         return st;
     return TT_OK;
 }
 
-static int load_meta(tt_index *idx) {
+/* A segment file's name: "<prefix><kind>.tt". */
+static void seg_name(const tt_segment *sg, const char *file, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s", sg->prefix, file);
+}
+
+static int open_seg_file(tt_index *idx, tt_segment *sg, tt_fmap *f, const char *file,
+                         const char *kind, int map, int resident) {
+    char name[TT_MANIFEST_NAME_LEN + 16];
+    seg_name(sg, file, name, sizeof name);
+    return open_file(idx, f, name, kind, map, resident);
+}
+
+/* The shared file of one kind: a format-2 manifest may name it with a generation prefix
+ * (a retrained codebook), a format-1 index by its fixed name. */
+static const char *shared_name(const tt_index *idx, const char *kind, const char *fixed) {
+    for (uint32_t i = 0; i < idx->man.n; i++)
+        if (!memcmp(idx->man.e[i].kind, kind, 4))
+            return idx->man.e[i].name;
+    return fixed;
+}
+
+/* ------------------------------------------------------------- loading */
+
+static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors) {
     const tt_fmap *m = &idx->f_meta;
     tt_index_info *in = &idx->info;
     uint64_t v;
@@ -113,8 +136,8 @@ static int load_meta(tt_index *idx) {
     } while (0)
     U64("dim", 1, 1 << 20, idx->dim);
     U64("nbits", 1, 4, idx->nbits);
-    U64("num_docs", 1, UINT64_MAX >> 8, idx->num_docs);
-    U64("num_vectors", 1, UINT64_MAX >> 8, idx->num_vectors);
+    U64("num_docs", 1, UINT64_MAX >> 8, *meta_docs);
+    U64("num_vectors", 1, UINT64_MAX >> 8, *meta_vectors);
     U64("num_centroids", 1, 1 << 24, idx->num_centroids);
     U64("normalized", 0, 1, idx->normalized);
     U64("codec_tables", 0, 1, in->codec_tables);
@@ -129,7 +152,7 @@ static int load_meta(tt_index *idx) {
 #undef U64
     if (idx->nbits == 3)
         return tt_err(TT_ECORRUPT, "%s: nbits 3 is not a valid value", m->path);
-    if (idx->num_vectors < idx->num_docs)
+    if (*meta_vectors < *meta_docs)
         return tt_err(TT_ECORRUPT, "%s: fewer vectors than documents", m->path);
     in->sample_factor = meta_double(m, "sample_factor");
     in->build_seconds = meta_double(m, "build_seconds");
@@ -163,93 +186,87 @@ static int load_codec(tt_index *idx) {
     return tt_codec_init(&idx->codec, idx->dim, idx->nbits, (uint32_t)nt, cut, w);
 }
 
-static int load_doclens(tt_index *idx) {
-    const tt_fmap *f = &idx->f_doclens;
-    int st = expect_size(f, idx->num_docs, 0, idx->num_docs * 4);
+static int load_doclens(tt_index *idx, tt_segment *sg) {
+    const tt_fmap *f = &sg->f_doclens;
+    int st = expect_size(f, sg->num_docs, 0, sg->num_docs * 4);
     if (st)
         return st;
-    idx->doclens = (const uint32_t *)f->payload;
-    idx->doc_vec0 = tt_alloc(idx->num_docs + 1, sizeof *idx->doc_vec0, "document offsets");
-    if (!idx->doc_vec0)
-        return TT_ENOMEM;
+    const uint32_t *dl = (const uint32_t *)f->payload;
     uint64_t v = 0;
-    for (uint64_t d = 0; d < idx->num_docs; d++) {
-        idx->doc_vec0[d] = v;
-        uint32_t n = idx->doclens[d];
-        if (n == 0)
+    for (uint64_t d = 0; d < sg->num_docs; d++) {
+        if (dl[d] == 0)
             return tt_err(TT_ECORRUPT, "%s: document %" PRIu64 " has no vectors", f->path, d);
-        if (n > idx->max_doclen)
-            idx->max_doclen = n;
-        v += n;
-        if (v > idx->num_vectors)
+        v += dl[d];
+        if (v > sg->num_vectors)
             break;
     }
-    idx->doc_vec0[idx->num_docs] = v;
-    if (v != idx->num_vectors)
+    if (v != sg->num_vectors)
         return tt_err(TT_ECORRUPT, "%s: document lengths do not add up to %" PRIu64 " vectors",
-                      f->path, idx->num_vectors);
+                      f->path, sg->num_vectors);
+    (void)idx;
     return TT_OK;
 }
 
-static int load_codes(tt_index *idx) {
-    const tt_fmap *f = &idx->f_codes;
-    idx->code_bytes = idx->num_centroids <= 65536 ? 2 : 4;
+static int load_codes(tt_index *idx, tt_segment *sg) {
+    const tt_fmap *f = &sg->f_codes;
     uint64_t bytes;
-    if (!tt_mul_ok(idx->num_vectors, idx->code_bytes, &bytes))
+    if (!tt_mul_ok(sg->num_vectors, idx->code_bytes, &bytes))
         return tt_err(TT_ECORRUPT, "%s: size overflows", f->path);
-    int st = expect_size(f, idx->num_vectors, idx->code_bytes, bytes);
+    int st = expect_size(f, sg->num_vectors, idx->code_bytes, bytes);
     if (st)
         return st;
-    idx->codes = f->payload;
     /* Every code must name a centroid: search indexes score tables with them. */
     uint32_t K = idx->num_centroids;
-    for (uint64_t v = 0; v < idx->num_vectors; v++)
-        if (tt_index_code(idx, v) >= K)
+    const uint8_t *p = f->payload;
+    for (uint64_t v = 0; v < sg->num_vectors; v++) {
+        uint32_t c = idx->code_bytes == 2 ? tt_rd16(p + 2 * v) : tt_rd32(p + 4 * v);
+        if (c >= K)
             return tt_err(TT_ECORRUPT, "%s: vector %" PRIu64 " names centroid %u of %u", f->path,
-                          v, tt_index_code(idx, v), K);
+                          v, c, K);
+    }
     return TT_OK;
 }
 
-static int load_ivf(tt_index *idx) {
-    const tt_fmap *f = &idx->f_ivf;
+static int load_ivf(tt_index *idx, tt_segment *sg) {
+    const tt_fmap *f = &sg->f_ivf;
     uint64_t K = idx->num_centroids, head = 8 * (K + 1) + 4 * K;
     if (f->h.a != K || f->h.payload_bytes < head || f->h.payload_bytes - head != f->h.c)
         return tt_err(TT_ECORRUPT, "%s: header disagrees with its size or the index", f->path);
-    idx->ivf_off = (const uint64_t *)f->payload;
-    idx->ivf_len = (const uint32_t *)(f->payload + 8 * (K + 1));
-    idx->ivf_data = f->payload + head;
-    idx->ivf_data_bytes = f->h.c;
-    if (idx->ivf_off[0] != 0 || idx->ivf_off[K] != idx->ivf_data_bytes)
+    sg->ivf_off = (const uint64_t *)f->payload;
+    sg->ivf_len = (const uint32_t *)(f->payload + 8 * (K + 1));
+    sg->ivf_data = f->payload + head;
+    sg->ivf_data_bytes = f->h.c;
+    if (sg->ivf_off[0] != 0 || sg->ivf_off[K] != sg->ivf_data_bytes)
         return tt_err(TT_ECORRUPT, "%s: list offsets do not span the data", f->path);
     uint64_t entries = 0;
     for (uint64_t c = 0; c < K; c++) {
         /* Ascending and inside the data before any pointer is formed: the last offset
          * equals the data size, but a middle one may not yet be known to be below it
          * (found by fuzzing, tests/fuzz/regress/index). */
-        if (idx->ivf_off[c + 1] < idx->ivf_off[c] || idx->ivf_off[c + 1] > idx->ivf_data_bytes)
+        if (sg->ivf_off[c + 1] < sg->ivf_off[c] || sg->ivf_off[c + 1] > sg->ivf_data_bytes)
             return tt_err(TT_ECORRUPT, "%s: list offsets not ascending within the data at "
                           "centroid %" PRIu64, f->path, c);
-        /* Decode the list: it must hold exactly len ascending documents < num_docs. */
-        const uint8_t *p = idx->ivf_data + idx->ivf_off[c], *end = idx->ivf_data + idx->ivf_off[c + 1];
+        /* Decode the list: it must hold exactly len ascending rows < num_docs. */
+        const uint8_t *p = sg->ivf_data + sg->ivf_off[c], *end = sg->ivf_data + sg->ivf_off[c + 1];
         uint64_t doc = 0, delta;
-        for (uint32_t i = 0; i < idx->ivf_len[c]; i++) {
+        for (uint32_t i = 0; i < sg->ivf_len[c]; i++) {
             if (!tt_varint_get(&p, end, &delta) || (i && delta == 0) ||
-                !tt_add_ok(doc, delta, &doc) || doc >= idx->num_docs)
+                !tt_add_ok(doc, delta, &doc) || doc >= sg->num_docs)
                 return tt_err(TT_ECORRUPT, "%s: list of centroid %" PRIu64 " is damaged",
                               f->path, c);
         }
         if (p != end)
             return tt_err(TT_ECORRUPT, "%s: list of centroid %" PRIu64 " has trailing bytes",
                           f->path, c);
-        entries += idx->ivf_len[c];
+        entries += sg->ivf_len[c];
     }
     return expect(f, entries == f->h.b, "entry count disagrees with the lists");
 }
 
-/* Ids "0", "1", ... for an index built without ids.tt: one allocation holding the
- * offsets and the digits, laid out as ids.tt's payload. */
-static int make_row_ids(tt_index *idx) {
-    uint64_t D = idx->num_docs, digits = 0, bytes;
+/* Ids "0", "1", ... for a segment built without ids.tt (indexes made before builds
+ * stored ids): one allocation holding the offsets and the digits, as ids.tt's payload. */
+static int make_row_ids(tt_index *idx, tt_segment *sg) {
+    uint64_t D = sg->num_docs, digits = 0, bytes;
     for (uint64_t lo = 0, hi = 10, w = 1; lo < D; lo = hi, hi *= 10, w++) /* w-digit rows */
         digits += w * (TT_MIN(hi, D) - lo);
     if (!tt_add_ok(8 * (D + 1), digits, &bytes))
@@ -268,34 +285,202 @@ static int make_row_ids(tt_index *idx) {
         pos += (uint64_t)n;
     }
     off[D] = pos;
-    idx->ids_made = mem;
-    idx->id_off = off;
-    idx->id_data = data;
+    sg->ids_made = mem;
+    sg->id_off = off;
+    sg->id_data = data;
     return TT_OK;
 }
 
-static int load_ids(tt_index *idx) {
-    const tt_fmap *f = &idx->f_ids;
-    uint64_t D = idx->num_docs, head = 8 * (D + 1);
+static int load_ids(tt_segment *sg) {
+    const tt_fmap *f = &sg->f_ids;
+    uint64_t D = sg->num_docs, head = 8 * (D + 1);
     if (f->h.a != D || f->h.payload_bytes < head || f->h.payload_bytes - head != f->h.b)
         return tt_err(TT_ECORRUPT, "%s: header disagrees with its size or the index", f->path);
-    idx->id_off = (const uint64_t *)f->payload;
-    idx->id_data = (const char *)f->payload + head;
-    if (idx->id_off[0] != 0 || idx->id_off[D] != f->h.b)
+    sg->id_off = (const uint64_t *)f->payload;
+    sg->id_data = (const char *)f->payload + head;
+    if (sg->id_off[0] != 0 || sg->id_off[D] != f->h.b)
         return tt_err(TT_ECORRUPT, "%s: id offsets do not span the data", f->path);
     for (uint64_t d = 0; d < D; d++)
-        if (idx->id_off[d + 1] <= idx->id_off[d])
+        if (sg->id_off[d + 1] <= sg->id_off[d])
             return tt_err(TT_ECORRUPT, "%s: id of document %" PRIu64 " is empty or misplaced",
                           f->path, d);
     return TT_OK;
 }
 
-/* Chooses the residual I/O path: io_uring when it can be set up here (it may be
- * compiled out of the kernel or refused by seccomp), else the mmap fallback. */
+/* idmap.tt: the local rows sorted by id (bytewise), width 4 or 8 bytes; each row once.
+ * The order itself is checked where it is used (a lookup that finds the wrong id
+ * reports it), the permutation here. */
+static int load_idmap(tt_segment *sg) {
+    const tt_fmap *f = &sg->f_idmap;
+    uint64_t D = sg->num_docs, w = f->h.b;
+    if (f->h.a != D || (w != 4 && w != 8) || f->h.payload_bytes != D * w)
+        return tt_err(TT_ECORRUPT, "%s: header disagrees with its size or the index", f->path);
+    sg->idmap = f->payload;
+    sg->idmap_width = (uint32_t)w;
+    uint64_t *seen = tt_calloc((D + 63) / 64 + 1, 8, "id map check");
+    if (!seen)
+        return TT_ENOMEM;
+    int st = TT_OK;
+    for (uint64_t i = 0; i < D && !st; i++) {
+        uint64_t r = w == 4 ? tt_rd32(sg->idmap + 4 * i) : tt_rd64(sg->idmap + 8 * i);
+        if (r >= D || (seen[r >> 6] >> (r & 63) & 1))
+            st = tt_err(TT_ECORRUPT, "%s: entry %" PRIu64 " is not a permutation of the rows",
+                        f->path, i);
+        else
+            seen[r >> 6] |= 1ull << (r & 63);
+    }
+    free(seen);
+    return st;
+}
+
+static int open_segment(tt_index *idx, tt_segment *sg) {
+    int st;
+    if ((st = open_seg_file(idx, sg, &sg->f_doclens, TT_F_DOCLENS, "DOCL", TT_MAP_WHOLE,
+                            RESIDENT)) ||
+        (st = load_doclens(idx, sg)) ||
+        (st = open_seg_file(idx, sg, &sg->f_codes, TT_F_CODES, "CODE", TT_MAP_WHOLE, RESIDENT)) ||
+        (st = load_codes(idx, sg)) ||
+        (st = open_seg_file(idx, sg, &sg->f_ivf, TT_F_IVF, "IVF_", TT_MAP_WHOLE, RESIDENT)) ||
+        (st = load_ivf(idx, sg)))
+        return st;
+    /* Builds store ids (row numbers when they were given none); segments made before
+     * they did get them made here, so that tt_index_doc_id always has stable strings. */
+    char name[TT_MANIFEST_NAME_LEN + 16];
+    seg_name(sg, TT_F_IDS, name, sizeof name);
+    if (tt_manifest_find(&idx->man, name)
+            ? (st = open_file(idx, &sg->f_ids, name, "IDS_", TT_MAP_WHOLE, RESIDENT)) ||
+                  (st = load_ids(sg))
+            : (st = make_row_ids(idx, sg)))
+        return st;
+    seg_name(sg, TT_F_IDMAP, name, sizeof name);
+    if (tt_manifest_find(&idx->man, name) &&
+        ((st = open_file(idx, &sg->f_idmap, name, "IDMP", TT_MAP_WHOLE, RESIDENT)) ||
+         (st = load_idmap(sg))))
+        return st;
+    uint64_t rbytes;
+    if (!tt_mul_ok(sg->num_vectors, idx->res_bytes, &rbytes))
+        return tt_err(TT_ECORRUPT, "%s: residual size overflows", idx->dir);
+    if ((st = open_seg_file(idx, sg, &sg->f_residuals, TT_F_RESIDUALS, "RESI", TT_MAP_NONE,
+                            STREAMED)) ||
+        (st = expect_size(&sg->f_residuals, sg->num_vectors, idx->res_bytes, rbytes)))
+        return st;
+    if (idx->info.keep_originals) {
+        uint64_t obytes;
+        if (!tt_mul_ok(sg->num_vectors * idx->dim, 2, &obytes))
+            return tt_err(TT_ECORRUPT, "%s: originals size overflows", idx->dir);
+        if ((st = open_seg_file(idx, sg, &sg->f_originals, TT_F_ORIGINALS, "ORIG", TT_MAP_WHOLE,
+                                STREAMED)) ||
+            (st = expect_size(&sg->f_originals, sg->num_vectors, idx->dim, obytes)))
+            return st;
+        sg->originals = (const uint16_t *)sg->f_originals.payload;
+    }
+    return TT_OK;
+}
+
+/* The segment with id `id`, or NULL. */
+static tt_segment *find_segment(tt_index *idx, uint64_t id) {
+    for (uint32_t s = 0; s < idx->nseg; s++)
+        if (idx->seg[s].id == id)
+            return &idx->seg[s];
+    return NULL;
+}
+
+/* Tombstone files (TOMB): (u64 segment id, u64 local row) pairs, ascending, each row of
+ * an existing segment, no row deleted twice across files; per segment the count must
+ * equal the manifest's. */
+static int load_tombstones(tt_index *idx) {
+    int st = TT_OK;
+    uint64_t *count = NULL;
+    for (uint32_t i = 0; i < idx->man.n && !st; i++) {
+        const tt_manifest_entry *e = &idx->man.e[i];
+        if (memcmp(e->kind, "TOMB", 4))
+            continue;
+        if (!idx->deleted &&
+            !(idx->deleted = tt_calloc((idx->num_docs + 63) / 64 + 1, 8, "deleted rows")))
+            return TT_ENOMEM;
+        if (!count && !(count = tt_calloc(idx->nseg, sizeof *count, "deleted rows")))
+            return TT_ENOMEM;
+        tt_fmap f;
+        if ((st = open_file(idx, &f, e->name, "TOMB", TT_MAP_WHOLE, RESIDENT)))
+            break;
+        uint64_t n = f.h.a;
+        if (f.h.payload_bytes != 16 * n) {
+            st = tt_err(TT_ECORRUPT, "%s: header disagrees with its size", f.path);
+        } else {
+            for (uint64_t k = 0; k < n && !st; k++) {
+                uint64_t sid = tt_rd64(f.payload + 16 * k), row = tt_rd64(f.payload + 16 * k + 8);
+                tt_segment *sg = find_segment(idx, sid);
+                if (!sg || row >= sg->num_docs) {
+                    st = tt_err(TT_ECORRUPT, "%s: entry %" PRIu64 " names no document of the "
+                                "index", f.path, k);
+                    break;
+                }
+                uint64_t d = sg->doc0 + row;
+                if (idx->deleted[d >> 6] >> (d & 63) & 1) {
+                    st = tt_err(TT_ECORRUPT, "%s: document %" PRIu64 " of segment %" PRIu64
+                                " deleted twice", f.path, row, sid);
+                    break;
+                }
+                idx->deleted[d >> 6] |= 1ull << (d & 63);
+                count[sg - idx->seg]++;
+            }
+        }
+        tt_fmap_close(&f);
+    }
+    for (uint32_t s = 0; s < idx->nseg && !st; s++)
+        if ((count ? count[s] : 0) != idx->seg[s].num_deleted)
+            st = tt_err(TT_ECORRUPT, "%s: %" PRIu64 " deletions of segment %" PRIu64 " listed, "
+                        "the manifest says %" PRIu64, idx->dir, count ? count[s] : 0,
+                        idx->seg[s].id, idx->seg[s].num_deleted);
+    free(count);
+    return st;
+}
+
+/* The row space over all segments: lengths, vector offsets, codes (the one segment's
+ * mappings, else copies), the longest live document and the live count. */
+static int join_segments(tt_index *idx) {
+    uint64_t D = idx->num_docs, N = idx->num_vectors;
+    if (idx->nseg == 1) {
+        idx->doclens = (const uint32_t *)idx->seg[0].f_doclens.payload;
+        idx->codes = idx->seg[0].f_codes.payload;
+    } else {
+        idx->doclens_owned = tt_alloc(D ? D : 1, sizeof *idx->doclens_owned, "document lengths");
+        idx->codes_owned = tt_alloc(N ? N : 1, idx->code_bytes, "codes");
+        if (!idx->doclens_owned || !idx->codes_owned)
+            return TT_ENOMEM;
+        for (uint32_t s = 0; s < idx->nseg; s++) {
+            const tt_segment *sg = &idx->seg[s];
+            memcpy(idx->doclens_owned + sg->doc0, sg->f_doclens.payload, sg->num_docs * 4);
+            memcpy(idx->codes_owned + sg->vec0 * idx->code_bytes, sg->f_codes.payload,
+                   sg->num_vectors * idx->code_bytes);
+        }
+        idx->doclens = idx->doclens_owned;
+        idx->codes = idx->codes_owned;
+    }
+    idx->doc_vec0 = tt_alloc(D + 1, sizeof *idx->doc_vec0, "document offsets");
+    if (!idx->doc_vec0)
+        return TT_ENOMEM;
+    uint64_t v = 0;
+    idx->num_live = 0;
+    idx->max_doclen = 0;
+    for (uint64_t d = 0; d < D; d++) {
+        idx->doc_vec0[d] = v;
+        v += idx->doclens[d];
+        if (!tt_index_deleted(idx, d)) {
+            idx->num_live++;
+            if (idx->doclens[d] > idx->max_doclen)
+                idx->max_doclen = idx->doclens[d];
+        }
+    }
+    idx->doc_vec0[D] = v;
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------- I/O */
+
 static int setup_io(tt_index *idx, const tt_open_options *o) {
     int want = o->io;
     idx->queue_depth = o->queue_depth > 0 ? TT_MIN(o->queue_depth, 4096) : 64;
-    idx->res_fd_direct = -1;
     if (want != TT_IO_MMAP) {
         struct io_uring ring;
         int r = io_uring_queue_init(4, &ring, 0);
@@ -311,57 +496,84 @@ static int setup_io(tt_index *idx, const tt_open_options *o) {
         idx->io = TT_IO_MMAP;
     }
     if (idx->io == TT_IO_URING && o->direct) {
-        idx->res_fd_direct = open(idx->f_residuals.path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-        if (idx->res_fd_direct < 0)
-            snprintf(idx->io_note, sizeof idx->io_note,
-                     "O_DIRECT refused by the file system (%s); using buffered reads",
-                     strerror(errno));
-        else
-            idx->direct = 1;
+        idx->direct = 1;
+        for (uint32_t s = 0; s < idx->nseg; s++) {
+            tt_segment *sg = &idx->seg[s];
+            sg->res_fd_direct = open(sg->f_residuals.path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            if (sg->res_fd_direct < 0) {
+                snprintf(idx->io_note, sizeof idx->io_note,
+                         "O_DIRECT refused by the file system (%s); using buffered reads",
+                         strerror(errno));
+                idx->direct = 0;
+            }
+        }
+        for (uint32_t s = 0; !idx->direct && s < idx->nseg; s++) {
+            if (idx->seg[s].res_fd_direct >= 0)
+                close(idx->seg[s].res_fd_direct);
+            idx->seg[s].res_fd_direct = -1;
+        }
     }
-    /* Search reads residuals at random, about a kilobyte per document: kernel readahead
-     * (up to 128 KiB around each read or fault) would multiply the bytes read from the
-     * device and evict useful pages. Exhaustive scans ask for their large ranges
-     * explicitly (src/io/fetch.c). Advice only: failure changes nothing but speed. */
-    (void)posix_fadvise(idx->f_residuals.fd, 0, 0, POSIX_FADV_RANDOM);
-    if (idx->io == TT_IO_MMAP) {
-        const tt_fmap *f = &idx->f_residuals;
-        void *p = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, f->fd, 0);
-        if (p == MAP_FAILED)
-            return tt_err_errno(TT_EIO, errno, "%s: mmap failed", f->path);
-        (void)madvise(p, (size_t)f->size, MADV_RANDOM);
-        idx->f_residuals.base = p;
-        idx->f_residuals.payload = idx->f_residuals.base + TT_HEADER_SIZE;
-        idx->res_map = idx->f_residuals.payload;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        tt_fmap *f = &idx->seg[s].f_residuals;
+        /* Search reads residuals at random, about a kilobyte per document: kernel
+         * readahead (up to 128 KiB around each read or fault) would multiply the bytes
+         * read from the device and evict useful pages. Exhaustive scans ask for their
+         * large ranges explicitly (src/io/fetch.c). Advice only: failure changes nothing
+         * but speed. */
+        (void)posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM);
+        if (idx->io == TT_IO_MMAP) {
+            void *p = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+            if (p == MAP_FAILED)
+                return tt_err_errno(TT_EIO, errno, "%s: mmap failed", f->path);
+            (void)madvise(p, (size_t)f->size, MADV_RANDOM);
+            f->base = p;
+            f->payload = f->base + TT_HEADER_SIZE;
+            idx->seg[s].res_map = f->payload;
+        }
     }
     idx->info.io = idx->io;
     return TT_OK;
 }
 
-static void fill_info(tt_index *idx, const tt_manifest *man) {
+static void fill_info(tt_index *idx) {
     tt_index_info *in = &idx->info;
-    in->format_version = TT_FORMAT_VERSION;
+    in->format_version = idx->man.version;
     in->dim = idx->dim;
     in->nbits = idx->nbits;
     in->num_centroids = idx->num_centroids;
     in->num_docs = idx->num_docs;
     in->num_vectors = idx->num_vectors;
     in->normalized = idx->normalized;
-    struct { const char *name; uint64_t *dst; } parts[] = {
-        {TT_F_META, &in->bytes_meta},         {TT_F_CENTROIDS, &in->bytes_centroids},
-        {TT_F_CODEC, &in->bytes_codec},       {TT_F_DOCLENS, &in->bytes_doclens},
-        {TT_F_CODES, &in->bytes_codes},       {TT_F_RESIDUALS, &in->bytes_residuals},
-        {TT_F_IVF, &in->bytes_ivf},           {TT_F_IDS, &in->bytes_ids},
-        {TT_F_ORIGINALS, &in->bytes_originals},
-    };
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        const tt_manifest_entry *e = tt_manifest_find(man, parts[i].name);
-        *parts[i].dst = e ? e->size : 0;
+    in->generation = idx->man.generation;
+    in->num_segments = idx->nseg;
+    in->num_deleted = idx->num_docs - idx->num_live;
+    in->bytes_meta = idx->f_meta.size;
+    in->bytes_centroids = idx->f_centroids.size;
+    in->bytes_codec = idx->f_codec.size;
+    double mse_sum = 0;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        in->bytes_doclens += sg->f_doclens.size;
+        in->bytes_codes += sg->f_codes.size;
+        in->bytes_residuals += sg->f_residuals.size;
+        in->bytes_ivf += sg->f_ivf.size;
+        in->bytes_ids += sg->f_ids.size;
+        in->bytes_idmap += sg->f_idmap.size;
+        in->bytes_originals += sg->f_originals.size;
+        in->added_vectors += sg->added_vectors;
+        mse_sum += sg->added_mse * (double)sg->added_vectors;
     }
-    in->bytes_manifest = TT_HEADER_SIZE + 8 + 64ull * man->n;
+    for (uint32_t i = 0; i < idx->man.n; i++)
+        if (!memcmp(idx->man.e[i].kind, "TOMB", 4))
+            in->bytes_tombs += idx->man.e[i].size;
+    in->added_mse = in->added_vectors ? mse_sum / (double)in->added_vectors : 0;
+    in->drift = in->added_vectors && in->heldout_mse > 0 ? in->added_mse / in->heldout_mse : 0;
+    in->retrain_advised = in->drift >= TT_DRIFT_RETRAIN;
+    in->bytes_manifest = TT_HEADER_SIZE + (idx->man.version == 2 ? 32 : 8) +
+                         64ull * (idx->man.n + idx->man.nseg);
     in->bytes_index = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
                       in->bytes_codes + in->bytes_residuals + in->bytes_ivf + in->bytes_ids +
-                      in->bytes_manifest;
+                      in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
     double values = (double)idx->num_vectors * idx->dim;
     in->bytes_f16 = idx->num_vectors * idx->dim * 2;
     in->bytes_f32 = idx->num_vectors * idx->dim * 4;
@@ -369,9 +581,117 @@ static void fill_info(tt_index *idx, const tt_manifest *man) {
     in->ratio_f16 = (double)in->bytes_f16 / (double)in->bytes_index;
     in->ratio_f32 = (double)in->bytes_f32 / (double)in->bytes_index;
     /* Search keeps everything in memory except the residuals and originals, plus the
-     * document offsets and the int8 centroids made at open. */
-    in->resident_bytes = in->bytes_index - in->bytes_residuals +
-                         8 * (idx->num_docs + 1) + tt_cq_bytes(&idx->cq);
+     * document offsets, the int8 centroids made at open, and with several segments the
+     * copies of their lengths and codes and the deleted-row bitmap. */
+    in->resident_bytes = in->bytes_index - in->bytes_residuals + 8 * (idx->num_docs + 1) +
+                         tt_cq_bytes(&idx->cq);
+    if (idx->nseg > 1)
+        in->resident_bytes += 4 * idx->num_docs + (uint64_t)idx->code_bytes * idx->num_vectors;
+    if (idx->deleted)
+        in->resident_bytes += (idx->num_docs + 63) / 64 * 8;
+}
+
+/* Reads and opens dir's current generation. *stale: a file listed in the manifest was
+ * missing and the manifest has changed since it was read (a writer published meanwhile
+ * and removed files of the generation this open started with): try again. */
+static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt, bool *stale) {
+    int st;
+    *stale = false;
+    if ((st = tt_manifest_read(dir, &idx->man))) {
+        if (st == TT_ENOTFOUND)
+            st = tt_index_not_found(dir);
+        return st;
+    }
+    uint64_t meta_docs, meta_vectors;
+    if ((st = open_file(idx, &idx->f_meta, shared_name(idx, "META", TT_F_META), "META",
+                        TT_MAP_WHOLE, RESIDENT)) ||
+        (st = load_meta(idx, &meta_docs, &meta_vectors)))
+        goto check_stale;
+    uint64_t K = idx->num_centroids, dim = idx->dim, cbytes;
+    if (!tt_mul_ok(K * dim, 4, &cbytes)) {
+        st = tt_err(TT_ECORRUPT, "%s: centroid table size overflows", idx->f_meta.path);
+        goto check_stale;
+    }
+    if ((st = open_file(idx, &idx->f_centroids, shared_name(idx, "CENT", TT_F_CENTROIDS), "CENT",
+                        TT_MAP_WHOLE, RESIDENT)) ||
+        (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
+        goto check_stale;
+    idx->centroids = (const float *)idx->f_centroids.payload;
+    int64_t bad = tt_find_nonfinite(idx->centroids, K, idx->dim);
+    if (bad >= 0) {
+        st = tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
+                    idx->f_centroids.path, (long long)bad);
+        goto check_stale;
+    }
+    if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim))) {
+        st = tt_err(st, "%s: out of memory for the int8 centroids", dir);
+        goto check_stale;
+    }
+    if ((st = open_file(idx, &idx->f_codec, shared_name(idx, "CODC", TT_F_CODEC), "CODC",
+                        TT_MAP_WHOLE, RESIDENT)) ||
+        (st = load_codec(idx)))
+        goto check_stale;
+    idx->res_bytes = idx->codec.bytes_per_vec;
+    idx->code_bytes = idx->num_centroids <= 65536 ? 2 : 4;
+
+    /* Segments: a format-1 index is one, described by meta.tt. */
+    idx->nseg = idx->man.version == 1 ? 1 : idx->man.nseg;
+    if (idx->nseg == 0) {
+        st = tt_err(TT_ECORRUPT, "%s: the manifest lists no segment", dir);
+        goto check_stale;
+    }
+    if (!(idx->seg = tt_calloc(idx->nseg, sizeof *idx->seg, "segments"))) {
+        st = TT_ENOMEM;
+        goto check_stale;
+    }
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        tt_segment *sg = &idx->seg[s];
+        tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
+                         &sg->f_ids, &sg->f_idmap, &sg->f_originals};
+        for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+            fs[i]->fd = -1;
+        sg->res_fd_direct = -1;
+        if (idx->man.version == 1) {
+            sg->num_docs = meta_docs;
+            sg->num_vectors = meta_vectors;
+        } else {
+            const tt_manifest_segment *ms = &idx->man.seg[s];
+            sg->id = ms->id;
+            memcpy(sg->prefix, ms->prefix, sizeof sg->prefix);
+            sg->num_docs = ms->num_docs;
+            sg->num_vectors = ms->num_vectors;
+            sg->num_deleted = ms->num_deleted;
+            sg->added_vectors = ms->added_vectors;
+            sg->added_mse = ms->added_mse;
+            if (sg->num_docs == 0 || find_segment(idx, sg->id) != sg) {
+                st = tt_err(TT_ECORRUPT, "%s: segment %u is empty or listed twice", dir, s);
+                goto check_stale;
+            }
+        }
+        sg->doc0 = idx->num_docs;
+        sg->vec0 = idx->num_vectors;
+        if (!tt_add_ok(idx->num_docs, sg->num_docs, &idx->num_docs) ||
+            !tt_add_ok(idx->num_vectors, sg->num_vectors, &idx->num_vectors) ||
+            idx->num_vectors > (UINT64_MAX >> 8)) {
+            st = tt_err(TT_ECORRUPT, "%s: segment sizes overflow", dir);
+            goto check_stale;
+        }
+        if ((st = open_segment(idx, sg)))
+            goto check_stale;
+    }
+    idx->has_originals = idx->info.keep_originals;
+    if ((st = load_tombstones(idx)) || (st = join_segments(idx)) || (st = setup_io(idx, opt)))
+        goto check_stale;
+    return TT_OK;
+check_stale:
+    if (st == TT_ENOTFOUND || st == TT_EIO) {
+        tt_manifest now;
+        if (tt_manifest_read(dir, &now) == TT_OK) {
+            *stale = now.generation != idx->man.generation;
+            tt_manifest_free(&now);
+        }
+    }
+    return st;
 }
 
 int tt_index_not_found(const char *dir) {
@@ -385,8 +705,6 @@ int tt_index_not_found(const char *dir) {
 
 int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
     tt_open_options defaults;
-    tt_manifest man;
-    int st;
     tt_err_clear();
     if (!out || !dir)
         return tt_err(TT_EINVAL, "tt_index_open: NULL argument");
@@ -398,109 +716,60 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
     if (!tt_host_is_le())
         return tt_err(TT_EUNSUPPORTED, "%s: indexes are read in place; this host is big-endian",
                       dir);
-    tt_index *idx = calloc(1, sizeof *idx);
-    if (!idx)
-        return tt_err(TT_ENOMEM, "%s: out of memory", dir);
-    tt_fmap *all[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_doclens,
-                      &idx->f_codes, &idx->f_residuals, &idx->f_ivf, &idx->f_ids,
-                      &idx->f_originals};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        all[i]->fd = -1;
-    idx->res_fd_direct = -1;
-    idx->dir = strdup(dir);
-    if (!idx->dir) {
-        st = tt_err(TT_ENOMEM, "%s: out of memory", dir);
-        goto fail;
-    }
-    if ((st = tt_manifest_read(dir, &man))) {
-        if (st == TT_ENOTFOUND)
-            st = tt_index_not_found(dir);
-        goto fail;
-    }
-    if ((st = open_file(idx, &man, &idx->f_meta, TT_F_META, "META", TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_meta(idx)))
-        goto fail;
-    uint64_t K = idx->num_centroids, dim = idx->dim, cbytes;
-    if (!tt_mul_ok(K * dim, 4, &cbytes)) {
-        st = tt_err(TT_ECORRUPT, "%s: centroid table size overflows", idx->f_meta.path);
-        goto fail;
-    }
-    if ((st = open_file(idx, &man, &idx->f_centroids, TT_F_CENTROIDS, "CENT", TT_MAP_WHOLE, RESIDENT)) ||
-        (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
-        goto fail;
-    idx->centroids = (const float *)idx->f_centroids.payload;
-    int64_t bad = tt_find_nonfinite(idx->centroids, K, idx->dim);
-    if (bad >= 0) {
-        st = tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
-                    idx->f_centroids.path, (long long)bad);
-        goto fail;
-    }
-    if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim))) {
-        st = tt_err(st, "%s: out of memory for the int8 centroids", dir);
-        goto fail;
-    }
-    if ((st = open_file(idx, &man, &idx->f_codec, TT_F_CODEC, "CODC", TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_codec(idx)) ||
-        (st = open_file(idx, &man, &idx->f_doclens, TT_F_DOCLENS, "DOCL", TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_doclens(idx)) ||
-        (st = open_file(idx, &man, &idx->f_codes, TT_F_CODES, "CODE", TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_codes(idx)) ||
-        (st = open_file(idx, &man, &idx->f_ivf, TT_F_IVF, "IVF_", TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_ivf(idx)))
-        goto fail;
-    /* Builds store ids (row numbers when they were given none); indexes made before
-     * they did get them made here, so that tt_index_doc_id always has stable strings. */
-    if (tt_manifest_find(&man, TT_F_IDS)
-            ? (st = open_file(idx, &man, &idx->f_ids, TT_F_IDS, "IDS_", TT_MAP_WHOLE, RESIDENT)) ||
-                  (st = load_ids(idx))
-            : (st = make_row_ids(idx)))
-        goto fail;
-    idx->res_bytes = idx->codec.bytes_per_vec;
-    uint64_t rbytes;
-    if (!tt_mul_ok(idx->num_vectors, idx->res_bytes, &rbytes)) {
-        st = tt_err(TT_ECORRUPT, "%s: residual size overflows", dir);
-        goto fail;
-    }
-    if ((st = open_file(idx, &man, &idx->f_residuals, TT_F_RESIDUALS, "RESI", TT_MAP_NONE, STREAMED)) ||
-        (st = expect_size(&idx->f_residuals, idx->num_vectors, idx->res_bytes, rbytes)))
-        goto fail;
-    if (idx->info.keep_originals) {
-        uint64_t obytes;
-        if (!tt_mul_ok(idx->num_vectors * dim, 2, &obytes)) {
-            st = tt_err(TT_ECORRUPT, "%s: originals size overflows", dir);
-            goto fail;
+    /* A snapshot: whatever generation MANIFEST names when it is read. A writer that
+     * publishes the next one meanwhile may remove files of this one before they are
+     * opened; then the open starts again from the new manifest. */
+    for (int attempt = 0;; attempt++) {
+        tt_index *idx = calloc(1, sizeof *idx);
+        if (!idx)
+            return tt_err(TT_ENOMEM, "%s: out of memory", dir);
+        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec};
+        for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+            shared[i]->fd = -1;
+        if (!(idx->dir = strdup(dir))) {
+            free(idx);
+            return tt_err(TT_ENOMEM, "%s: out of memory", dir);
         }
-        if ((st = open_file(idx, &man, &idx->f_originals, TT_F_ORIGINALS, "ORIG",
-                            TT_MAP_WHOLE, STREAMED)) ||
-            (st = expect_size(&idx->f_originals, idx->num_vectors, dim, obytes)))
-            goto fail;
-        idx->originals = (const uint16_t *)idx->f_originals.payload;
+        bool stale;
+        int st = open_once(idx, dir, opt, &stale);
+        if (st == TT_OK) {
+            fill_info(idx);
+            *out = idx;
+            return TT_OK;
+        }
+        tt_index_close(idx);
+        if (!stale || attempt >= 16)
+            return st;
+        tt_err_clear();
     }
-    if ((st = setup_io(idx, opt)))
-        goto fail;
-    fill_info(idx, &man);
-    *out = idx;
-    return TT_OK;
-fail:
-    tt_index_close(idx);
-    return st;
 }
 
 void tt_index_close(tt_index *idx) {
     if (!idx)
         return;
-    tt_fmap *all[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_doclens,
-                      &idx->f_codes, &idx->f_residuals, &idx->f_ivf, &idx->f_ids,
-                      &idx->f_originals};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]->path || all[i]->fd >= 0)
-            tt_fmap_close(all[i]);
-    if (idx->res_fd_direct >= 0)
-        close(idx->res_fd_direct);
+    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec};
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+        if (shared[i]->path || shared[i]->fd >= 0)
+            tt_fmap_close(shared[i]);
+    for (uint32_t s = 0; idx->seg && s < idx->nseg; s++) {
+        tt_segment *sg = &idx->seg[s];
+        tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
+                         &sg->f_ids, &sg->f_idmap, &sg->f_originals};
+        for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+            if (fs[i]->path || fs[i]->fd >= 0)
+                tt_fmap_close(fs[i]);
+        if (sg->res_fd_direct >= 0)
+            close(sg->res_fd_direct);
+        free(sg->ids_made);
+    }
+    free(idx->seg);
     tt_codec_free(&idx->codec);
     tt_cq_free(&idx->cq);
+    tt_manifest_free(&idx->man);
     free(idx->doc_vec0);
-    free(idx->ids_made);
+    free(idx->doclens_owned);
+    free(idx->codes_owned);
+    free(idx->deleted);
     free(idx->dir);
     free(idx);
 }
@@ -512,6 +781,27 @@ int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
     return TT_OK;
 }
 
+static uint64_t segment_bytes(const tt_segment *sg) {
+    return sg->f_doclens.size + sg->f_codes.size + sg->f_residuals.size + sg->f_ivf.size +
+           sg->f_ids.size + sg->f_idmap.size;
+}
+
+int tt_index_segment_info(const tt_index *idx, uint32_t i, tt_segment_info *out) {
+    if (!idx || !out || i >= idx->nseg)
+        return tt_err(TT_EINVAL, "tt_index_segment_info: no segment %u", i);
+    const tt_segment *sg = &idx->seg[i];
+    memset(out, 0, sizeof *out);
+    out->id = sg->id;
+    out->first_doc = sg->doc0;
+    out->num_docs = sg->num_docs;
+    out->num_vectors = sg->num_vectors;
+    out->num_deleted = sg->num_deleted;
+    out->bytes = segment_bytes(sg);
+    out->added_vectors = sg->added_vectors;
+    out->added_mse = sg->added_mse;
+    return TT_OK;
+}
+
 const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len) {
     if (len)
         *len = 0;
@@ -520,22 +810,29 @@ const char *tt_index_doc_id(const tt_index *idx, uint64_t doc, size_t *len) {
                doc);
         return NULL;
     }
+    const tt_segment *sg = &idx->seg[tt_index_segment_of(idx, doc)];
+    uint64_t r = doc - sg->doc0;
     if (len)
-        *len = (size_t)(idx->id_off[doc + 1] - idx->id_off[doc]);
-    return idx->id_data + idx->id_off[doc];
+        *len = (size_t)(sg->id_off[r + 1] - sg->id_off[r]);
+    return sg->id_data + sg->id_off[r];
 }
 
 const char *tt_index_file_at(const tt_index *idx, const void *addr) {
     if (!idx)
         return NULL;
-    const tt_fmap *const files[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec,
-                                    &idx->f_doclens, &idx->f_codes, &idx->f_residuals,
-                                    &idx->f_ivf, &idx->f_ids, &idx->f_originals};
     const uint8_t *a = (const uint8_t *)addr;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        const tt_fmap *f = files[i];
-        if (f->base && a >= f->base && (uint64_t)(a - f->base) < f->size)
-            return f->path;
+    const tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec};
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+        if (shared[i]->base && a >= shared[i]->base &&
+            (uint64_t)(a - shared[i]->base) < shared[i]->size)
+            return shared[i]->path;
+    for (uint32_t s = 0; idx->seg && s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        const tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
+                               &sg->f_ids, &sg->f_idmap, &sg->f_originals};
+        for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+            if (fs[i]->base && a >= fs[i]->base && (uint64_t)(a - fs[i]->base) < fs[i]->size)
+                return fs[i]->path;
     }
     return NULL;
 }

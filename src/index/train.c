@@ -112,8 +112,7 @@ int tt_build_train(builder *b) {
                            .cancel = o->cancel};
     if ((st = tt_kmeans_train(x, ntrain, &kp, b->centroids)))
         goto done;
-    if ((st = tt_assigner_new(b->centroids, b->K, b->dim, o->assign, o->seed, b->threads,
-                              &b->assigner)))
+    if ((st = tt_build_make_assigner(b)))
         goto done;
 
     /* Codec: quantiles of held-out residuals (ColBERTv2 ResidualCodec). */
@@ -174,4 +173,29 @@ done:
     free(x);
     b->st.seconds_train = tt_now() - t0;
     return st;
+}
+
+int tt_build_make_assigner(builder *b) {
+    return tt_assigner_new(b->centroids, b->K, b->dim, b->o->assign, b->o->seed, b->threads,
+                           &b->assigner);
+}
+
+int tt_build_codebook_from(builder *b, const tt_index *src) {
+    const tt_codec *c = &src->codec;
+    b->K = src->num_centroids;
+    b->nbits = src->nbits;
+    b->centroids = tt_alloc((uint64_t)b->K, (uint64_t)b->dim * sizeof(float), "centroids");
+    if (!b->centroids)
+        return TT_ENOMEM;
+    memcpy(b->centroids, src->centroids, (size_t)b->K * b->dim * sizeof(float));
+    int st = tt_codec_init(&b->codec, b->dim, c->nbits, c->ntables, c->cutoffs, c->weights);
+    if (st)
+        return st;
+    /* The codebook's own figures: what it was trained on, its held-out error (the
+     * baseline of drift). */
+    b->st.num_centroids = b->K;
+    b->st.train_vectors = src->info.train_vectors;
+    b->st.heldout_vectors = src->info.heldout_vectors;
+    b->st.heldout_mse = src->info.heldout_mse;
+    return tt_build_make_assigner(b);
 }

@@ -1,4 +1,5 @@
-/* tt_index_verify: every checksum, then every structural invariant. */
+/* tt_index_verify: every checksum of every file the current generation names, then every
+ * structural invariant (a full open), then the kept originals' values. */
 #include "index/index.h"
 
 int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
@@ -13,18 +14,19 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
         return st;
     }
     /* Every listed file: header, size and payload checksum against the manifest. */
-    for (uint32_t i = 0; i < man.n; i++) {
+    for (uint32_t i = 0; i < man.n && !st; i++) {
         tt_fmap f;
         if ((st = tt_fmap_open(&f, dir, man.e[i].name, man.e[i].kind, TT_MAP_NONE)))
-            return st;
+            break;
         if (f.size != man.e[i].size || f.h.payload_hash != man.e[i].payload_hash)
             st = tt_err(TT_ECORRUPT, "%s: does not match the manifest", f.path);
         if (!st)
             st = tt_fmap_check_payload(&f, progress, user);
         tt_fmap_close(&f);
-        if (st)
-            return st;
     }
+    tt_manifest_free(&man);
+    if (st)
+        return st;
     /* Then every structural invariant, as a full open checks them. */
     tt_open_options o;
     tt_open_options_init(&o);
@@ -34,12 +36,15 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
         return st;
     /* The originals are not checked at open (they are not resident): no value float16
      * cannot hold (exponent all ones: infinity or NaN). */
-    uint64_t n = idx->originals ? idx->num_vectors * idx->dim : 0;
-    for (uint64_t i = 0; i < n; i++) {
-        if ((idx->originals[i] & 0x7c00) == 0x7c00) {
-            st = tt_err(TT_ECORRUPT, "%s: vector %llu has an infinite or NaN value",
-                        idx->f_originals.path, (unsigned long long)(i / idx->dim));
-            break;
+    for (uint32_t s = 0; s < idx->nseg && !st && idx->has_originals; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        uint64_t n = sg->num_vectors * idx->dim;
+        for (uint64_t i = 0; i < n; i++) {
+            if ((sg->originals[i] & 0x7c00) == 0x7c00) {
+                st = tt_err(TT_ECORRUPT, "%s: vector %llu has an infinite or NaN value",
+                            sg->f_originals.path, (unsigned long long)(i / idx->dim));
+                break;
+            }
         }
     }
     tt_index_close(idx);

@@ -271,6 +271,8 @@ int tt_input_read(const tt_input *in, uint64_t v0, uint64_t n, float *out) {
                       (unsigned long long)in->num_vectors);
     if (n == 0)
         return TT_OK;
+    if (in->read_fn)
+        return in->read_fn(in->read_user, v0, n, out);
     /* the file holding v0: last f with file_vec0[f] <= v0 */
     size_t lo = 0, hi = in->nfiles;
     while (hi - lo > 1) {

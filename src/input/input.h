@@ -17,6 +17,11 @@ struct tt_input {
     char *ids_blob;        /* ids, each NUL-terminated (trailing '\r' dropped); NULL if none */
     uint64_t *id_off;      /* num_docs+1 offsets: id i = ids_blob[id_off[i], id_off[i+1]-1) */
     char *ids_path;
+    /* Instead of files: vectors read by a callback (the live documents of an index, for
+     * a compaction that retrains); `source` names them in messages. */
+    int (*read_fn)(void *user, uint64_t v0, uint64_t n, float *out);
+    void *read_user;
+    const char *source;
 };
 
 /* Reads global vectors [v0, v0+n) (may span files) as float32 into out (n*dim floats).

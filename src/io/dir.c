@@ -42,12 +42,29 @@ int tt_fsync_dir(const char *dir) {
     return st;
 }
 
+/* Index files are "<kind>.tt" (a build's segment and the shared files) or
+ * "g<generation>.<kind>.tt" (written by a later generation: an add, a delete, a
+ * compaction), plus MANIFEST, its temporary and LOCK. */
+static const char *const index_kinds[] = {"meta", "centroids", "codec", "doclens", "codes",
+                                          "residuals", "ivf", "ids", "idmap", "originals",
+                                          "tombs"};
+
 bool tt_is_index_file(const char *name) {
-    static const char *const names[] = {"meta.tt", "centroids.tt", "codec.tt", "doclens.tt",
-                                        "codes.tt", "residuals.tt", "ivf.tt", "ids.tt",
-                                        "originals.tt", "MANIFEST", "MANIFEST.tmp"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(name, names[i]))
+    if (!strcmp(name, "MANIFEST") || !strcmp(name, "MANIFEST.tmp") || !strcmp(name, "LOCK"))
+        return true;
+    const char *p = name;
+    if (p[0] == 'g' && p[1] >= '0' && p[1] <= '9') {
+        p++;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p++ != '.')
+            return false;
+    }
+    size_t n = strlen(p);
+    if (n < 4 || strcmp(p + n - 3, ".tt"))
+        return false;
+    for (size_t i = 0; i < sizeof index_kinds / sizeof index_kinds[0]; i++)
+        if (strlen(index_kinds[i]) == n - 3 && !memcmp(p, index_kinds[i], n - 3))
             return true;
     return false;
 }

@@ -18,8 +18,9 @@ int tt_fsync_dir(const char *dir);
 /* fsync of an open directory; `what` names it in the message. */
 int tt_fsync_dirfd(int dfd, const char *what);
 
-/* True for the names of the files tartan writes into an index directory (the index
- * files, MANIFEST and the manifest's temporary). */
+/* True for the names of the files tartan writes into an index directory: the index
+ * files of every generation ("<kind>.tt", "g<N>.<kind>.tt"), MANIFEST, its temporary,
+ * LOCK. */
 bool tt_is_index_file(const char *name);
 
 /* An output directory about to be written: `path` with a symbolic link in its last

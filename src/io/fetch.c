@@ -25,12 +25,14 @@
 #define MMAP_WILLNEED_BYTES (256u << 10)
 
 typedef struct fetch_rng {
-    uint64_t off, len;
+    uint32_t file;
+    uint64_t off, len;    /* file offset, bytes */
     size_t i;             /* position in the caller's arrays */
 } fetch_rng;
 
 /* One read request: a piece of a segment of the buffer. */
 typedef struct fetch_piece {
+    uint32_t file;
     uint64_t foff;        /* file offset */
     uint64_t len;         /* bytes requested */
     uint64_t need;        /* bytes that must arrive (len clamped at end of file) */
@@ -40,6 +42,8 @@ typedef struct fetch_piece {
 
 struct tt_fetcher {
     tt_fetch_config cfg;
+    tt_fetch_file *files;  /* cfg's files (one made from the single-file fields) */
+    size_t nfiles;
     char *path;
     int mode;
     bool direct;
@@ -66,16 +70,34 @@ int tt_fetcher_new(tt_fetcher **out, const tt_fetch_config *cfg, char *note, siz
     if (!cfg || (cfg->mode != TT_FETCH_URING && cfg->mode != TT_FETCH_MMAP &&
                  cfg->mode != TT_FETCH_PREAD))
         return tt_err(TT_EINVAL, "residual fetcher: invalid mode");
-    if (cfg->mode == TT_FETCH_MMAP && !cfg->map)
-        return tt_err(TT_EINVAL, "residual fetcher: mmap mode without a mapping");
-    if (cfg->mode != TT_FETCH_MMAP && cfg->fd < 0)
-        return tt_err(TT_EINVAL, "residual fetcher: no file descriptor");
-    if (cfg->base > cfg->file_size)
-        return tt_err(TT_EINVAL, "residual fetcher: payload offset beyond the file");
     tt_fetcher *f = tt_calloc(1, sizeof *f, "residual fetcher");
     if (!f)
         return TT_ENOMEM;
     f->cfg = *cfg;
+    f->nfiles = cfg->nfiles ? cfg->nfiles : 1;
+    if (!(f->files = tt_alloc(f->nfiles, sizeof *f->files, "residual fetcher"))) {
+        free(f);
+        return TT_ENOMEM;
+    }
+    if (cfg->nfiles)
+        memcpy(f->files, cfg->files, cfg->nfiles * sizeof *f->files);
+    else
+        f->files[0] = (tt_fetch_file){cfg->fd, cfg->fd_direct, cfg->path, cfg->file_size,
+                                      cfg->base, cfg->map, 0};
+    bool all_direct = true, any_map = true;
+    for (size_t i = 0; i < f->nfiles; i++) {
+        const tt_fetch_file *x = &f->files[i];
+        if ((cfg->mode == TT_FETCH_MMAP && !x->map) || (cfg->mode != TT_FETCH_MMAP && x->fd < 0) ||
+            x->base > x->file_size ||
+            (i && x->start != f->files[i - 1].start + f->files[i - 1].file_size -
+                                  f->files[i - 1].base)) {
+            tt_fetcher_free(f);
+            return tt_err(TT_EINVAL, "residual fetcher: file %zu: no mapping, no descriptor, a "
+                          "payload beyond the file, or not contiguous with the previous", i);
+        }
+        all_direct = all_direct && x->fd_direct >= 0;
+        any_map = any_map && x->map;
+    }
     if (f->cfg.queue_depth <= 0)
         f->cfg.queue_depth = FETCH_DEFAULT_QD;
     if (f->cfg.queue_depth > 4096)
@@ -84,18 +106,18 @@ int tt_fetcher_new(tt_fetcher **out, const tt_fetch_config *cfg, char *note, siz
         f->cfg.max_read = FETCH_DEFAULT_MAX_READ;
     /* O_DIRECT pieces must stay block-aligned. */
     f->cfg.max_read = TT_MAX(FETCH_ALIGN, f->cfg.max_read / FETCH_ALIGN * FETCH_ALIGN);
-    f->path = strdup(cfg->path ? cfg->path : "residuals");
+    f->path = strdup(f->files[0].path ? f->files[0].path : "residuals");
     if (!f->path) {
         status = tt_err(TT_ENOMEM, "residual fetcher: out of memory");
         goto fail;
     }
     f->mode = cfg->mode;
-    f->direct = cfg->mode != TT_FETCH_MMAP && cfg->fd_direct >= 0;
+    f->direct = cfg->mode != TT_FETCH_MMAP && all_direct;
     if (f->mode == TT_FETCH_URING) {
         int rc = io_uring_queue_init((unsigned)f->cfg.queue_depth, &f->ring, 0);
         if (rc < 0) {
-            f->mode = cfg->map ? TT_FETCH_MMAP : TT_FETCH_PREAD;
-            f->direct = f->mode == TT_FETCH_PREAD && cfg->fd_direct >= 0;
+            f->mode = any_map ? TT_FETCH_MMAP : TT_FETCH_PREAD;
+            f->direct = f->mode == TT_FETCH_PREAD && all_direct;
             if (note)
                 snprintf(note, note_len, "io_uring setup failed (%s); using %s", strerror(-rc),
                          f->mode == TT_FETCH_MMAP ? "mmap" : "pread");
@@ -121,6 +143,7 @@ void tt_fetcher_free(tt_fetcher *f) {
     free(f->pc);
     free(f->queue);
     free(f->path);
+    free(f->files);
     free(f);
 }
 
@@ -131,6 +154,8 @@ void tt_fetcher_stats_reset(tt_fetcher *f) { memset(&f->st, 0, sizeof f->st); }
 
 static int rng_cmp(const void *a, const void *b) {
     const fetch_rng *x = a, *y = b;
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
     if (x->off != y->off)
         return x->off < y->off ? -1 : 1;
     return x->len < y->len ? -1 : x->len > y->len;
@@ -151,10 +176,18 @@ static int grow_buf(tt_fetcher *f, uint64_t need) {
 }
 
 /* Synchronous reads of every piece, for when io_uring is not available. */
+static int piece_fd(const tt_fetcher *f, const fetch_piece *pc) {
+    return f->direct ? f->files[pc->file].fd_direct : f->files[pc->file].fd;
+}
+
+static const char *piece_path(const tt_fetcher *f, const fetch_piece *pc) {
+    return f->files[pc->file].path ? f->files[pc->file].path : f->path;
+}
+
 static int read_pread(tt_fetcher *f, size_t npc) {
-    int fd = f->direct ? f->cfg.fd_direct : f->cfg.fd;
     for (size_t p = 0; p < npc; p++) {
         fetch_piece *pc = &f->pc[p];
+        int fd = piece_fd(f, pc);
         while (pc->done < pc->need) {
             ssize_t r = pread(fd, pc->buf + pc->done, (size_t)(pc->len - pc->done),
                               (off_t)(pc->foff + pc->done));
@@ -162,13 +195,13 @@ static int read_pread(tt_fetcher *f, size_t npc) {
             if (r < 0) {
                 if (errno == EINTR || errno == EAGAIN)
                     continue;
-                return tt_err_errno(TT_EIO, errno, "%s: read of %llu bytes at %llu", f->path,
-                                    (unsigned long long)(pc->len - pc->done),
+                return tt_err_errno(TT_EIO, errno, "%s: read of %llu bytes at %llu",
+                                    piece_path(f, pc), (unsigned long long)(pc->len - pc->done),
                                     (unsigned long long)(pc->foff + pc->done));
             }
             if (r == 0)
                 return tt_err(TT_ECORRUPT, "%s: unexpected end of file at %llu (truncated?)",
-                              f->path, (unsigned long long)(pc->foff + pc->done));
+                              piece_path(f, pc), (unsigned long long)(pc->foff + pc->done));
             pc->done += (uint64_t)r;
             f->st.bytes += (uint64_t)r;
             /* An O_DIRECT continuation must start on a block boundary again. */
@@ -184,7 +217,6 @@ static int read_pread(tt_fetcher *f, size_t npc) {
  * in flight before returning, since the kernel is still writing into the buffer. */
 static int read_uring(tt_fetcher *f, size_t npc) {
     int status = TT_OK;
-    int fd = f->direct ? f->cfg.fd_direct : f->cfg.fd;
     size_t qhead = 0, qtail = 0, qlen = npc;  /* FIFO of pieces over f->queue[npc] */
     for (size_t p = 0; p < npc; p++)
         f->queue[p] = (uint32_t)p;
@@ -200,8 +232,8 @@ static int read_uring(tt_fetcher *f, size_t npc) {
             qhead = (qhead + 1) % npc;
             qlen--;
             fetch_piece *pc = &f->pc[p];
-            io_uring_prep_read(sqe, fd, pc->buf + pc->done, (unsigned)(pc->len - pc->done),
-                               pc->foff + pc->done);
+            io_uring_prep_read(sqe, piece_fd(f, pc), pc->buf + pc->done,
+                               (unsigned)(pc->len - pc->done), pc->foff + pc->done);
             io_uring_sqe_set_data64(sqe, p);
             inflight++;
             f->st.reads++;
@@ -238,15 +270,16 @@ static int read_uring(tt_fetcher *f, size_t npc) {
             if (res < 0) {
                 if (status == TT_OK)
                     status = tt_err_errno(TT_EIO, -res, "%s: read of %llu bytes at %llu",
-                                          f->path, (unsigned long long)(pc->len - pc->done),
+                                          piece_path(f, pc),
+                                          (unsigned long long)(pc->len - pc->done),
                                           (unsigned long long)(pc->foff + pc->done));
                 continue;
             }
             if (res == 0) {
                 if (status == TT_OK)
                     status = tt_err(TT_ECORRUPT,
-                                    "%s: unexpected end of file at %llu (truncated?)", f->path,
-                                    (unsigned long long)(pc->foff + pc->done));
+                                    "%s: unexpected end of file at %llu (truncated?)",
+                                    piece_path(f, pc), (unsigned long long)(pc->foff + pc->done));
                 continue;
             }
             pc->done += (uint64_t)res;
@@ -273,29 +306,52 @@ static int read_uring(tt_fetcher *f, size_t npc) {
     return status;
 }
 
+/* The file whose payload holds range-space offset `off`: the last with start <= off. */
+static uint32_t file_of(const tt_fetcher *f, uint64_t off) {
+    size_t lo = 0, hi = f->nfiles;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->files[mid].start <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
 int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
                     const uint8_t **ptr) {
     int status = TT_OK;
-    const uint64_t payload = f->cfg.file_size - f->cfg.base;
     f->st.calls++;
     f->st.ranges += n;
+    if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")))
+        return status;
+    bool sorted = true;
     for (size_t i = 0; i < n; i++) {
-        uint64_t end;
-        if (!tt_add_ok(off[i], len[i], &end) || end > payload)
+        uint32_t fi = file_of(f, off[i]);
+        const tt_fetch_file *x = &f->files[fi];
+        uint64_t end, payload = x->file_size - x->base;
+        if (!tt_add_ok(off[i], len[i], &end) || off[i] < x->start || end - x->start > payload)
             return tt_err(TT_ECORRUPT, "%s: range %llu+%llu beyond the %llu payload bytes",
-                          f->path, (unsigned long long)off[i], (unsigned long long)len[i],
-                          (unsigned long long)payload);
+                          x->path ? x->path : f->path, (unsigned long long)(off[i] - x->start),
+                          (unsigned long long)len[i], (unsigned long long)payload);
+        f->rng[i] = (fetch_rng){fi, x->base + (off[i] - x->start), len[i], i};
+        if (i && rng_cmp(&f->rng[i - 1], &f->rng[i]) > 0)
+            sorted = false;
     }
     if (f->mode == TT_FETCH_MMAP) {
         /* A mapped page past a shrunk end of file faults (SIGBUS); catch the common case
-         * (the file truncated before this call) here and say so. One fstat per call. */
-        struct stat sb;
-        if (f->cfg.fd >= 0 && fstat(f->cfg.fd, &sb) == 0 && (uint64_t)sb.st_size < f->cfg.file_size)
-            return tt_err(TT_ECORRUPT, "%s: the file shrank from %llu to %llu bytes while open "
-                          "(an index must not be modified while it is in use)", f->path,
-                          (unsigned long long)f->cfg.file_size, (unsigned long long)sb.st_size);
+         * (the file truncated before this call) here and say so. One fstat per file read. */
         for (size_t i = 0; i < n; i++) {
-            ptr[i] = f->cfg.map + off[i];
+            const tt_fetch_file *x = &f->files[f->rng[i].file];
+            struct stat sb;
+            if ((i == 0 || f->rng[i].file != f->rng[i - 1].file) && x->fd >= 0 &&
+                fstat(x->fd, &sb) == 0 && (uint64_t)sb.st_size < x->file_size)
+                return tt_err(TT_ECORRUPT, "%s: the file shrank from %llu to %llu bytes while "
+                              "open (an index must not be modified while it is in use)",
+                              x->path ? x->path : f->path, (unsigned long long)x->file_size,
+                              (unsigned long long)sb.st_size);
+            ptr[i] = x->map + (f->rng[i].off - x->base);
             f->st.bytes += len[i];
             /* The mapping is MADV_RANDOM (no readahead): a long range, as in an
              * exhaustive scan, is asked for as a whole instead of page by page. */
@@ -310,26 +366,19 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
     if (n == 0)
         return TT_OK;
 
-    /* Sort by file offset (skipped when already sorted, as in exhaustive scans). */
-    if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")))
-        return status;
-    bool sorted = true;
-    for (size_t i = 0; i < n; i++) {
-        f->rng[i] = (fetch_rng){f->cfg.base + off[i], len[i], i};
-        if (i && rng_cmp(&f->rng[i - 1], &f->rng[i]) > 0)
-            sorted = false;
-    }
+    /* Sort by file and offset (skipped when already sorted, as in exhaustive scans). */
     if (!sorted)
         qsort(f->rng, n, sizeof *f->rng, rng_cmp);
 
-    /* Pass 1: segments (contiguous file extents, each one buffer region) and the
-     * buffer size. A segment grows while ranges touch it and it stays within
+    /* Pass 1: segments (contiguous extents of one file, each one buffer region) and the
+     * buffer size. A segment grows while ranges of its file touch it and it stays within
      * max_read; a segment longer than max_read (one big range) is split into pieces. */
     const uint64_t a = f->direct ? FETCH_ALIGN : 1, maxr = f->cfg.max_read;
     uint64_t total = 0;
     size_t npc = 0;
     for (int pass = 0; pass < 2; pass++) {
         uint64_t seg_lo = 0, seg_hi = 0, boff = 0;
+        uint32_t seg_file = 0;
         bool open = false;
         npc = 0;
         for (size_t r = 0; r <= n; r++) {
@@ -337,18 +386,20 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
             if (r < n) {
                 lo = f->rng[r].off / a * a;
                 hi = (f->rng[r].off + f->rng[r].len + a - 1) / a * a;
-                if (open && lo <= seg_hi && TT_MAX(hi, seg_hi) - seg_lo <= maxr) {
+                if (open && f->rng[r].file == seg_file && lo <= seg_hi &&
+                    TT_MAX(hi, seg_hi) - seg_lo <= maxr) {
                     seg_hi = TT_MAX(hi, seg_hi);
                     goto place;
                 }
             }
             if (open) {  /* close the segment: emit its pieces */
+                const uint64_t fsize = f->files[seg_file].file_size;
                 for (uint64_t p = seg_lo; p < seg_hi; p += maxr) {
                     if (pass == 1) {
                         uint64_t l = TT_MIN(maxr, seg_hi - p);
-                        uint64_t need = p + l <= f->cfg.file_size ? l
-                                        : (p < f->cfg.file_size ? f->cfg.file_size - p : 0);
-                        f->pc[npc] = (fetch_piece){p, l, need, 0, f->buf + boff + (p - seg_lo)};
+                        uint64_t need = p + l <= fsize ? l : (p < fsize ? fsize - p : 0);
+                        f->pc[npc] = (fetch_piece){seg_file, p, l, need, 0,
+                                                   f->buf + boff + (p - seg_lo)};
                     }
                     npc++;
                 }
@@ -358,6 +409,7 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
                 break;
             seg_lo = lo;
             seg_hi = hi;
+            seg_file = f->rng[r].file;
             open = true;
         place:
             if (pass == 1)

@@ -4,14 +4,31 @@
 
 #include "common/common.h"
 
-/* A residual fetcher reads many byte ranges of one file per call: with io_uring
+/* A residual fetcher reads many byte ranges of one or several files per call (each range
+ * within one file): with io_uring
  * (batched submissions, up to queue_depth reads in flight), with pread (used when a
  * ring cannot be set up and the file is not mapped), or by pointing into a mapping.
  * One fetcher belongs to one search context (one thread). */
 enum { TT_FETCH_URING = 1, TT_FETCH_MMAP = 2, TT_FETCH_PREAD = 3 };
 
+/* One file of a fetcher: its payload is bytes [start, start + file_size - base) of the
+ * space the ranges are given in (several files laid end to end: an index's segments). */
+typedef struct tt_fetch_file {
+    int fd;                 /* buffered read-only descriptor (URING, PREAD) */
+    int fd_direct;          /* O_DIRECT descriptor, or -1 for buffered reads */
+    const char *path;       /* for messages (must outlive the fetcher) */
+    uint64_t file_size;     /* bytes in the file */
+    uint64_t base;          /* file offset of its payload */
+    const uint8_t *map;     /* mapping of the payload (MMAP) */
+    uint64_t start;         /* where its payload starts in the range space */
+} tt_fetch_file;
+
 typedef struct tt_fetch_config {
     int mode;               /* TT_FETCH_URING, _MMAP or _PREAD */
+    /* The files, ascending by start, contiguous: nfiles of them at files; or, with
+     * nfiles 0, the one file below (range offset 0 at its payload start). */
+    size_t nfiles;
+    const tt_fetch_file *files;
     int fd;                 /* buffered read-only descriptor (URING, PREAD) */
     int fd_direct;          /* O_DIRECT descriptor, or -1 for buffered reads */
     const char *path;       /* for messages */
@@ -38,11 +55,11 @@ int tt_fetcher_new(tt_fetcher **out, const tt_fetch_config *cfg, char *note, siz
 void tt_fetcher_free(tt_fetcher *f);
 int tt_fetcher_mode(const tt_fetcher *f);
 
-/* Reads n ranges [off[i], off[i] + len[i]) (payload offsets) and sets ptr[i] to
+/* Reads n ranges [off[i], off[i] + len[i]) (of the range space) and sets ptr[i] to
  * their bytes. Ranges may come in any order and may overlap; overlapping or adjacent
- * ones (and, with O_DIRECT, ones sharing a 4 KiB block) are read once. Pointers stay
- * valid until the next call. A range past the end of the file is TT_ECORRUPT;
- * a failed read TT_EIO naming the file. */
+ * ones of one file (and, with O_DIRECT, ones sharing a 4 KiB block) are read once.
+ * Pointers stay valid until the next call. A range past the end of its file, or
+ * across two files, is TT_ECORRUPT; a failed read TT_EIO naming the file. */
 int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
                     const uint8_t **ptr);
 void tt_fetcher_stats(const tt_fetcher *f, tt_fetch_stats *out);

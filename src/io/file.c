@@ -42,9 +42,9 @@ int tt_header_decode(const uint8_t in[TT_HEADER_SIZE], const char *path, const c
     h->c = tt_rd64(in + 32);
     h->payload_bytes = tt_rd64(in + 40);
     h->payload_hash = tt_rd64(in + 48);
-    if (h->version != TT_FORMAT_VERSION)
-        return tt_err(TT_EVERSION, "%s: format version %u, this tartan reads version %u", path,
-                      h->version, TT_FORMAT_VERSION);
+    if (h->version < 1 || h->version > TT_FORMAT_VERSION)
+        return tt_err(TT_EVERSION, "%s: format version %u, this tartan reads versions 1 to %u",
+                      path, h->version, TT_FORMAT_VERSION);
     if (h->flags != 0)
         return tt_err(TT_EVERSION, "%s: unknown flags 0x%x", path, h->flags);
     if (expected_kind && memcmp(h->kind, expected_kind, 4) != 0)
@@ -80,7 +80,7 @@ int tt_fw_open(tt_fwriter *w, const char *dir, const char *name, const char *kin
     if (!w->path)
         return TT_ENOMEM;
     memcpy(w->h.kind, kind, 4);
-    w->h.version = TT_FORMAT_VERSION;
+    w->h.version = TT_FILE_VERSION;
     w->buf_cap = 1 << 20;
     w->buf = malloc(w->buf_cap);
     w->xxh = XXH64_createState();

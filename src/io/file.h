@@ -15,7 +15,12 @@
 
 #include <xxhash.h>
 
-#define TT_FORMAT_VERSION 1
+/* The index format (doc/format.md): 2 since indexes have segments and generations. Each
+ * file's header carries the version of its own layout: 1 for every data file, whose
+ * layout did not change, 2 for a manifest with segments. A reader takes versions up to
+ * TT_FORMAT_VERSION and refuses newer ones. */
+#define TT_FORMAT_VERSION 2
+#define TT_FILE_VERSION 1
 #define TT_HEADER_SIZE 64
 #define TT_MAGIC "TRTN"
 
@@ -29,7 +34,10 @@
 #define TT_F_IVF "ivf.tt"
 #define TT_F_IDS "ids.tt"
 #define TT_F_ORIGINALS "originals.tt"
+#define TT_F_IDMAP "idmap.tt"          /* document rows sorted by id (format 2) */
+#define TT_F_TOMBS "tombs.tt"          /* deleted documents of one delete (format 2) */
 #define TT_F_MANIFEST "MANIFEST"
+#define TT_F_LOCK "LOCK"
 
 typedef struct tt_header {
     char kind[5];
@@ -82,7 +90,9 @@ int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind
 int tt_fmap_check_payload(const tt_fmap *m, tt_progress_fn progress, void *user);
 void tt_fmap_close(tt_fmap *m);
 
-/* The manifest: the list of files of an index and their sizes and payload hashes. */
+/* The manifest: the list of files of an index generation with their sizes and payload
+ * hashes and, from format version 2 on, its segments (doc/format.md). Version 1 (a
+ * frozen single-segment index) is read; version 2 is written. */
 #define TT_MANIFEST_NAME_LEN 32
 typedef struct tt_manifest_entry {
     char name[TT_MANIFEST_NAME_LEN];
@@ -90,14 +100,39 @@ typedef struct tt_manifest_entry {
     uint64_t size, payload_hash;
 } tt_manifest_entry;
 
+/* One segment: the files named "<prefix><kind>.tt" (prefix "" for a build's, else
+ * "g<generation>." of the generation that wrote it). */
+#define TT_SEGMENT_PREFIX_LEN 16
+typedef struct tt_manifest_segment {
+    uint64_t id;                /* the generation that wrote it; 0 for a build's */
+    char prefix[TT_SEGMENT_PREFIX_LEN];
+    uint64_t num_docs, num_vectors;
+    uint64_t num_deleted;       /* its tombstoned documents as of this generation */
+    uint64_t added_vectors;     /* an add: vectors whose residual error was measured */
+    double added_mse;           /* an add: their mean squared reconstruction error */
+} tt_manifest_segment;
+
 typedef struct tt_manifest {
-    uint32_t n;
-    tt_manifest_entry e[16];
+    uint32_t version;           /* as read: 1 or 2 */
+    uint32_t n, cap;            /* files */
+    tt_manifest_entry *e;
+    uint32_t nseg, seg_cap;     /* segments (0 in a version-1 manifest) */
+    tt_manifest_segment *seg;
+    uint64_t generation;        /* 0 for a version-1 index */
+    uint64_t next_auto_id;      /* the next id an add without ids tries */
 } tt_manifest;
 
-/* Writes dir/MANIFEST.tmp, fsyncs it, renames it to MANIFEST and fsyncs dir. */
+void tt_manifest_free(tt_manifest *m);
+/* Appends a file / a segment (copied). TT_ENOMEM. */
+int tt_manifest_add(tt_manifest *m, const tt_manifest_entry *e);
+int tt_manifest_add_segment(tt_manifest *m, const tt_manifest_segment *s);
+/* Writes dir/MANIFEST.tmp (version 2), fsyncs it, renames it to MANIFEST and fsyncs dir:
+ * the atomic switch to this generation. */
 int tt_manifest_publish(const char *dir, const tt_manifest *m);
+/* Reads dir/MANIFEST (version 1 or 2), checksums first. The caller frees m. */
 int tt_manifest_read(const char *dir, tt_manifest *m);
 const tt_manifest_entry *tt_manifest_find(const tt_manifest *m, const char *name);
+/* Copies src into dst (deep). TT_ENOMEM. */
+int tt_manifest_copy(tt_manifest *dst, const tt_manifest *src);
 
 #endif

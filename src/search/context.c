@@ -38,17 +38,34 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
         st = TT_ENOMEM;
         goto fail;
     }
+    /* The segments' residual files laid end to end: row d's residuals are at
+     * doc_vec0[d] * res_bytes of that space. */
+    tt_fetch_file *files = tt_alloc(idx->nseg, sizeof *files, "search context");
+    if (!files) {
+        st = TT_ENOMEM;
+        goto fail;
+    }
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        files[s] = (tt_fetch_file){
+            .fd = sg->f_residuals.fd,
+            .fd_direct = idx->direct ? sg->res_fd_direct : -1,
+            .path = sg->f_residuals.path,
+            .file_size = sg->f_residuals.size,
+            .base = TT_HEADER_SIZE,
+            .map = sg->res_map,
+            .start = sg->vec0 * idx->res_bytes,
+        };
+    }
     tt_fetch_config fc = {
         .mode = idx->io == TT_IO_URING ? TT_FETCH_URING : TT_FETCH_MMAP,
-        .fd = idx->f_residuals.fd,
-        .fd_direct = idx->direct ? idx->res_fd_direct : -1,
-        .path = idx->f_residuals.path,
-        .file_size = idx->f_residuals.size,
-        .base = TT_HEADER_SIZE,
-        .map = idx->res_map,
+        .nfiles = idx->nseg,
+        .files = files,
         .queue_depth = idx->queue_depth,
     };
-    if ((st = tt_fetcher_new(&c->fetch, &fc, c->st.io_note, sizeof c->st.io_note)))
+    st = tt_fetcher_new(&c->fetch, &fc, c->st.io_note, sizeof c->st.io_note);
+    free(files);
+    if (st)
         goto fail;
     switch (tt_fetcher_mode(c->fetch)) {
     case TT_FETCH_URING: c->st.io = TT_IO_URING; break;

@@ -293,25 +293,29 @@ static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
     const tt_index *idx = c->idx;
     uint64_t wlo = UINT64_MAX, whi = 0, total = 0;
     int st;
-    for (uint32_t t = 0; t < ncells; t++) {
-        uint32_t k = c->cells[t];
-        const uint8_t *p = idx->ivf_data + idx->ivf_off[k];
-        const uint8_t *end = idx->ivf_data + idx->ivf_off[k + 1];
-        uint64_t doc = 0, delta;
-        for (uint32_t e = 0; e < idx->ivf_len[k]; e++) {
-            if (!tt_varint_get(&p, end, &delta) || !tt_add_ok(doc, delta, &doc) ||
-                doc >= idx->num_docs) {
-                for (uint64_t w = wlo; wlo != UINT64_MAX && w <= whi; w++)
-                    c->bits[w] = 0;
-                return tt_err(TT_ECORRUPT, "%s: IVF list of centroid %u is damaged",
-                              idx->f_ivf.path, k);
+    /* Each segment's lists hold its local rows: the union is over the index's rows. */
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        for (uint32_t t = 0; t < ncells; t++) {
+            uint32_t k = c->cells[t];
+            const uint8_t *p = sg->ivf_data + sg->ivf_off[k];
+            const uint8_t *end = sg->ivf_data + sg->ivf_off[k + 1];
+            uint64_t doc = 0, delta;
+            for (uint32_t e = 0; e < sg->ivf_len[k]; e++) {
+                if (!tt_varint_get(&p, end, &delta) || !tt_add_ok(doc, delta, &doc) ||
+                    doc >= sg->num_docs) {
+                    for (uint64_t w = wlo; wlo != UINT64_MAX && w <= whi; w++)
+                        c->bits[w] = 0;
+                    return tt_err(TT_ECORRUPT, "%s: IVF list of centroid %u is damaged",
+                                  sg->f_ivf.path, k);
+                }
+                uint64_t row = sg->doc0 + doc, w = row >> 6;
+                c->bits[w] |= 1ull << (row & 63);
+                wlo = w < wlo ? w : wlo;
+                whi = w > whi ? w : whi;
             }
-            uint64_t w = doc >> 6;
-            c->bits[w] |= 1ull << (doc & 63);
-            wlo = w < wlo ? w : wlo;
-            whi = w > whi ? w : whi;
+            total += sg->ivf_len[k];
         }
-        total += idx->ivf_len[k];
     }
     size_t n = 0;
     if (total > 0) {
@@ -319,7 +323,8 @@ static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
                            (size_t)TT_MIN(total, idx->num_docs), sizeof *c->cand, "candidates")))
             return st;
         for (uint64_t w = wlo; w <= whi; w++) {
-            uint64_t x = c->bits[w];
+            /* Deleted rows are no candidates: every stage sees only live documents. */
+            uint64_t x = idx->deleted ? c->bits[w] & ~idx->deleted[w] : c->bits[w];
             c->bits[w] = 0;
             while (x) {
                 c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
@@ -347,7 +352,7 @@ int tt_plaid_stage1(tt_search_ctx *c, uint32_t nprobe, float threshold, size_t m
     if ((st = stage1_select(c, nprobe, &threshold, &ncells)) ||
         (st = stage1_union(c, ncells, ncand_out)))
         return st;
-    while (*ncand_out < min_cand && *ncand_out < idx->num_docs && nprobe < K) {
+    while (*ncand_out < min_cand && *ncand_out < idx->num_live && nprobe < K) {
         nprobe = nprobe > K / 2 ? K : 2 * nprobe;
         if ((st = stage1_select(c, nprobe, NULL, &ncells)) ||
             (st = stage1_union(c, ncells, ncand_out)))

@@ -1,67 +1,86 @@
-/* The reference modes: every document scored, decompressed (exhaustive: what PLAID's
- * pruning loses) or from the float16 originals (exact: what compression loses). */
+/* The reference modes: every live document scored, decompressed (exhaustive: what
+ * PLAID's pruning loses) or from the float16 originals (exact: what compression
+ * loses). */
 #include "search/search.h"
 
 /* Residual bytes per chunk of an exhaustive scan. */
 #define SCAN_BYTES (8u << 20)
 
-/* Exhaustive decompressed MaxSim: the residual file in sequential chunks. */
+/* Exhaustive decompressed MaxSim: each segment's residual file in sequential chunks,
+ * deleted rows skipped. */
 int tt_scan_decompressed(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    const uint64_t rb = idx->res_bytes, D = idx->num_docs;
+    const uint64_t rb = idx->res_bytes;
     int st;
-    uint64_t d0 = 0;
-    while (d0 < D) {
-        uint64_t d1 = d0 + 1;
-        while (d1 < D && (idx->doc_vec0[d1 + 1] - idx->doc_vec0[d0]) * rb <= SCAN_BYTES)
-            d1++;
-        uint64_t off = idx->doc_vec0[d0] * rb, len = (idx->doc_vec0[d1] - idx->doc_vec0[d0]) * rb;
-        const uint8_t *base;
-        double t0 = tt_now();
-        if ((st = tt_fetcher_read(c->fetch, 1, &off, &len, &base)))
-            return st;
-        c->st.seconds_fetch += tt_now() - t0;
-        if ((st = tt_score_reserve_ranges(c, (size_t)(d1 - d0))))
-            return st;
-        for (uint64_t d = d0; d < d1; d++)
-            c->rptr[d - d0] = base + (idx->doc_vec0[d] - idx->doc_vec0[d0]) * rb;
-        tt_score_packed(c, NULL, d0, (size_t)(d1 - d0), c->rptr);
-        d0 = d1;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const uint64_t D = idx->seg[s].doc0 + idx->seg[s].num_docs;
+        uint64_t d0 = idx->seg[s].doc0;
+        while (d0 < D) {
+            uint64_t d1 = d0 + 1;
+            while (d1 < D && (idx->doc_vec0[d1 + 1] - idx->doc_vec0[d0]) * rb <= SCAN_BYTES)
+                d1++;
+            uint64_t off = idx->doc_vec0[d0] * rb;
+            uint64_t len = (idx->doc_vec0[d1] - idx->doc_vec0[d0]) * rb;
+            const uint8_t *base;
+            double t0 = tt_now();
+            if ((st = tt_fetcher_read(c->fetch, 1, &off, &len, &base)))
+                return st;
+            c->st.seconds_fetch += tt_now() - t0;
+            if ((st = tt_score_reserve_ranges(c, (size_t)(d1 - d0))) ||
+                (st = tt_grow((void **)&c->list, &c->list_cap, (size_t)(d1 - d0),
+                              sizeof *c->list, "candidates")))
+                return st;
+            size_t m = 0;
+            for (uint64_t d = d0; d < d1; d++) {
+                if (tt_index_deleted(idx, d))
+                    continue;
+                c->list[m] = d;
+                c->rptr[m++] = base + (idx->doc_vec0[d] - idx->doc_vec0[d0]) * rb;
+            }
+            tt_score_packed(c, c->list, 0, m, c->rptr);
+            d0 = d1;
+        }
     }
     return TT_OK;
 }
 
-/* Exact MaxSim over the kept float16 originals of every document. */
+/* Exact MaxSim over the kept float16 originals of every live document. */
 int tt_scan_exact(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint32_t dim = idx->dim;
     uint64_t rows = 0;
     uint32_t g = 0;
-    for (uint64_t d = 0; d < idx->num_docs; d++) {
-        uint32_t len = idx->doclens[d];
-        if (rows + len > c->rows_cap) {
-            tt_score_flush_group(c, g);
-            rows = 0;
-            g = 0;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        for (uint64_t d = sg->doc0; d < sg->doc0 + sg->num_docs; d++) {
+            if (tt_index_deleted(idx, d))
+                continue;
+            uint32_t len = idx->doclens[d];
+            if (rows + len > c->rows_cap) {
+                tt_score_flush_group(c, g);
+                rows = 0;
+                g = 0;
+            }
+            const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
+            float *dst = c->R + rows * dim;
+            for (uint64_t e = 0; e < (uint64_t)len * dim; e++)
+                dst[e] = tt_f16_to_f32(src[e]);
+            /* Builds refuse values float16 cannot hold; a damaged file can still hold
+             * them. */
+            int64_t bad = tt_find_nonfinite(dst, len, dim);
+            if (bad >= 0)
+                return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
+                              sg->f_originals.path,
+                              (unsigned long long)(idx->doc_vec0[d] - sg->vec0 + (uint64_t)bad),
+                              (unsigned long long)(d - sg->doc0));
+            c->glens[g] = len;
+            c->gdocs[g] = d;
+            g++;
+            rows += len;
         }
-        const uint16_t *src = idx->originals + idx->doc_vec0[d] * dim;
-        float *dst = c->R + rows * dim;
-        for (uint64_t e = 0; e < (uint64_t)len * dim; e++)
-            dst[e] = tt_f16_to_f32(src[e]);
-        /* Builds refuse values float16 cannot hold; a damaged file can still hold them. */
-        int64_t bad = tt_find_nonfinite(dst, len, dim);
-        if (bad >= 0)
-            return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
-                          idx->f_originals.path,
-                          (unsigned long long)(idx->doc_vec0[d] + (uint64_t)bad),
-                          (unsigned long long)d);
-        c->glens[g] = len;
-        c->gdocs[g] = d;
-        g++;
-        rows += len;
     }
     if (g)
         tt_score_flush_group(c, g);
-    c->st.scored_docs += idx->num_docs;
+    c->st.scored_docs += idx->num_live;
     return TT_OK;
 }

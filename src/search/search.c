@@ -21,7 +21,7 @@ static int check_options(const tt_index *idx, const tt_search_options *o) {
         return tt_err(TT_EINVAL, "search: the centroid score threshold must be finite");
     if (o->ndocs < 1)
         return tt_err(TT_EINVAL, "search: ndocs must be at least 1");
-    if (o->mode == TT_MODE_EXACT && !idx->originals)
+    if (o->mode == TT_MODE_EXACT && !idx->has_originals)
         return tt_err(TT_EUNSUPPORTED,
                       "%s: exact mode needs the original vectors, which this index did not keep "
                       "(build with keep_originals)", idx->dir);
@@ -62,7 +62,9 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
     tt_search_options_resolve(opt, k, &o);
     if ((st = check_options(idx, &o)) || (st = tt_ctx_set_query(ctx, Q, nq, o.score)))
         return st;
-    uint32_t kk = (uint64_t)k > idx->num_docs ? (uint32_t)idx->num_docs : k;
+    uint32_t kk = (uint64_t)k > idx->num_live ? (uint32_t)idx->num_live : k;
+    if (kk == 0)
+        return TT_OK; /* every document is deleted */
     ctx->st.queries++;
     double t0 = tt_now(), t1;
 
