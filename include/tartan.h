@@ -260,6 +260,74 @@ TT_API const char *tt_index_file_at(const tt_index *idx, const void *addr);
  * naming the file. */
 TT_API int tt_index_verify(const char *dir, tt_progress_fn progress, void *user);
 
+/* --------------------------------------------------------- changing an index */
+
+/* An index changes by generations (doc/format.md, "Generations and segments"): an add
+ * writes a new segment, a delete a list of deleted documents, a compaction one segment
+ * in place of all; each publishes the next generation atomically (the manifest is
+ * written aside, fsynced and renamed). An open tt_index is a snapshot: it keeps
+ * searching the generation it opened while a change publishes the next, and sees it
+ * once reopened. One writer at a time: each change holds DIR/LOCK (flock) while it
+ * runs, and a second one fails at once with TT_EBUSY ("being modified by pid N").
+ * Readers take no lock. A killed or failed change leaves the previous generation as it
+ * was; the files it left are removed by the next change. External ids are never
+ * renumbered; the rows of surviving documents change only at compaction. */
+typedef struct tt_change_options {
+    uint32_t struct_size;       /* set by tt_change_options_init */
+    int upsert;                 /* add: an id already in the index is replaced (deleted and
+                                 * added in the same generation); 0: refused (TT_EEXIST) */
+    int strict;                 /* delete: an id not in the index is an error (TT_ENOTFOUND)
+                                 * instead of being counted in stats->unknown */
+    int retrain;                /* compact: re-run k-means and train the codec over a sample
+                                 * of the live documents, then re-encode them all (from the
+                                 * kept originals, else from the decompressed vectors) */
+    int threads;                /* 0: every CPU */
+    uint64_t memory_bytes;      /* working-memory budget (default 2 GiB) */
+    tt_progress_fn progress;    /* may be NULL */
+    void *progress_user;
+    const volatile int *cancel; /* may be NULL; set: the change stops with TT_ECANCELED and
+                                 * publishes nothing */
+} tt_change_options;
+
+TT_API void tt_change_options_init(tt_change_options *opt);
+
+typedef struct tt_change_stats {
+    uint64_t generation;        /* the one published (unchanged when nothing changed) */
+    uint64_t added;             /* documents added */
+    uint64_t replaced;          /* of those, replacing a document with the same id (upsert) */
+    uint64_t deleted;           /* documents deleted */
+    uint64_t unknown;           /* delete: ids not in the index (or deleted already) */
+    uint64_t live_docs;         /* live documents after the change */
+    uint64_t segments;          /* segments after the change */
+    double added_mse;           /* add: residual error of the added vectors (drift's measure) */
+    double seconds;
+} tt_change_stats;
+
+/* Adds the documents of `in` to the index at dir as a new segment, encoded with the
+ * index's centroids and codec (no training; vectors are normalised as the index's
+ * were). Ids come from in's ids file: one already in the index is TT_EEXIST naming it,
+ * unless opt->upsert. Without ids, new documents get decimal ids counting up from the
+ * index's next free number, skipping any id ever used. Streams like tt_build: memory
+ * is bounded by opt->memory_bytes. stats may be NULL.
+ * Errors: those of tt_build's input, TT_EDIM (dimension), TT_EEXIST, TT_EBUSY,
+ * TT_ENOTFOUND (no index), TT_ECORRUPT, TT_EIO, TT_ENOSPC, TT_ECANCELED. */
+TT_API int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
+                        tt_change_stats *stats);
+/* Deletes the documents with the n given ids (each NUL-terminated). Work is
+ * proportional to n (a binary search per id in each segment's id map) and to the
+ * deletions since the last compaction, not to the index. Ids not in the index are
+ * counted in stats->unknown, or TT_ENOTFOUND with opt->strict. Nothing deleted: no new
+ * generation. Errors: TT_EINVAL, TT_ENOTFOUND, TT_EBUSY, TT_ECORRUPT, TT_EIO, TT_ENOSPC. */
+TT_API int tt_index_delete(const char *dir, const char *const *ids, size_t n,
+                           const tt_change_options *opt, tt_change_stats *stats);
+/* Merges every segment into one, leaving out deleted documents: the live documents in
+ * row order with their codes, residuals and ids as they were, and a new IVF, exactly
+ * what a build over the same documents with this codebook writes. With opt->retrain, a
+ * new codebook is trained first (doc/format.md). Streams segment by segment.
+ * Errors: TT_EBUSY, TT_ECORRUPT, TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED. */
+TT_API int tt_index_compact(const char *dir, const tt_change_options *opt,
+                            tt_change_stats *stats);
+
 /* ----------------------------------------------------------------- search */
 
 enum { TT_MODE_PLAID = 0, TT_MODE_EXHAUSTIVE = 1, TT_MODE_EXACT = 2 };

@@ -8,7 +8,10 @@
 
 #include "input/input.h"
 
+#include "index/index.h"
+
 #include <pthread.h>
+#include <stdatomic.h>
 
 enum { DIM = 32, NDOCS = 600, NQ = 20, QLEN = 4, K = 10, NTHREADS = 4, ROUNDS = 1 };
 #define NMODES 3
@@ -239,6 +242,146 @@ START_TEST(test_batch_equals_serial) {
 }
 END_TEST
 
+/* Snapshots: threads searching an index opened before a writer thread adds, deletes and
+ * compacts get the results of the generation they opened, bit for bit, all along; a
+ * thread opening the index over and over meanwhile always opens some generation whole
+ * (an open that meets files removed by a publish starts again). */
+typedef struct snap {
+    const tt_index *idx;
+    tt_search_ctx *ctx;        /* made before the writer starts (see snap_opener) */
+    int io;
+    tt_hit (*want)[NQ][K];     /* [mode][query]: the snapshot's results */
+    uint32_t (*nwant)[NQ];
+    atomic_int *stop;
+    int mismatches, errors, rounds;
+    char msg[256];
+} snap;
+
+static void *snap_reader(void *p) {
+    snap *w = p;
+    tt_search_ctx *ctx = w->ctx;
+    while (!atomic_load(w->stop) || w->rounds < 2) {
+        for (int m = 0; m < NMODES; m++)
+            for (int q = 0; q < NQ; q++) {
+                tt_search_options so;
+                opts_for(m, &so);
+                tt_hit h[K];
+                uint32_t n;
+                if (tt_search(w->idx, ctx, queries + (size_t)q * QLEN * DIM, QLEN, K, &so, h, &n)) {
+                    w->errors++;
+                    snprintf(w->msg, sizeof w->msg, "%s", tt_last_error());
+                } else if (!same_hits(h, n, w->want[m][q], w->nwant[m][q])) {
+                    w->mismatches++;
+                }
+            }
+        w->rounds++;
+    }
+    return NULL;
+}
+
+/* Opens with mmap: an io_uring ring is mapped by liburing's own system calls, which
+ * ThreadSanitizer does not see, so a ring landing where the writer thread just unmapped
+ * a file would be reported as a race that is none. */
+static void *snap_opener(void *p) {
+    snap *w = p;
+    tt_open_options oo;
+    tt_open_options_init(&oo);
+    oo.io = TT_IO_MMAP;
+    while (!atomic_load(w->stop) || w->rounds < 2) {
+        tt_index *idx;
+        if (tt_index_open(&idx, index_dir, &oo)) {
+            w->errors++;
+            snprintf(w->msg, sizeof w->msg, "%s", tt_last_error());
+            break;
+        }
+        tt_hit h[K];
+        uint32_t n;
+        tt_search_ctx *ctx;
+        if (tt_search_ctx_new(idx, &ctx) || tt_search(idx, ctx, queries, QLEN, K, NULL, h, &n) ||
+            n != K)
+            w->errors++;
+        tt_search_ctx_free(ctx);
+        tt_index_close(idx);
+        w->rounds++;
+    }
+    return NULL;
+}
+
+START_TEST(test_snapshot_while_writing) {
+    const int io = _i;
+    tt_open_options oo;
+    tt_open_options_init(&oo);
+    oo.io = ios[io];
+    tt_index *idx;
+    ck_assert_int_eq(tt_index_open(&idx, index_dir, &oo), TT_OK);
+    /* What this snapshot answers (each loop run starts from the index the last left). */
+    static tt_hit want[NMODES][NQ][K];
+    static uint32_t nwant[NMODES][NQ];
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    for (int m = 0; m < NMODES; m++)
+        for (int q = 0; q < NQ; q++) {
+            tt_search_options so;
+            opts_for(m, &so);
+            ck_assert_int_eq(tt_search(idx, ctx, queries + (size_t)q * QLEN * DIM, QLEN, K, &so,
+                                       want[m][q], &nwant[m][q]), TT_OK);
+        }
+    tt_search_ctx_free(ctx);
+    uint64_t live0 = idx->num_live;
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    snap readers[2], opener = {.io = io, .stop = &stop};
+    pthread_t tid[3];
+    for (int t = 0; t < 2; t++) {
+        readers[t] = (snap){.idx = idx, .io = io, .stop = &stop, .want = want, .nwant = nwant};
+        ck_assert_int_eq(tt_search_ctx_new(idx, &readers[t].ctx), TT_OK);
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, snap_reader, &readers[t]), 0);
+    }
+    ck_assert_int_eq(pthread_create(&tid[2], NULL, snap_opener, &opener), 0);
+
+    /* The writer: 40 new documents (copies of queries, so they rank), a delete, a
+     * compaction. */
+    char vp[600], lp[600];
+    snprintf(vp, sizeof vp, "%s/add%d.npy", dir, io);
+    snprintf(lp, sizeof lp, "%s/addl%d.npy", dir, io);
+    int64_t lens[NQ];
+    for (int q = 0; q < NQ; q++)
+        lens[q] = QLEN;
+    ck_assert_int_eq(tu_write_npy(vp, TT_DT_F32, DIM, queries, (uint64_t)NQ * QLEN), TT_OK);
+    ck_assert_int_eq(tu_write_npy(lp, TT_DT_I64, 0, lens, NQ), TT_OK);
+    const char *vpp = vp, *lpp = lp;
+    tt_input *in;
+    ck_assert_int_eq(tt_input_open(&in, 1, &vpp, &lpp, NULL, NULL), TT_OK);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.threads = 1;
+    co.memory_bytes = 128ull << 20;
+    tt_change_stats cs;
+    ck_assert_msg(tt_index_add(index_dir, in, &co, &cs) == TT_OK, "%s", tt_last_error());
+    ck_assert_msg(tt_index_add(index_dir, in, &co, &cs) == TT_OK, "%s", tt_last_error());
+    const char *del[] = {"d1", "d2", "d3"};
+    ck_assert_int_eq(tt_index_delete(index_dir, del, 3, &co, &cs), TT_OK);
+    ck_assert_msg(tt_index_compact(index_dir, &co, &cs) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
+    atomic_store(&stop, 1);
+    for (int t = 0; t < 3; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = 0; t < 2; t++) {
+        ck_assert_msg(readers[t].errors == 0, "reader %d: %s", t, readers[t].msg);
+        ck_assert_msg(readers[t].mismatches == 0, "reader %d: %d results not of its snapshot", t,
+                      readers[t].mismatches);
+        tt_search_ctx_free(readers[t].ctx);
+    }
+    ck_assert_msg(opener.errors == 0, "opener: %s", opener.msg);
+    tt_index_close(idx);
+    /* Reopened: the new generation. */
+    ck_assert_int_eq(tt_index_open(&idx, index_dir, &oo), TT_OK);
+    ck_assert_uint_eq(idx->num_live, live0 + 2 * NQ - (io == 0 ? 3 : 0)); /* d1-d3 once */
+    ck_assert_uint_eq(idx->nseg, 1);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* The two I/O paths read the same bytes: their results agree too. */
 START_TEST(test_io_paths_agree) {
     for (int m = 0; m < NMODES; m++)
@@ -258,5 +401,11 @@ int main(void) {
     tcase_add_loop_test(tc, test_threads_open_their_own, 0, NIO);
     tcase_add_loop_test(tc, test_batch_equals_serial, 0, NIO);
     suite_add_tcase(s, tc);
+    /* Last, with a fixture of its own: it changes the index. */
+    TCase *tw = tcase_create("snapshots");
+    tcase_add_unchecked_fixture(tw, setup, teardown);
+    tcase_set_timeout(tw, 300);
+    tcase_add_loop_test(tw, test_snapshot_while_writing, 0, NIO);
+    suite_add_tcase(s, tw);
     return tu_run(s);
 }

@@ -19,6 +19,9 @@ int cmd_search(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_encode(int argc, char **argv);
+int cmd_add(int argc, char **argv);
+int cmd_delete(int argc, char **argv);
+int cmd_compact(int argc, char **argv);
 
 /* Prints "tartan <cmd>: error: <tt_last_error() or tt_strerror(status)>" to stderr
  * and returns CLI_FAIL. */
@@ -54,6 +57,18 @@ typedef struct cli_progress_state {
 void cli_progress_init(cli_progress_state *s);
 void cli_progress(void *user, const char *phase, uint64_t done, uint64_t total);
 void cli_progress_done(cli_progress_state *s); /* clears the progress line */
+
+/* Texts encoded into a spool directory beside an output (tools/spool.c). */
+typedef struct cli_spool {
+    char dir[4200];
+    tt_input *in;              /* the encoded corpus, open */
+    char description[1024];    /* the encoder's */
+} cli_spool;
+/* Prints its own errors; returns CLI_OK or CLI_FAIL (the spool may exist either way:
+ * cli_spool_remove it). */
+int cli_spool_encode(const char *cmd, const char *encoder, const char *corpus,
+                     uint32_t timeout_ms, const char *beside, cli_spool *sp);
+void cli_spool_remove(cli_spool *sp);
 
 /* Signals (tools/signals.c). cli_signals_install(true): the first SIGINT, SIGTERM or
  * SIGHUP sets cli_cancel to its number, which the library polls through the options'

@@ -1,7 +1,6 @@
 /* tartan build: vectors (+ doclens, ids) -> compressed index directory. */
 #include "cli.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
@@ -73,65 +72,18 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     return CLI_OK;
 }
 
-/* Removes the spool directory: the files tartan encode wrote in it (all named
- * "passages.*"), then the directory if nothing else is left in it. */
-static void remove_spool(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)))
-            if (!strncmp(de->d_name, "passages.", 9))
-                unlinkat(dirfd(d), de->d_name, 0);
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 /* build --encoder: the encoder's vectors are spooled to .npy files in a directory
  * beside the output (same file system), indexed, and the spool removed. */
 static int build_with_encoder(const char *encoder, const char *corpus, uint32_t timeout_ms,
                               const char *out, tt_build_options *o) {
-    char spool[4200], prefix[4300], v[4400], l[4400], ids[4400];
-    snprintf(spool, sizeof spool, "%s.encode-XXXXXX", out);
-    if (!mkdtemp(spool)) {
-        perror("tartan build: cannot create the encoder spool directory");
-        return CLI_FAIL;
+    cli_spool sp;
+    int rc = cli_spool_encode("build", encoder, corpus, timeout_ms, out, &sp);
+    if (rc == CLI_OK) {
+        if (!o->encoder)
+            o->encoder = sp.description;
+        rc = run_build(sp.in, out, o);
     }
-    snprintf(prefix, sizeof prefix, "%s/passages", spool);
-    tt_encoder_options eo;
-    tt_encoder_options_init(&eo);
-    eo.cancel = (const volatile int *)&cli_cancel;
-    if (timeout_ms)
-        eo.timeout_ms = timeout_ms;
-    cli_progress_state ps;
-    cli_progress_init(&ps);
-    eo.progress = cli_progress;
-    eo.progress_user = &ps;
-    tt_encode_stats es;
-    int rc = CLI_FAIL;
-    tt_input *in = NULL;
-    int st = tt_encode_to_npy(encoder, corpus, TT_ENC_PASSAGE, prefix, &eo, &es);
-    cli_progress_done(&ps);
-    if (st) {
-        rc = st == TT_ECANCELED ? CLI_FAIL : cli_fail("build", st);
-        goto done;
-    }
-    fprintf(stderr, "encoded %llu passages into %llu vectors x %u in %.1f s\n",
-            (unsigned long long)es.records, (unsigned long long)es.vectors, es.dim, es.seconds);
-    snprintf(v, sizeof v, "%s.vectors.npy", prefix);
-    snprintf(l, sizeof l, "%s.doclens.npy", prefix);
-    snprintf(ids, sizeof ids, "%s.ids.txt", prefix);
-    const char *vp[] = {v}, *lp[] = {l};
-    if ((st = tt_input_open(&in, 1, vp, lp, ids, NULL))) {
-        rc = cli_fail("build", st);
-        goto done;
-    }
-    if (!o->encoder)
-        o->encoder = es.description;
-    rc = run_build(in, out, o);
-done:
-    tt_input_free(in);
-    remove_spool(spool);
+    cli_spool_remove(&sp);
     cli_die_if_cancelled("build", "nothing was published");
     return rc;
 }

@@ -5,7 +5,7 @@
 
 static const char *assign_name(int a) { return a == TT_ASSIGN_EXACT ? "exact" : "two-level"; }
 
-static void print_json(const char *dir, const tt_index_info *in) {
+static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
     cli_json_string(stdout, dir);
     printf(",\n  \"format_version\": %u,\n  \"tartan_version\": ", in->format_version);
@@ -40,7 +40,23 @@ static void print_json(const char *dir, const tt_index_info *in) {
            (unsigned long long)in->heldout_vectors, in->kmeans_iters, in->threads,
            assign_name(in->assign), in->build_seconds, in->heldout_mse);
     cli_json_string(stdout, in->encoder);
-    printf("\n}\n");
+    printf(",\n  \"generation\": %llu,\n  \"live_docs\": %llu,\n  \"deleted_docs\": %llu,\n"
+           "  \"drift\": {\"added_vectors\": %llu, \"added_mse\": %.6g, \"ratio\": %.4f, "
+           "\"retrain_advised\": %s},\n  \"segments\": [",
+           (unsigned long long)in->generation,
+           (unsigned long long)(in->num_docs - in->num_deleted),
+           (unsigned long long)in->num_deleted, (unsigned long long)in->added_vectors,
+           in->added_mse, in->drift, in->retrain_advised ? "true" : "false");
+    for (uint32_t i = 0; i < in->num_segments; i++) {
+        tt_segment_info si;
+        tt_index_segment_info(idx, i, &si);
+        printf("%s\n    {\"id\": %llu, \"first_doc\": %llu, \"docs\": %llu, \"vectors\": %llu, "
+               "\"deleted\": %llu, \"bytes\": %llu, \"added_mse\": %.6g}", i ? "," : "",
+               (unsigned long long)si.id, (unsigned long long)si.first_doc,
+               (unsigned long long)si.num_docs, (unsigned long long)si.num_vectors,
+               (unsigned long long)si.num_deleted, (unsigned long long)si.bytes, si.added_mse);
+    }
+    printf("\n  ]\n}\n");
 }
 
 static void row(const char *name, uint64_t bytes, uint64_t total) {
@@ -49,12 +65,17 @@ static void row(const char *name, uint64_t bytes, uint64_t total) {
            total ? 100.0 * (double)bytes / (double)total : 0.0);
 }
 
-static void print_text(const char *dir, const tt_index_info *in) {
+static void print_text(const char *dir, const tt_index *idx, const tt_index_info *in) {
     char h1[32], h2[32], h3[32];
-    printf("index        %s (format %u, tartan %s, created %s)\n", dir, in->format_version,
-           in->tartan_version, in->created);
-    printf("documents    %llu\nvectors      %llu (%.1f per document)\ndim          %u%s\n",
-           (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors,
+    printf("index        %s (format %u, generation %llu, tartan %s, created %s)\n", dir,
+           in->format_version, (unsigned long long)in->generation, in->tartan_version,
+           in->created);
+    printf("documents    %llu", (unsigned long long)(in->num_docs - in->num_deleted));
+    if (in->num_deleted)
+        printf(" live, %llu deleted (kept until tartan compact)",
+               (unsigned long long)in->num_deleted);
+    printf("\nvectors      %llu (%.1f per document)\ndim          %u%s\n",
+           (unsigned long long)in->num_vectors,
            (double)in->num_vectors / (double)in->num_docs, in->dim,
            in->normalized ? " (L2-normalised)" : " (raw)");
     printf("centroids    %u\nresiduals    %u bits per dimension, %s bucket tables\n",
@@ -67,7 +88,9 @@ static void print_text(const char *dir, const tt_index_info *in) {
     row("ivf", in->bytes_ivf, in->bytes_index);
     row("centroids", in->bytes_centroids, in->bytes_index);
     row("doclens", in->bytes_doclens, in->bytes_index);
-    row("ids", in->bytes_ids, in->bytes_index);
+    row("ids", in->bytes_ids + in->bytes_idmap, in->bytes_index);
+    if (in->bytes_tombs)
+        row("deletions", in->bytes_tombs, in->bytes_index);
     row("codec", in->bytes_codec, in->bytes_index);
     row("meta", in->bytes_meta + in->bytes_manifest, in->bytes_index);
     row("index", in->bytes_index, in->bytes_index);
@@ -87,6 +110,28 @@ static void print_text(const char *dir, const tt_index_info *in) {
            (unsigned long long)in->seed, in->sample_factor, (unsigned long long)in->train_vectors,
            (unsigned long long)in->heldout_vectors, in->kmeans_iters, assign_name(in->assign),
            in->threads, in->build_seconds, in->heldout_mse);
+    printf("\nsegments     %u\n", in->num_segments);
+    for (uint32_t i = 0; i < in->num_segments; i++) {
+        tt_segment_info si;
+        tt_index_segment_info(idx, i, &si);
+        printf("  %-10s %9llu documents %10llu vectors  %s", si.id ? "" : "build",
+               (unsigned long long)si.num_docs, (unsigned long long)si.num_vectors,
+               cli_human_bytes(si.bytes, h1, sizeof h1));
+        if (si.id)
+            printf("  (generation %llu)", (unsigned long long)si.id);
+        if (si.num_deleted)
+            printf(", %llu deleted", (unsigned long long)si.num_deleted);
+        if (si.added_vectors)
+            printf(", residual MSE %.3g", si.added_mse);
+        printf("\n");
+    }
+    if (in->added_vectors) {
+        printf("drift        added vectors compress with residual MSE %.3g, %.2fx the build's "
+               "%.3g\n", in->added_mse, in->drift, in->heldout_mse);
+        if (in->retrain_advised)
+            printf("             that is %.0f%% worse: consider tartan compact --retrain "
+                   "(doc/format.md, \"Drift\")\n", 100.0 * (in->drift - 1));
+    }
 }
 
 int cmd_info(int argc, char **argv) {
@@ -118,9 +163,9 @@ int cmd_info(int argc, char **argv) {
     tt_index_info in;
     tt_index_get_info(idx, &in);
     if (json)
-        print_json(dir, &in);
+        print_json(dir, idx, &in);
     else
-        print_text(dir, &in);
+        print_text(dir, idx, &in);
     tt_index_close(idx);
     return CLI_OK;
 }

@@ -9,6 +9,9 @@ static const struct {
     const char *help;
 } commands[] = {
     {"build", cmd_build, "build a compressed index from vector files or an encoder"},
+    {"add", cmd_add, "add documents to an index (a new segment; no retraining)"},
+    {"delete", cmd_delete, "delete documents from an index by id"},
+    {"compact", cmd_compact, "merge an index's segments, drop deleted documents"},
     {"info", cmd_info, "describe an index: counts, sizes, compression, parameters"},
     {"verify", cmd_verify, "re-check every checksum and invariant of an index"},
     {"search", cmd_search, "search an index with query vectors; write a TREC run"},

@@ -92,8 +92,8 @@ static void locate_vector(const tt_input *in, uint64_t v, const char **path, uin
     size_t f = 0;
     while (f + 1 < in->nfiles && in->file_vec0[f + 1] <= v)
         f++;
-    *path = in->files[f].path;
-    *row = v - in->file_vec0[f];
+    *path = in->nfiles ? in->files[f].path : in->source;
+    *row = in->nfiles ? v - in->file_vec0[f] : v;
     uint64_t lo = 0, hi = in->num_docs; /* largest d with doc_vec0[d] <= v */
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
@@ -151,7 +151,7 @@ int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n) {
 
 /* ------------------------------------------------------------ small files */
 
-static int write_meta(builder *b, double seconds) {
+int tt_build_write_meta(builder *b, double seconds) {
     const tt_build_options *o = b->o;
     char enc[256] = "";
     if (o->encoder) { /* one line: control characters become spaces */
@@ -184,8 +184,7 @@ static int write_meta(builder *b, double seconds) {
     return tt_build_write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
 }
 
-/* The files every segment shares: centroids and codec. */
-static int write_codebook(builder *b) {
+int tt_build_write_codebook(builder *b) {
     uint32_t dim = b->dim, K = b->K;
     int st;
     /* centroids: K x dim float32 */
@@ -314,10 +313,10 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         goto fail;
     b.wdir = b.tmp;
     if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)) ||
-        (st = write_codebook(&b)) || (st = tt_build_segment(&b)))
+        (st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
-    if ((st = write_meta(&b, b.st.seconds_total)))
+    if ((st = tt_build_write_meta(&b, b.st.seconds_total)))
         goto fail;
     /* Generation 1: one segment, the build's, with the files' plain names. */
     tt_manifest_segment seg = {.id = 0, .num_docs = in->num_docs, .num_vectors = in->num_vectors};

@@ -64,10 +64,21 @@ int tt_build_codebook_from(builder *b, const tt_index *src);
 /* encode.c: every vector encoded into codes.tt, residuals.tt (and originals.tt), then
  * the IVF written from the codes. */
 int tt_build_encode(builder *b, uint64_t *codes_size);
+/* Counts the codes (centroid ids) of vectors [v0, v0+n) of b->in into the IVF
+ * bookkeeping; tt_build_write_ivf then writes the lists from the codes file. */
+void tt_build_ivf_count(builder *b, const uint32_t *ids, uint64_t v0, uint64_t n);
+/* Allocates the IVF bookkeeping for b->K centroids (and sets b->code_bytes). */
+int tt_build_ivf_alloc(builder *b);
 int tt_build_write_ivf(builder *b);
 /* segment.c: a whole segment from b->in with the codebook in b: the encode pass, the
  * IVF, doclens.tt, ids.tt (the input's ids, else the row numbers) and idmap.tt. */
 int tt_build_segment(builder *b);
+/* doclens.tt, ids.tt and idmap.tt of b->in (its ids, else the row numbers). */
+int tt_build_segment_tables(builder *b);
+/* meta.tt: b's parameters, training figures and b->in's counts. */
+int tt_build_write_meta(builder *b, double seconds);
+/* centroids.tt and codec.tt of b's codebook. */
+int tt_build_write_codebook(builder *b);
 /* Writes ids.tt and idmap.tt for num_docs ids laid out as tt_input's ids_blob/id_off. */
 int tt_build_write_ids(builder *b, uint64_t num_docs, const char *blob, const uint64_t *off);
 /* The assigner for b's centroids (b->o->assign, seed, threads). */

@@ -48,7 +48,7 @@ static void encode_worker(void *arg, int t, int nt) {
 
 /* Updates the IVF bookkeeping with the codes of vectors [v0, v0+n). A document's
  * centroids are deduplicated with a per-centroid stamp (last document + 1). */
-static void ivf_count(builder *b, const uint32_t *ids, uint64_t v0, uint64_t n) {
+void tt_build_ivf_count(builder *b, const uint32_t *ids, uint64_t v0, uint64_t n) {
     const tt_input *in = b->in;
     uint64_t lo = 0, hi = in->num_docs; /* document containing v0 */
     while (hi - lo > 1) {
@@ -132,7 +132,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
         if (orig)
             for (uint64_t i = 0; i < n * dim; i++)
                 tt_wr16(&orig[i], orig[i]); /* little-endian on disk */
-        ivf_count(b, ids, v0, n);
+        tt_build_ivf_count(b, ids, v0, n);
         if ((st = tt_fw_write(&wc, codes, (size_t)(n * b->code_bytes))) ||
             (st = tt_fw_write(&wr, packed, (size_t)(n * bpv))))
             goto done;

@@ -106,6 +106,20 @@ static inline const uint16_t *tt_index_original(const tt_index *idx, uint32_t s,
     return idx->seg[s].originals + (v - idx->seg[s].vec0) * idx->dim;
 }
 
+/* meta.tt's "key=value" lines: the value of key (cut to cap), and the same as an integer
+ * in [lo, hi] (TT_ECORRUPT naming the file otherwise). */
+bool tt_meta_get(const tt_fmap *m, const char *key, char *val, size_t cap);
+int tt_meta_u64(const tt_fmap *m, const char *key, uint64_t lo, uint64_t hi, uint64_t *out);
+/* Ids "0", "1", ..., "D-1" laid out as ids.tt's payload (offsets then digits), in one
+ * allocation *mem (free it). For segments without ids.tt. */
+int tt_row_ids(uint64_t D, void **mem, const uint64_t **off, const char **data);
+
+/* Opens only the shared files of the generation `man` describes (meta.tt, centroids,
+ * codec; checksums and values checked as tt_index_open does): what a change needs to
+ * encode documents like the index's, without reading its segments. num_docs and
+ * num_vectors are those of meta.tt (the build's). Close with tt_index_close. */
+int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *man);
+
 /* TT_ENOTFOUND for an index directory without a MANIFEST, saying why: the path does
  * not exist ("No such file or directory"), is not a directory, or holds no index. */
 int tt_index_not_found(const char *dir);

@@ -25,7 +25,7 @@ void tt_open_options_init(tt_open_options *o) {
 /* ------------------------------------------------------------------ meta */
 
 /* Finds "key=" at the start of a line of the meta text and copies the value. */
-static bool meta_get(const tt_fmap *m, const char *key, char *val, size_t cap) {
+bool tt_meta_get(const tt_fmap *m, const char *key, char *val, size_t cap) {
     const char *p = (const char *)m->payload, *end = p + m->h.payload_bytes;
     size_t kl = strlen(key);
     while (p < end) {
@@ -44,9 +44,9 @@ static bool meta_get(const tt_fmap *m, const char *key, char *val, size_t cap) {
     return false;
 }
 
-static int meta_u64(const tt_fmap *m, const char *key, uint64_t lo, uint64_t hi, uint64_t *out) {
+int tt_meta_u64(const tt_fmap *m, const char *key, uint64_t lo, uint64_t hi, uint64_t *out) {
     char v[64], *e;
-    if (!meta_get(m, key, v, sizeof v))
+    if (!tt_meta_get(m, key, v, sizeof v))
         return tt_err(TT_ECORRUPT, "%s: missing '%s'", m->path, key);
     errno = 0;
     unsigned long long x = strtoull(v, &e, 10);
@@ -58,7 +58,7 @@ static int meta_u64(const tt_fmap *m, const char *key, uint64_t lo, uint64_t hi,
 
 static double meta_double(const tt_fmap *m, const char *key) {
     char v[64];
-    return meta_get(m, key, v, sizeof v) ? strtod(v, NULL) : 0.0;
+    return tt_meta_get(m, key, v, sizeof v) ? strtod(v, NULL) : 0.0;
 }
 
 /* -------------------------------------------------------------- checking */
@@ -130,7 +130,7 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     int st;
 #define U64(key, lo, hi, dst)                                                                   \
     do {                                                                                        \
-        if ((st = meta_u64(m, key, lo, hi, &v)))                                               \
+        if ((st = tt_meta_u64(m, key, lo, hi, &v)))                                               \
             return st;                                                                          \
         dst = v;                                                                                \
     } while (0)
@@ -157,9 +157,9 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     in->sample_factor = meta_double(m, "sample_factor");
     in->build_seconds = meta_double(m, "build_seconds");
     in->heldout_mse = meta_double(m, "heldout_mse");
-    meta_get(m, "encoder", in->encoder, sizeof in->encoder);
-    meta_get(m, "created", in->created, sizeof in->created);
-    meta_get(m, "tartan_version", in->tartan_version, sizeof in->tartan_version);
+    tt_meta_get(m, "encoder", in->encoder, sizeof in->encoder);
+    tt_meta_get(m, "created", in->created, sizeof in->created);
+    tt_meta_get(m, "tartan_version", in->tartan_version, sizeof in->tartan_version);
     return TT_OK;
 }
 
@@ -263,14 +263,12 @@ static int load_ivf(tt_index *idx, tt_segment *sg) {
     return expect(f, entries == f->h.b, "entry count disagrees with the lists");
 }
 
-/* Ids "0", "1", ... for a segment built without ids.tt (indexes made before builds
- * stored ids): one allocation holding the offsets and the digits, as ids.tt's payload. */
-static int make_row_ids(tt_index *idx, tt_segment *sg) {
-    uint64_t D = sg->num_docs, digits = 0, bytes;
+int tt_row_ids(uint64_t D, void **mem_out, const uint64_t **off_out, const char **data_out) {
+    uint64_t digits = 0, bytes;
     for (uint64_t lo = 0, hi = 10, w = 1; lo < D; lo = hi, hi *= 10, w++) /* w-digit rows */
         digits += w * (TT_MIN(hi, D) - lo);
-    if (!tt_add_ok(8 * (D + 1), digits, &bytes))
-        return tt_err(TT_ECORRUPT, "%s: document count overflows", idx->dir);
+    if (D > (UINT64_MAX >> 8) || !tt_add_ok(8 * (D + 1), digits, &bytes))
+        return tt_err(TT_ECORRUPT, "document count %llu overflows", (unsigned long long)D);
     uint8_t *mem = tt_alloc(bytes, 1, "document ids");
     if (!mem)
         return TT_ENOMEM;
@@ -285,10 +283,16 @@ static int make_row_ids(tt_index *idx, tt_segment *sg) {
         pos += (uint64_t)n;
     }
     off[D] = pos;
-    sg->ids_made = mem;
-    sg->id_off = off;
-    sg->id_data = data;
+    *mem_out = mem;
+    *off_out = off;
+    *data_out = data;
     return TT_OK;
+}
+
+/* Ids "0", "1", ... for a segment built without ids.tt (indexes made before builds
+ * stored ids). */
+static int make_row_ids(tt_segment *sg) {
+    return tt_row_ids(sg->num_docs, &sg->ids_made, &sg->id_off, &sg->id_data);
 }
 
 static int load_ids(tt_segment *sg) {
@@ -350,7 +354,7 @@ static int open_segment(tt_index *idx, tt_segment *sg) {
     if (tt_manifest_find(&idx->man, name)
             ? (st = open_file(idx, &sg->f_ids, name, "IDS_", TT_MAP_WHOLE, RESIDENT)) ||
                   (st = load_ids(sg))
-            : (st = make_row_ids(idx, sg)))
+            : (st = make_row_ids(sg)))
         return st;
     seg_name(sg, TT_F_IDMAP, name, sizeof name);
     if (tt_manifest_find(&idx->man, name) &&
@@ -591,6 +595,36 @@ static void fill_info(tt_index *idx) {
         in->resident_bytes += (idx->num_docs + 63) / 64 * 8;
 }
 
+/* The shared files: meta.tt, the centroids (and their int8 copy), the codec. */
+static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors) {
+    int st;
+    if ((st = open_file(idx, &idx->f_meta, shared_name(idx, "META", TT_F_META), "META",
+                        TT_MAP_WHOLE, RESIDENT)) ||
+        (st = load_meta(idx, meta_docs, meta_vectors)))
+        return st;
+    uint64_t K = idx->num_centroids, dim = idx->dim, cbytes;
+    if (!tt_mul_ok(K * dim, 4, &cbytes))
+        return tt_err(TT_ECORRUPT, "%s: centroid table size overflows", idx->f_meta.path);
+    if ((st = open_file(idx, &idx->f_centroids, shared_name(idx, "CENT", TT_F_CENTROIDS), "CENT",
+                        TT_MAP_WHOLE, RESIDENT)) ||
+        (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
+        return st;
+    idx->centroids = (const float *)idx->f_centroids.payload;
+    int64_t bad = tt_find_nonfinite(idx->centroids, K, idx->dim);
+    if (bad >= 0)
+        return tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
+                      idx->f_centroids.path, (long long)bad);
+    if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim)))
+        return tt_err(st, "%s: out of memory for the int8 centroids", idx->dir);
+    if ((st = open_file(idx, &idx->f_codec, shared_name(idx, "CODC", TT_F_CODEC), "CODC",
+                        TT_MAP_WHOLE, RESIDENT)) ||
+        (st = load_codec(idx)))
+        return st;
+    idx->res_bytes = idx->codec.bytes_per_vec;
+    idx->code_bytes = idx->num_centroids <= 65536 ? 2 : 4;
+    return TT_OK;
+}
+
 /* Reads and opens dir's current generation. *stale: a file listed in the manifest was
  * missing and the manifest has changed since it was read (a writer published meanwhile
  * and removed files of the generation this open started with): try again. */
@@ -603,37 +637,8 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
         return st;
     }
     uint64_t meta_docs, meta_vectors;
-    if ((st = open_file(idx, &idx->f_meta, shared_name(idx, "META", TT_F_META), "META",
-                        TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_meta(idx, &meta_docs, &meta_vectors)))
+    if ((st = open_codebook(idx, &meta_docs, &meta_vectors)))
         goto check_stale;
-    uint64_t K = idx->num_centroids, dim = idx->dim, cbytes;
-    if (!tt_mul_ok(K * dim, 4, &cbytes)) {
-        st = tt_err(TT_ECORRUPT, "%s: centroid table size overflows", idx->f_meta.path);
-        goto check_stale;
-    }
-    if ((st = open_file(idx, &idx->f_centroids, shared_name(idx, "CENT", TT_F_CENTROIDS), "CENT",
-                        TT_MAP_WHOLE, RESIDENT)) ||
-        (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
-        goto check_stale;
-    idx->centroids = (const float *)idx->f_centroids.payload;
-    int64_t bad = tt_find_nonfinite(idx->centroids, K, idx->dim);
-    if (bad >= 0) {
-        st = tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
-                    idx->f_centroids.path, (long long)bad);
-        goto check_stale;
-    }
-    if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim))) {
-        st = tt_err(st, "%s: out of memory for the int8 centroids", dir);
-        goto check_stale;
-    }
-    if ((st = open_file(idx, &idx->f_codec, shared_name(idx, "CODC", TT_F_CODEC), "CODC",
-                        TT_MAP_WHOLE, RESIDENT)) ||
-        (st = load_codec(idx)))
-        goto check_stale;
-    idx->res_bytes = idx->codec.bytes_per_vec;
-    idx->code_bytes = idx->num_centroids <= 65536 ? 2 : 4;
-
     /* Segments: a format-1 index is one, described by meta.tt. */
     idx->nseg = idx->man.version == 1 ? 1 : idx->man.nseg;
     if (idx->nseg == 0) {
@@ -742,6 +747,29 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
             return st;
         tt_err_clear();
     }
+}
+
+int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *man) {
+    *out = NULL;
+    tt_index *idx = calloc(1, sizeof *idx);
+    if (!idx || !(idx->dir = strdup(dir))) {
+        free(idx);
+        return tt_err(TT_ENOMEM, "%s: out of memory", dir);
+    }
+    idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = -1;
+    uint64_t meta_docs, meta_vectors;
+    int st = tt_manifest_copy(&idx->man, man);
+    if (!st)
+        st = open_codebook(idx, &meta_docs, &meta_vectors);
+    if (st) {
+        tt_index_close(idx);
+        return st;
+    }
+    idx->num_docs = meta_docs;
+    idx->num_vectors = meta_vectors;
+    fill_info(idx);
+    *out = idx;
+    return TT_OK;
 }
 
 void tt_index_close(tt_index *idx) {

@@ -214,7 +214,20 @@ int tt_build_publish(builder *b) {
     if ((st = check_target(b, &replace)))
         return st;
     if (replace) {
-        if ((st = replace_index(b)) && b->tmp)
+        /* The index being replaced may be changing (tartan add, delete, compact): take
+         * its own lock for the exchange, so that no change lands in it meanwhile. */
+        tt_lock ilock = {.fd = -1};
+        int ofd = openat(op->pfd, op->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ofd < 0)
+            return tt_err_errno(TT_EIO, errno, "%s: cannot open", op->path);
+        if ((st = tt_lock_acquire(&ilock, ofd, TT_F_LOCK, op->path, "modified"))) {
+            close(ofd);
+            return st;
+        }
+        st = replace_index(b);
+        tt_lock_release(&ilock); /* its file went with the old index */
+        close(ofd);
+        if (st && b->tmp)
             return st; /* nothing was published */
     } else {
         st = tt_rename_at(op->pfd, b->tmp_name, op->base, TT_RENAME_NOREPLACE, op->path);

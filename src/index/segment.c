@@ -96,10 +96,7 @@ static int row_number_ids(uint64_t D, char **blob_out, uint64_t **off_out) {
     return TT_OK;
 }
 
-int tt_build_segment(builder *b) {
-    const tt_input *in = b->in;
-    uint64_t codes_size = 0;
-    int st;
+int tt_build_ivf_alloc(builder *b) {
     b->code_bytes = b->K <= 65536 ? 2 : 4;
     b->ivf_len = tt_calloc(b->K, sizeof *b->ivf_len, "IVF counts");
     b->ivf_bytes = tt_calloc(b->K, sizeof *b->ivf_bytes, "IVF counts");
@@ -107,8 +104,21 @@ int tt_build_segment(builder *b) {
     b->stamp = tt_calloc(b->K, sizeof *b->stamp, "IVF counts");
     if (!b->ivf_len || !b->ivf_bytes || !b->ivf_last || !b->stamp)
         return TT_ENOMEM;
-    if ((st = tt_build_encode(b, &codes_size)) || (st = tt_build_write_ivf(b)))
+    return TT_OK;
+}
+
+int tt_build_segment(builder *b) {
+    uint64_t codes_size = 0;
+    int st;
+    if ((st = tt_build_ivf_alloc(b)) || (st = tt_build_encode(b, &codes_size)) ||
+        (st = tt_build_write_ivf(b)))
         return st;
+    return tt_build_segment_tables(b);
+}
+
+int tt_build_segment_tables(builder *b) {
+    const tt_input *in = b->in;
+    int st;
     /* doclens: u32 per document */
     uint8_t *buf = tt_alloc(in->num_docs, 4, "doclens");
     if (!buf)

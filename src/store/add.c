@@ -1,0 +1,196 @@
+/* tt_index_add: new documents as a new segment of an existing index, encoded with its
+ * codebook (no training); an upsert deletes the documents it replaces in the same
+ * generation. The residual error of every added vector is measured on the way: the
+ * drift tartan info reports against the build's own held-out figure. */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Ids for documents added without any: decimal numbers from the index's next free one,
+ * skipping every id some row has or had (a deleted one's too, so that old runs never
+ * meet a new document under an old id). */
+static int auto_ids(tt_store *s, uint64_t D, char **blob_out, uint64_t **off_out,
+                    uint64_t *next_out) {
+    uint64_t next = s->man.next_auto_id, pos = 0, cap = D * 8 + 16;
+    char *blob = tt_alloc(cap, 1, "ids");
+    uint64_t *off = tt_alloc(D + 1, sizeof *off, "ids");
+    int st = TT_OK;
+    if (!blob || !off) {
+        st = TT_ENOMEM;
+        goto fail;
+    }
+    for (uint64_t d = 0; d < D; d++) {
+        char num[24];
+        int n;
+        for (;;) {
+            n = snprintf(num, sizeof num, "%llu", (unsigned long long)next++);
+            uint32_t sg;
+            uint64_t row;
+            bool ever;
+            st = tt_store_find(s, num, (size_t)n, &sg, &row, &ever);
+            if (st != TT_OK && st != TT_ENOTFOUND)
+                goto fail;
+            st = TT_OK;
+            if (!ever)
+                break;
+        }
+        if (pos + (uint64_t)n + 1 > cap) {
+            size_t c = (size_t)cap;
+            if ((st = tt_grow((void **)&blob, &c, (size_t)(pos + (uint64_t)n + 1), 1, "ids")))
+                goto fail;
+            cap = c;
+        }
+        off[d] = pos;
+        memcpy(blob + pos, num, (size_t)n + 1);
+        pos += (uint64_t)n + 1;
+    }
+    off[D] = pos;
+    *blob_out = blob;
+    *off_out = off;
+    *next_out = next;
+    return TT_OK;
+fail:
+    free(blob);
+    free(off);
+    return st;
+}
+
+int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
+                 tt_change_stats *stats) {
+    tt_store s;
+    builder b;
+    tt_index *cb = NULL;
+    tt_manifest next;
+    uint64_t *pairs = NULL, npairs = 0, next_auto;
+    char *auto_blob = NULL;
+    uint64_t *auto_off = NULL;
+    bool published = false;
+    int st;
+    memset(&b, 0, sizeof b);
+    memset(&next, 0, sizeof next);
+    b.op.pfd = b.lock.fd = b.tmp_fd = -1;
+    tt_err_clear();
+    if (stats)
+        memset(stats, 0, sizeof *stats);
+    if (!in)
+        return tt_err(TT_EINVAL, "tt_index_add: no input");
+    if ((st = tt_store_open(&s, dir, opt)))
+        goto done;
+    if ((st = tt_index_open_codebook(&cb, dir, &s.man)))
+        goto done;
+    if (cb->dim != in->dim) {
+        st = tt_err(TT_EDIM, "the index %s has dimension %u, the vectors to add %u", dir,
+                    cb->dim, in->dim);
+        goto done;
+    }
+    /* Ids: the input's, each new to the index unless it replaces (upsert); or made. */
+    next_auto = s.man.next_auto_id;
+    if (in->ids_blob) {
+        if (!(pairs = tt_alloc(2 * in->num_docs, sizeof *pairs, "replaced documents"))) {
+            st = TT_ENOMEM;
+            goto done;
+        }
+        for (uint64_t d = 0; d < in->num_docs; d++) {
+            const char *id = in->ids_blob + in->id_off[d];
+            size_t len = (size_t)(in->id_off[d + 1] - in->id_off[d] - 1);
+            uint32_t sg;
+            uint64_t row;
+            st = tt_store_find(&s, id, len, &sg, &row, NULL);
+            if (st == TT_ENOTFOUND) {
+                st = TT_OK;
+                continue;
+            }
+            if (st)
+                goto done;
+            if (!s.o.upsert) {
+                st = tt_err(TT_EEXIST, "%s:%llu: id '%s' is already in the index %s (upsert "
+                            "replaces it)", in->ids_path ? in->ids_path : "ids",
+                            (unsigned long long)d + 1, id, dir);
+                goto done;
+            }
+            pairs[2 * npairs] = s.seg[sg].m.id;
+            pairs[2 * npairs + 1] = row;
+            npairs++;
+        }
+    } else {
+        if ((st = auto_ids(&s, in->num_docs, &auto_blob, &auto_off, &next_auto)))
+            goto done;
+        in->ids_blob = auto_blob; /* lent for the build; given back below */
+        in->id_off = auto_off;
+    }
+
+    /* The segment, as a build with this index's codebook would write it. */
+    tt_build_options bo;
+    tt_build_options_init(&bo);
+    bo.normalize = cb->normalized;
+    bo.keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
+    bo.codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+    bo.nbits = (int)cb->nbits;
+    bo.assign = cb->info.assign;
+    bo.seed = cb->info.seed;
+    bo.threads = s.o.threads;
+    bo.memory_bytes = s.o.memory_bytes;
+    bo.progress = s.o.progress;
+    bo.progress_user = s.o.progress_user;
+    bo.cancel = s.o.cancel;
+    b.o = &bo;
+    b.in = in;
+    b.dim = in->dim;
+    b.nbits = cb->nbits;
+    b.threads = bo.threads ? bo.threads : tt_default_threads();
+    uint64_t per_vec = (uint64_t)b.dim * (4 + (bo.keep_originals ? 2 : 0)) + 64;
+    b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, bo.memory_bytes / 4 / per_vec));
+    b.wdir = dir;
+    memcpy(b.prefix, s.prefix, sizeof b.prefix);
+    b.measure = 1;
+    if ((st = tt_build_codebook_from(&b, cb)) || (st = tt_build_segment(&b)))
+        goto done;
+
+    /* The next generation: the current one, the new segment, the replaced documents. */
+    if ((st = tt_store_next(&s, &next)))
+        goto done;
+    for (uint32_t i = 0; i < b.man.n && !st; i++)
+        st = tt_manifest_add(&next, &b.man.e[i]);
+    tt_manifest_segment seg = {.id = s.gen, .num_docs = in->num_docs,
+                               .num_vectors = in->num_vectors,
+                               .added_vectors = in->num_vectors,
+                               .added_mse = b.err_values ? b.err_sum / (double)b.err_values : 0};
+    memcpy(seg.prefix, s.prefix, sizeof seg.prefix);
+    next.next_auto_id = next_auto;
+    if (st || (st = tt_manifest_add_segment(&next, &seg)) ||
+        (st = tt_store_write_tombs(&s, &next, pairs, (size_t)npairs)) ||
+        (st = tt_store_publish(&s, &next)))
+        goto done;
+    published = true;
+    if (stats) {
+        stats->generation = s.gen;
+        stats->added = in->num_docs;
+        stats->replaced = npairs;
+        stats->segments = next.nseg;
+        for (uint32_t i = 0; i < next.nseg; i++)
+            stats->live_docs += next.seg[i].num_docs - next.seg[i].num_deleted;
+        stats->added_mse = seg.added_mse;
+        stats->seconds = tt_now() - s.t0;
+    }
+done:
+    if (!published && s.dfd >= 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tt_last_error());
+        tt_store_discard(&s);
+        if (st)
+            tt_err(st, "%s", msg);
+    }
+    if (auto_blob) {
+        in->ids_blob = NULL;
+        in->id_off = NULL;
+    }
+    free(auto_blob);
+    free(auto_off);
+    free(pairs);
+    tt_manifest_free(&next);
+    tt_build_free(&b);
+    tt_index_close(cb);
+    tt_store_close(&s);
+    return st;
+}

@@ -1,0 +1,447 @@
+/* tt_index_compact: every segment merged into one, deleted documents left out, the IVF
+ * rebuilt. Without retraining, the live documents' codes, residuals, originals and ids
+ * are copied as they are, in row order: a vector's encoding depends only on it and the
+ * codebook, so this is what a build over the same documents with this codebook writes
+ * (tests/test_store.c compares the two file by file). With retraining, a new codebook
+ * is trained on a sample of the live documents (their kept originals, else their
+ * decompressed vectors) and every live document re-encoded with it, through the build's
+ * own pipeline. Both stream segment by segment: what stays in memory is per document
+ * (lengths, ids, offsets) and per centroid, never the vectors. */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* One segment's files, mapped while it is copied or read. */
+typedef struct seg_files {
+    tt_fmap doclens, codes, residuals, ids, originals;
+    const uint64_t *id_off;
+    const char *id_data;
+    void *ids_made;
+} seg_files;
+
+static void seg_files_init(seg_files *f) {
+    memset(f, 0, sizeof *f);
+    f->doclens.fd = f->codes.fd = f->residuals.fd = f->ids.fd = f->originals.fd = -1;
+}
+
+static void seg_files_close(seg_files *f) {
+    tt_fmap *all[] = {&f->doclens, &f->codes, &f->residuals, &f->ids, &f->originals};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->path || all[i]->fd >= 0)
+            tt_fmap_close(all[i]);
+    free(f->ids_made);
+    seg_files_init(f);
+}
+
+static int seg_file(tt_store *s, const tt_manifest_segment *m, tt_fmap *f, const char *file,
+                    const char *kind, bool check) {
+    char name[TT_MANIFEST_NAME_LEN + 16];
+    snprintf(name, sizeof name, "%s%s", m->prefix, file);
+    const tt_manifest_entry *e = tt_manifest_find(&s->man, name);
+    if (!e)
+        return tt_err(TT_ECORRUPT, "%s/%s: missing from the manifest", s->dir, name);
+    int st = tt_fmap_open(f, s->dir, name, kind, TT_MAP_WHOLE);
+    if (st)
+        return st;
+    if (f->size != e->size || f->h.payload_hash != e->payload_hash)
+        return tt_err(TT_ECORRUPT, "%s: does not match the manifest", f->path);
+    return check ? tt_fmap_check_payload(f, NULL, NULL) : TT_OK;
+}
+
+/* Maps segment m's files; the small ones (lengths, codes, ids) checksummed, the
+ * residuals and originals checked for size (a compaction reads them once; verify checks
+ * their sums). */
+static int seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_segment *m,
+                          seg_files *f) {
+    int st;
+    uint64_t D = m->num_docs, N = m->num_vectors;
+    seg_files_init(f);
+    if ((st = seg_file(s, m, &f->doclens, TT_F_DOCLENS, "DOCL", true)) ||
+        (st = seg_file(s, m, &f->codes, TT_F_CODES, "CODE", true)) ||
+        (st = seg_file(s, m, &f->residuals, TT_F_RESIDUALS, "RESI", false)))
+        return st;
+    if (f->doclens.h.payload_bytes != 4 * D ||
+        f->codes.h.payload_bytes != (uint64_t)cb->code_bytes * N ||
+        f->residuals.h.payload_bytes != (uint64_t)cb->res_bytes * N)
+        return tt_err(TT_ECORRUPT, "%s: segment %llu's files disagree with its counts", s->dir,
+                      (unsigned long long)m->id);
+    uint64_t v = 0;
+    for (uint64_t d = 0; d < D; d++) {
+        uint32_t len = tt_rd32(f->doclens.payload + 4 * d);
+        if (len == 0 || (v += len) > N)
+            return tt_err(TT_ECORRUPT, "%s: document lengths do not add up", f->doclens.path);
+    }
+    if (v != N)
+        return tt_err(TT_ECORRUPT, "%s: document lengths do not add up", f->doclens.path);
+    char name[TT_MANIFEST_NAME_LEN + 16];
+    snprintf(name, sizeof name, "%s%s", m->prefix, TT_F_IDS);
+    if (tt_manifest_find(&s->man, name)) {
+        if ((st = seg_file(s, m, &f->ids, TT_F_IDS, "IDS_", true)))
+            return st;
+        if (f->ids.h.a != D || f->ids.h.payload_bytes != 8 * (D + 1) + f->ids.h.b)
+            return tt_err(TT_ECORRUPT, "%s: header disagrees with its size", f->ids.path);
+        f->id_off = (const uint64_t *)f->ids.payload;
+        f->id_data = (const char *)f->ids.payload + 8 * (D + 1);
+        for (uint64_t d = 0; d < D; d++)
+            if (f->id_off[d + 1] <= f->id_off[d] || f->id_off[d + 1] > f->ids.h.b)
+                return tt_err(TT_ECORRUPT, "%s: id offsets are damaged", f->ids.path);
+    } else if ((st = tt_row_ids(D, &f->ids_made, &f->id_off, &f->id_data))) {
+        return st;
+    }
+    if (cb->info.keep_originals) {
+        if ((st = seg_file(s, m, &f->originals, TT_F_ORIGINALS, "ORIG", false)))
+            return st;
+        if (f->originals.h.payload_bytes != 2ull * cb->dim * N)
+            return tt_err(TT_ECORRUPT, "%s: wrong size", f->originals.path);
+    }
+    return TT_OK;
+}
+
+/* The live documents over all segments: their lengths, first vectors, ids (laid out
+ * as tt_input's), and where each comes from. */
+typedef struct live_set {
+    uint64_t ndocs, nvecs;
+    uint32_t *doclens;
+    uint64_t *doc_vec0;       /* ndocs + 1 */
+    uint32_t *seg;            /* segment index of each */
+    uint64_t *vec;            /* its first vector within its segment */
+    char *ids;
+    uint64_t *id_off;         /* ndocs + 1 */
+    uint64_t ids_cap;
+} live_set;
+
+static void live_free(live_set *l) {
+    free(l->doclens);
+    free(l->doc_vec0);
+    free(l->seg);
+    free(l->vec);
+    free(l->ids);
+    free(l->id_off);
+    memset(l, 0, sizeof *l);
+}
+
+static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
+    uint64_t D = 0;
+    int st = TT_OK;
+    for (uint32_t i = 0; i < s->man.nseg; i++)
+        D += s->man.seg[i].num_docs - s->man.seg[i].num_deleted;
+    l->ndocs = D;
+    l->doclens = tt_alloc(D ? D : 1, sizeof *l->doclens, "live documents");
+    l->doc_vec0 = tt_alloc(D + 1, sizeof *l->doc_vec0, "live documents");
+    l->seg = tt_alloc(D ? D : 1, sizeof *l->seg, "live documents");
+    l->vec = tt_alloc(D ? D : 1, sizeof *l->vec, "live documents");
+    l->id_off = tt_alloc(D + 1, sizeof *l->id_off, "live documents");
+    if (!l->doclens || !l->doc_vec0 || !l->seg || !l->vec || !l->id_off)
+        return TT_ENOMEM;
+    uint64_t d = 0, pos = 0;
+    for (uint32_t i = 0; i < s->man.nseg && !st; i++) {
+        seg_files f;
+        if ((st = seg_files_open(s, cb, &s->man.seg[i], &f))) {
+            seg_files_close(&f);
+            break;
+        }
+        uint64_t v = 0;
+        for (uint64_t r = 0; r < s->man.seg[i].num_docs; r++) {
+            uint32_t len = tt_rd32(f.doclens.payload + 4 * r);
+            if (!tt_store_is_dead(s, i, r)) {
+                size_t il = (size_t)(f.id_off[r + 1] - f.id_off[r]);
+                if (pos + il + 1 > l->ids_cap) {
+                    size_t c = (size_t)l->ids_cap;
+                    if ((st = tt_grow((void **)&l->ids, &c, (size_t)(pos + il + 1), 1, "ids")))
+                        break;
+                    l->ids_cap = c;
+                }
+                memcpy(l->ids + pos, f.id_data + f.id_off[r], il);
+                l->ids[pos + il] = '\0';
+                l->id_off[d] = pos;
+                pos += il + 1;
+                l->doclens[d] = len;
+                l->doc_vec0[d] = l->nvecs;
+                l->seg[d] = i;
+                l->vec[d] = v;
+                l->nvecs += len;
+                d++;
+            }
+            v += len;
+        }
+        seg_files_close(&f);
+    }
+    l->doc_vec0[D] = l->nvecs;
+    l->id_off[D] = pos;
+    return st;
+}
+
+/* The live documents as a build input (no files: vectors come from read_fn). */
+static void live_input(const live_set *l, uint32_t dim, tt_input *in) {
+    memset(in, 0, sizeof *in);
+    in->dim = dim;
+    in->num_docs = l->ndocs;
+    in->num_vectors = l->nvecs;
+    in->doclens = l->doclens;
+    in->doc_vec0 = l->doc_vec0;
+    in->ids_blob = l->ids;
+    in->id_off = l->id_off;
+}
+
+/* ------------------------------------------------------- copying (no retrain) */
+
+static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, builder *b) {
+    tt_fwriter wc = {.fd = -1}, wr = {.fd = -1}, wo = {.fd = -1};
+    char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN];
+    uint32_t *ids = NULL;
+    int st;
+    const uint32_t cw = cb->code_bytes, rb = cb->res_bytes, ob = 2 * cb->dim;
+    const bool orig = cb->info.keep_originals;
+    if ((st = tt_fw_open(&wc, b->wdir, tt_build_name(b, TT_F_CODES, nc), "CODE")) ||
+        (st = tt_fw_open(&wr, b->wdir, tt_build_name(b, TT_F_RESIDUALS, nr), "RESI")) ||
+        (orig && (st = tt_fw_open(&wo, b->wdir, tt_build_name(b, TT_F_ORIGINALS, no), "ORIG"))))
+        goto done;
+    uint32_t maxlen = 0;
+    for (uint64_t d = 0; d < l->ndocs; d++)
+        maxlen = TT_MAX(maxlen, l->doclens[d]);
+    if (!(ids = tt_alloc(maxlen ? maxlen : 1, sizeof *ids, "codes"))) {
+        st = TT_ENOMEM;
+        goto done;
+    }
+    uint64_t d = 0;
+    for (uint32_t i = 0; i < s->man.nseg && !st; i++) {
+        seg_files f;
+        if ((st = seg_files_open(s, cb, &s->man.seg[i], &f))) {
+            seg_files_close(&f);
+            break;
+        }
+        for (; d < l->ndocs && l->seg[d] == i; d++) {
+            uint64_t v = l->vec[d], len = l->doclens[d];
+            const uint8_t *c = f.codes.payload + v * cw;
+            for (uint64_t j = 0; j < len; j++) {
+                ids[j] = cw == 2 ? tt_rd16(c + 2 * j) : tt_rd32(c + 4 * j);
+                if (ids[j] >= cb->num_centroids) {
+                    st = tt_err(TT_ECORRUPT, "%s: vector %llu names centroid %u of %u",
+                                f.codes.path, (unsigned long long)(v + j), ids[j],
+                                cb->num_centroids);
+                    break;
+                }
+            }
+            if (st || (st = tt_fw_write(&wc, c, (size_t)(len * cw))) ||
+                (st = tt_fw_write(&wr, f.residuals.payload + v * rb, (size_t)(len * rb))) ||
+                (orig && (st = tt_fw_write(&wo, f.originals.payload + v * ob, (size_t)(len * ob)))))
+                break;
+            tt_build_ivf_count(b, ids, l->doc_vec0[d], len);
+            if ((d & 4095) == 0 && (st = tt_build_progress(b, "compact", d, l->ndocs)))
+                break;
+        }
+        seg_files_close(&f);
+    }
+    uint64_t size;
+    if (st || (st = tt_fw_finish(&wc, l->nvecs, cw, 0, &size)) ||
+        (st = tt_build_add_manifest(b, &wc, nc, size)) ||
+        (st = tt_fw_finish(&wr, l->nvecs, rb, 0, &size)) ||
+        (st = tt_build_add_manifest(b, &wr, nr, size)))
+        goto done;
+    if (orig && ((st = tt_fw_finish(&wo, l->nvecs, cb->dim, 1, &size)) ||
+                 (st = tt_build_add_manifest(b, &wo, no, size))))
+        goto done;
+done:
+    tt_fw_abort(&wc);
+    tt_fw_abort(&wr);
+    tt_fw_abort(&wo);
+    free(ids);
+    return st;
+}
+
+/* ------------------------------------------------------ retraining: the input */
+
+/* Reads live vectors for the build: the kept originals, else c + r decompressed. The
+ * segment of the vectors being read stays mapped between calls (reads go forward). */
+typedef struct live_reader {
+    tt_store *s;
+    const tt_index *cb;
+    const live_set *l;
+    uint32_t cur;             /* the mapped segment, or UINT32_MAX */
+    seg_files f;
+    float *res;               /* dim floats */
+} live_reader;
+
+static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
+    live_reader *r = user;
+    const live_set *l = r->l;
+    const uint32_t dim = r->cb->dim;
+    /* the live document holding v0: last d with doc_vec0[d] <= v0 */
+    uint64_t lo = 0, hi = l->ndocs;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (l->doc_vec0[mid] <= v0)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    int st;
+    for (uint64_t d = lo, v = v0; n > 0; d++) {
+        if (l->seg[d] != r->cur) {
+            seg_files_close(&r->f);
+            r->cur = UINT32_MAX;
+            if ((st = seg_files_open(r->s, r->cb, &r->s->man.seg[l->seg[d]], &r->f)))
+                return st;
+            r->cur = l->seg[d];
+        }
+        uint64_t skip = v - l->doc_vec0[d], take = TT_MIN((uint64_t)l->doclens[d] - skip, n);
+        uint64_t sv = l->vec[d] + skip; /* first vector within the segment */
+        for (uint64_t j = 0; j < take; j++, out += dim) {
+            if (r->f.originals.payload) {
+                const uint8_t *p = r->f.originals.payload + (sv + j) * 2 * dim;
+                for (uint32_t k = 0; k < dim; k++)
+                    out[k] = tt_f16_to_f32(tt_rd16(p + 2 * k));
+            } else {
+                const uint8_t *cp = r->f.codes.payload + (sv + j) * r->cb->code_bytes;
+                uint32_t c = r->cb->code_bytes == 2 ? tt_rd16(cp) : tt_rd32(cp);
+                if (c >= r->cb->num_centroids)
+                    return tt_err(TT_ECORRUPT, "%s: damaged code", r->f.codes.path);
+                tt_codec_decode(&r->cb->codec,
+                                r->f.residuals.payload + (sv + j) * r->cb->res_bytes, r->res);
+                const float *cen = r->cb->centroids + (uint64_t)c * dim;
+                for (uint32_t k = 0; k < dim; k++)
+                    out[k] = cen[k] + r->res[k];
+            }
+        }
+        v += take;
+        n -= take;
+    }
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------ compact */
+
+int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_stats *stats) {
+    tt_store s;
+    builder b;
+    tt_index *cb = NULL;
+    tt_manifest next;
+    live_set l;
+    tt_input in;
+    live_reader rd;
+    bool published = false;
+    int st;
+    memset(&b, 0, sizeof b);
+    memset(&next, 0, sizeof next);
+    memset(&l, 0, sizeof l);
+    memset(&rd, 0, sizeof rd);
+    rd.cur = UINT32_MAX;
+    seg_files_init(&rd.f);
+    b.op.pfd = b.lock.fd = b.tmp_fd = -1;
+    tt_err_clear();
+    if (stats)
+        memset(stats, 0, sizeof *stats);
+    if ((st = tt_store_open(&s, dir, opt)) || (st = tt_index_open_codebook(&cb, dir, &s.man)) ||
+        (st = live_collect(&s, cb, &l)))
+        goto done;
+    if (l.ndocs == 0) {
+        st = tt_err(TT_EINVAL, "%s: every document is deleted; a compaction would leave an "
+                    "index without documents (add documents first, or remove the index)", dir);
+        goto done;
+    }
+    live_input(&l, cb->dim, &in);
+
+    /* The builder writes the new segment as an add would, with this codebook or a new
+     * one. */
+    tt_build_options bo;
+    tt_build_options_init(&bo);
+    bo.normalize = cb->normalized;
+    bo.keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
+    bo.codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+    bo.nbits = (int)cb->nbits;
+    bo.assign = cb->info.assign;
+    bo.seed = cb->info.seed;
+    bo.num_centroids = cb->num_centroids;
+    if (cb->info.kmeans_iters >= 1 && cb->info.kmeans_iters <= 1000)
+        bo.kmeans_iters = (int)cb->info.kmeans_iters;
+    if (cb->info.sample_factor > 0)
+        bo.sample_factor = cb->info.sample_factor;
+    bo.threads = s.o.threads;
+    bo.memory_bytes = s.o.memory_bytes;
+    bo.progress = s.o.progress;
+    bo.progress_user = s.o.progress_user;
+    bo.cancel = s.o.cancel;
+    bo.encoder = cb->info.encoder[0] ? cb->info.encoder : NULL;
+    b.o = &bo;
+    b.in = &in;
+    b.dim = cb->dim;
+    b.nbits = cb->nbits;
+    b.threads = bo.threads ? bo.threads : tt_default_threads();
+    uint64_t per_vec = (uint64_t)b.dim * (4 + (bo.keep_originals ? 2 : 0)) + 64;
+    b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, bo.memory_bytes / 4 / per_vec));
+    b.wdir = dir;
+    memcpy(b.prefix, s.prefix, sizeof b.prefix);
+    if ((st = tt_store_next(&s, &next)))
+        goto done;
+    /* The next generation keeps no segment file and no deletion list of this one. */
+    tt_manifest keep;
+    memset(&keep, 0, sizeof keep);
+    for (uint32_t i = 0; i < next.n && !st; i++) {
+        const char *k = next.e[i].kind;
+        if (!s.o.retrain && (!memcmp(k, "META", 4) || !memcmp(k, "CENT", 4) ||
+                             !memcmp(k, "CODC", 4)))
+            st = tt_manifest_add(&keep, &next.e[i]);
+    }
+    free(next.e);
+    next.e = keep.e;
+    next.n = keep.n;
+    next.cap = keep.cap;
+    next.nseg = 0;
+    if (st)
+        goto done;
+
+    if (s.o.retrain) {
+        if (!(rd.res = tt_alloc(cb->dim, sizeof *rd.res, "decoded residual"))) {
+            st = TT_ENOMEM;
+            goto done;
+        }
+        rd.s = &s;
+        rd.cb = cb;
+        rd.l = &l;
+        in.read_fn = read_live;
+        in.read_user = &rd;
+        in.source = dir;
+        double t0 = tt_now();
+        if ((st = tt_build_train(&b)) || (st = tt_build_write_codebook(&b)) ||
+            (st = tt_build_segment(&b)) || (st = tt_build_write_meta(&b, tt_now() - t0)))
+            goto done;
+    } else {
+        b.K = cb->num_centroids;
+        if ((st = tt_build_ivf_alloc(&b)) || (st = copy_segments(&s, cb, &l, &b)) ||
+            (st = tt_build_write_ivf(&b)) || (st = tt_build_segment_tables(&b)))
+            goto done;
+    }
+    for (uint32_t i = 0; i < b.man.n && !st; i++)
+        st = tt_manifest_add(&next, &b.man.e[i]);
+    tt_manifest_segment seg = {.id = s.gen, .num_docs = l.ndocs, .num_vectors = l.nvecs};
+    memcpy(seg.prefix, s.prefix, sizeof seg.prefix);
+    if (st || (st = tt_manifest_add_segment(&next, &seg)) ||
+        (st = tt_store_publish(&s, &next)))
+        goto done;
+    published = true;
+    if (stats) {
+        stats->generation = s.gen;
+        stats->live_docs = l.ndocs;
+        stats->segments = 1;
+        for (uint32_t i = 0; i < s.man.nseg; i++)
+            stats->deleted += s.man.seg[i].num_deleted;
+        stats->seconds = tt_now() - s.t0;
+    }
+done:
+    if (!published && s.dfd >= 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tt_last_error());
+        tt_store_discard(&s);
+        if (st)
+            tt_err(st, "%s", msg);
+    }
+    seg_files_close(&rd.f);
+    free(rd.res);
+    live_free(&l);
+    tt_manifest_free(&next);
+    tt_build_free(&b);
+    tt_index_close(cb);
+    tt_store_close(&s);
+    return st;
+}

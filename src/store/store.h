@@ -1,0 +1,71 @@
+/* The store: an index directory as something that changes (doc/format.md, "Generations
+ * and segments"). writer.c holds the writer's side: the lock, the current generation
+ * read lightly (a delete must not cost in proportion to the index: only the manifest,
+ * the deletion lists, and the ids it looks up are read), id lookup by binary search in
+ * each segment's id map, the publication of the next generation and the removal of the
+ * files no generation names. add.c, delete.c and compact.c are the three changes. */
+#ifndef TT_STORE_H
+#define TT_STORE_H
+
+#include "index/build.h"
+#include "index/index.h"
+#include "io/dir.h"
+#include "io/file.h"
+
+typedef struct tt_store_seg {
+    tt_manifest_segment m;     /* as the current manifest has it */
+    bool ids_open;
+    tt_fmap f_ids, f_idmap;    /* mapped on the first lookup */
+    const uint64_t *id_off;    /* m.num_docs + 1 */
+    const char *id_data;
+    uint64_t id_bytes;
+    const uint8_t *idmap;      /* rows sorted by id, width bytes each */
+    uint32_t width;
+    uint64_t *perm;            /* the same, computed, for a segment without idmap.tt */
+    void *ids_made;            /* row-number ids of a format-1 segment without ids.tt */
+    uint64_t *dead;            /* its deleted rows, ascending */
+    uint64_t ndead;
+} tt_store_seg;
+
+typedef struct tt_store {
+    char *dir;
+    int dfd;
+    tt_lock lock;              /* DIR/LOCK */
+    tt_manifest man;           /* the current generation (format 1: its files, one segment) */
+    tt_store_seg *seg;         /* man.nseg */
+    uint64_t gen;              /* the generation this change writes */
+    char prefix[TT_SEGMENT_PREFIX_LEN]; /* its files' prefix, "g<gen>." */
+    tt_change_options o;       /* the caller's, defaults filled */
+    double t0;
+} tt_store;
+
+/* Validates and copies the options (by struct_size). */
+int tt_store_options(const tt_change_options *in, tt_change_options *out);
+/* Takes DIR/LOCK ("being modified by pid N"), reads the current generation, removes the
+ * files a killed change left (index files no manifest names), and loads the deletion
+ * lists. `doing` names the change in messages. */
+int tt_store_open(tt_store *s, const char *dir, const tt_change_options *o);
+/* Releases everything (the lock last). */
+void tt_store_close(tt_store *s);
+/* A copy of the current manifest to build the next generation on (generation = s->gen). */
+int tt_store_next(const tt_store *s, tt_manifest *next);
+
+/* Looks id[0..len) up in every segment: its live document in *seg, *row (TT_OK), else
+ * TT_ENOTFOUND; *ever (may be NULL): some row has or had it, live or deleted. */
+int tt_store_find(tt_store *s, const char *id, size_t len, uint32_t *seg, uint64_t *row,
+                  bool *ever);
+/* Whether local row `row` of segment i is deleted in the current generation. */
+bool tt_store_is_dead(const tt_store *s, uint32_t i, uint64_t row);
+
+/* Adds this generation's deletion list (pairs of segment id and row, any order, each a
+ * live row, no repeats) to next: writes g<gen>.tombs.tt and counts them in the segments. */
+int tt_store_write_tombs(tt_store *s, tt_manifest *next, uint64_t *pairs, size_t n);
+/* Publishes next as the current generation (MANIFEST written aside, fsynced, renamed),
+ * then removes every index file of the directory that next does not name. */
+int tt_store_publish(tt_store *s, const tt_manifest *next);
+/* After a failure: removes the files of this change (prefix "g<gen>."). */
+void tt_store_discard(tt_store *s);
+/* Progress and the cancel flag, as tt_build_progress. */
+int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t total);
+
+#endif
