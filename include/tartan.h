@@ -238,7 +238,10 @@ typedef struct tt_segment_info {
     uint64_t id;                      /* the generation that wrote it; 0: a build's */
     uint64_t first_doc, num_docs, num_vectors, num_deleted;
     uint64_t bytes;                   /* its files (originals excluded) */
-    uint64_t added_vectors;           /* an add's measured vectors (0 for builds, compactions) */
+    uint64_t added_vectors;           /* vectors added since the codebook was trained, whose
+                                       * residual error was measured (an add's; a compaction
+                                       * that keeps the codebook keeps its sources' live
+                                       * share; 0 for builds and retraining compactions) */
     double added_mse;
 } tt_segment_info;
 

@@ -626,8 +626,9 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
 }
 
 /* Reads and opens dir's current generation. *stale: a file listed in the manifest was
- * missing and the manifest has changed since it was read (a writer published meanwhile
- * and removed files of the generation this open started with): try again. */
+ * missing or not what it listed, and MANIFEST has changed since it was read (a writer
+ * published meanwhile and removed files of the generation this open started with, or a
+ * build replaced the directory): try again. */
 static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt, bool *stale) {
     int st;
     *stale = false;
@@ -689,10 +690,12 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
         goto check_stale;
     return TT_OK;
 check_stale:
-    if (st == TT_ENOTFOUND || st == TT_EIO) {
+    /* A file gone, or one that is not what the manifest said (a directory replaced by a
+     * build meanwhile): if MANIFEST is another one now, the snapshot moved on. */
+    if (st == TT_ENOTFOUND || st == TT_EIO || st == TT_ECORRUPT || st == TT_EFORMAT) {
         tt_manifest now;
         if (tt_manifest_read(dir, &now) == TT_OK) {
-            *stale = now.generation != idx->man.generation;
+            *stale = now.hash != idx->man.hash;
             tt_manifest_free(&now);
         }
     }

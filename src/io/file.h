@@ -120,6 +120,7 @@ typedef struct tt_manifest {
     tt_manifest_segment *seg;
     uint64_t generation;        /* 0 for a version-1 index */
     uint64_t next_auto_id;      /* the next id an add without ids tries */
+    uint64_t hash;              /* as read: the file's payload XXH64 (tells two apart) */
 } tt_manifest;
 
 void tt_manifest_free(tt_manifest *m);

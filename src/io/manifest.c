@@ -150,6 +150,7 @@ int tt_manifest_read(const char *dir, tt_manifest *m) {
         goto done;
     }
     m->version = f.h.version;
+    m->hash = f.h.payload_hash;
     if (f.h.version == 2) {
         m->generation = f.h.c;
         m->next_auto_id = tt_rd64(f.payload + 16);

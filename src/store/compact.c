@@ -415,6 +415,22 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     for (uint32_t i = 0; i < b.man.n && !st; i++)
         st = tt_manifest_add(&next, &b.man.e[i]);
     tt_manifest_segment seg = {.id = s.gen, .num_docs = l.ndocs, .num_vectors = l.nvecs};
+    /* Drift outlives a compaction that keeps the codebook: the vectors added since it
+     * was trained (their live share, in proportion) keep their measured error. */
+    if (!s.o.retrain) {
+        double w = 0, mse = 0;
+        for (uint32_t i = 0; i < s.man.nseg; i++) {
+            const tt_manifest_segment *m = &s.man.seg[i];
+            if (!m->added_vectors || !m->num_docs)
+                continue;
+            double live = (double)m->added_vectors * (double)(m->num_docs - m->num_deleted) /
+                          (double)m->num_docs;
+            w += live;
+            mse += live * m->added_mse;
+        }
+        seg.added_vectors = (uint64_t)(w + 0.5);
+        seg.added_mse = w > 0 ? mse / w : 0;
+    }
     memcpy(seg.prefix, s.prefix, sizeof seg.prefix);
     if (st || (st = tt_manifest_add_segment(&next, &seg)) ||
         (st = tt_store_publish(&s, &next)))
