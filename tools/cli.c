@@ -57,6 +57,22 @@ bool cli_parse_double(const char *s, double *out) {
     return true;
 }
 
+int cli_threads_arg(const char *cmd, const char *arg, int *out) {
+    uint64_t u;
+    if (!cli_parse_u64(arg, &u) || u > 1024)
+        return cli_usage_error(cmd, "--threads must be 0..1024 (got '%s')", arg);
+    *out = (int)u;
+    return CLI_OK;
+}
+
+int cli_memory_arg(const char *cmd, const char *arg, uint64_t *out) {
+    if (!cli_parse_size(arg, out))
+        return cli_usage_error(cmd, "--memory: bad size '%s'", arg);
+    if (*out < (64ull << 20))
+        return cli_usage_error(cmd, "--memory must be at least 64M (got %s)", arg);
+    return CLI_OK;
+}
+
 bool cli_parse_size(const char *s, uint64_t *out) {
     if (!s || !*s)
         return false;

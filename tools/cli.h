@@ -34,6 +34,10 @@ bool cli_parse_size(const char *s, uint64_t *out);
 /* Parses a whole non-negative integer / a finite double; false if malformed. */
 bool cli_parse_u64(const char *s, uint64_t *out);
 bool cli_parse_double(const char *s, double *out);
+/* The values of --threads (0..1024; 0: every CPU) and --memory (a size, at least 64M):
+ * CLI_OK, or CLI_USAGE after printing the usage error for cmd. */
+int cli_threads_arg(const char *cmd, const char *arg, int *out);
+int cli_memory_arg(const char *cmd, const char *arg, uint64_t *out);
 /* Splits a comma-separated list into a NULL-terminated malloc'd array of malloc'd
  * strings (free with cli_free_list); *n receives the count. */
 char **cli_split_commas(const char *s, size_t *n);

@@ -72,7 +72,7 @@ int cmd_add(int argc, char **argv) {
     tt_change_options_init(&o);
     tt_input_options_init(&io);
     uint64_t u;
-    int c;
+    int c, rc_arg;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -90,13 +90,12 @@ int cmd_add(int argc, char **argv) {
             timeout_ms = (uint32_t)(u * 1000);
             break;
         case 't':
-            if (!cli_parse_u64(optarg, &u) || u > 1024)
-                return cli_usage_error("add", "--threads must be 0..1024");
-            o.threads = (int)u;
+            if ((rc_arg = cli_threads_arg("add", optarg, &o.threads)))
+                return rc_arg;
             break;
         case 'm':
-            if (!cli_parse_size(optarg, &o.memory_bytes) || o.memory_bytes < (64ull << 20))
-                return cli_usage_error("add", "--memory must be a size of at least 64M");
+            if ((rc_arg = cli_memory_arg("add", optarg, &o.memory_bytes)))
+                return rc_arg;
             break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;

@@ -111,7 +111,7 @@ int cmd_build(int argc, char **argv) {
     tt_input_options_init(&io);
     uint64_t u;
     double d;
-    int c;
+    int c, rc_arg;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -147,15 +147,12 @@ int cmd_build(int argc, char **argv) {
                 return cli_usage_error("build", "--assign must be two-level or exact");
             break;
         case 't':
-            if (!cli_parse_u64(optarg, &u) || u > 1024)
-                return cli_usage_error("build", "--threads must be 0..1024");
-            o.threads = (int)u;
+            if ((rc_arg = cli_threads_arg("build", optarg, &o.threads)))
+                return rc_arg;
             break;
         case 'm':
-            if (!cli_parse_size(optarg, &o.memory_bytes))
-                return cli_usage_error("build", "--memory: bad size '%s'", optarg);
-            if (o.memory_bytes < (64ull << 20))
-                return cli_usage_error("build", "--memory must be at least 64M (got %s)", optarg);
+            if ((rc_arg = cli_memory_arg("build", optarg, &o.memory_bytes)))
+                return rc_arg;
             break;
         case 's':
             if (!cli_parse_u64(optarg, &o.seed))

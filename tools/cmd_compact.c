@@ -29,21 +29,19 @@ int cmd_compact(int argc, char **argv) {
     const char *index = NULL;
     tt_change_options o;
     tt_change_options_init(&o);
-    uint64_t u;
-    int c;
+    int c, rc_arg;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'x': index = optarg; break;
         case 'r': o.retrain = 1; break;
         case 't':
-            if (!cli_parse_u64(optarg, &u) || u > 1024)
-                return cli_usage_error("compact", "--threads must be 0..1024");
-            o.threads = (int)u;
+            if ((rc_arg = cli_threads_arg("compact", optarg, &o.threads)))
+                return rc_arg;
             break;
         case 'm':
-            if (!cli_parse_size(optarg, &o.memory_bytes) || o.memory_bytes < (64ull << 20))
-                return cli_usage_error("compact", "--memory must be a size of at least 64M");
+            if ((rc_arg = cli_memory_arg("compact", optarg, &o.memory_bytes)))
+                return rc_arg;
             break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;

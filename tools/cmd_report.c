@@ -496,7 +496,7 @@ int cmd_report(int argc, char **argv) {
     build_cfg cfg = {.normalize = 1, .seed = 42};
     tt_search_options so;
     tt_search_options_init(&so);
-    int c;
+    int c, rc_arg;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -543,9 +543,8 @@ int cmd_report(int argc, char **argv) {
                 return cli_usage_error(CMD, "--latency-queries must be a non-negative integer");
             break;
         case O_THREADS:
-            if (!cli_parse_u64(optarg, &u) || u > 1024)
-                return cli_usage_error(CMD, "--threads must be 0..1024");
-            cfg.threads = (int)u;
+            if ((rc_arg = cli_threads_arg(CMD, optarg, &cfg.threads)))
+                return rc_arg;
             break;
         case O_CENTROIDS:
             if (!cli_parse_u64(optarg, &u) || u == 0 || u > (1u << 24))

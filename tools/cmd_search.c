@@ -249,7 +249,7 @@ int cmd_search(int argc, char **argv) {
     uint32_t enc_timeout_ms = 0;
     const char *tag = "tartan";
     uint64_t k = 10, u;
-    int threads = 1, c;
+    int threads = 1, c, rc_arg;
     bool jsonl = false;
     double d;
     tt_search_options so;
@@ -318,9 +318,8 @@ int cmd_search(int argc, char **argv) {
                 return cli_usage_error("search", "--score must be sum or mean");
             break;
         case 't':
-            if (!cli_parse_u64(optarg, &u) || u > 1024)
-                return cli_usage_error("search", "--threads must be 0..1024");
-            threads = (int)u;
+            if ((rc_arg = cli_threads_arg("search", optarg, &threads)))
+                return rc_arg;
             break;
         case 'E': encoder = optarg; break;
         case 'O': {

@@ -102,6 +102,20 @@ int tt_grow(void **p, size_t *cap, size_t n, size_t elem, const char *what);
 /* 64-byte aligned allocation (free with free()). */
 void *tt_alloc_aligned(uint64_t n, uint64_t size, uint64_t align, const char *what);
 
+/* Index of the last element <= v in a[0..n) (ascending, a[0] <= v, n >= 1): the
+ * document holding vector v, given the documents' first vectors. */
+static inline uint64_t tt_find_le(const uint64_t *a, uint64_t n, uint64_t v) {
+    uint64_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= v)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* ---------------------------------------------------- half precision */
 
 float tt_f16_to_f32(uint16_t h);

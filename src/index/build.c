@@ -94,15 +94,7 @@ static void locate_vector(const tt_input *in, uint64_t v, const char **path, uin
         f++;
     *path = in->nfiles ? in->files[f].path : in->source;
     *row = in->nfiles ? v - in->file_vec0[f] : v;
-    uint64_t lo = 0, hi = in->num_docs; /* largest d with doc_vec0[d] <= v */
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (in->doc_vec0[mid] <= v)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    *doc = lo;
+    *doc = tt_find_le(in->doc_vec0, in->num_docs, v);
 }
 
 /* Normalises (if asked) and validates n vectors that start at global vector v0. */

@@ -50,15 +50,7 @@ static void encode_worker(void *arg, int t, int nt) {
  * centroids are deduplicated with a per-centroid stamp (last document + 1). */
 void tt_build_ivf_count(builder *b, const uint32_t *ids, uint64_t v0, uint64_t n) {
     const tt_input *in = b->in;
-    uint64_t lo = 0, hi = in->num_docs; /* document containing v0 */
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (in->doc_vec0[mid] <= v0)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    uint64_t d = lo;
+    uint64_t d = tt_find_le(in->doc_vec0, in->num_docs, v0); /* document containing v0 */
     for (uint64_t i = 0; i < n; i++) {
         while (in->doc_vec0[d + 1] <= v0 + i)
             d++;

@@ -26,14 +26,10 @@
 
 /* Entries of directory fd other than . and .. */
 static size_t count_entries(int fd) {
-    int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    DIR *d = tt_dir_list(fd);
     size_t n = 0;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
+    if (!d)
         return 1; /* unreadable: do not treat it as empty */
-    }
     struct dirent *de;
     while ((de = readdir(d)))
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
@@ -101,13 +97,9 @@ static bool is_build_temp(const char *name, const char *base) {
  * lock, so no build that made one of them still runs. Best effort: a directory holding
  * anything tartan did not write stays as it is. */
 static void remove_stale(builder *b) {
-    int fd = dup(b->op.pfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = tt_dir_list(b->op.pfd);
+    if (!d)
         return;
-    }
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!is_build_temp(de->d_name, b->op.base))

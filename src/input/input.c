@@ -273,16 +273,8 @@ int tt_input_read(const tt_input *in, uint64_t v0, uint64_t n, float *out) {
         return TT_OK;
     if (in->read_fn)
         return in->read_fn(in->read_user, v0, n, out);
-    /* the file holding v0: last f with file_vec0[f] <= v0 */
-    size_t lo = 0, hi = in->nfiles;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (in->file_vec0[mid] <= v0)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    for (size_t f = lo; n > 0; f++) {
+    /* from the file holding v0 on */
+    for (size_t f = (size_t)tt_find_le(in->file_vec0, in->nfiles, v0); n > 0; f++) {
         uint64_t row = v0 - in->file_vec0[f];
         uint64_t m = TT_MIN(n, in->files[f].rows - row);
         int rc = tt_vecfile_read(&in->files[f], row, m, out);

@@ -42,6 +42,14 @@ int tt_fsync_dir(const char *dir) {
     return st;
 }
 
+DIR *tt_dir_list(int dfd) {
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    return d;
+}
+
 /* Index files are "<kind>.tt" (a build's segment and the shared files) or
  * "g<generation>.<kind>.tt" (written by a later generation: an add, a delete, a
  * compaction), plus MANIFEST, its temporary and LOCK. */
@@ -260,14 +268,9 @@ size_t tt_foreign_entries(int fd, char *buf, size_t cap) {
     size_t count = 0;
     if (cap)
         buf[0] = '\0';
-    int dup_fd = dup(fd);
-    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!d) {
-        if (dup_fd >= 0)
-            close(dup_fd);
+    DIR *d = tt_dir_list(fd);
+    if (!d)
         return 0;
-    }
-    rewinddir(d);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

@@ -12,11 +12,17 @@
 
 #include "common/common.h"
 
+#include <dirent.h>
+
 /* Path helpers: malloc'd "dir/name". */
 char *tt_path_join(const char *dir, const char *name);
 int tt_fsync_dir(const char *dir);
 /* fsync of an open directory; `what` names it in the message. */
 int tt_fsync_dirfd(int dfd, const char *what);
+
+/* A listing of the directory open as dfd (a descriptor of its own: dfd stays as it
+ * is), or NULL. Close it with closedir. */
+DIR *tt_dir_list(int dfd);
 
 /* True for the names of the files tartan writes into an index directory: the index
  * files of every generation ("<kind>.tt", "g<N>.<kind>.tt"), MANIFEST, its temporary,

@@ -69,7 +69,6 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     int st;
     memset(&b, 0, sizeof b);
     memset(&next, 0, sizeof next);
-    b.op.pfd = b.lock.fd = b.tmp_fd = -1;
     tt_err_clear();
     if (stats)
         memset(stats, 0, sizeof *stats);
@@ -122,27 +121,7 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
 
     /* The segment, as a build with this index's codebook would write it. */
     tt_build_options bo;
-    tt_build_options_init(&bo);
-    bo.normalize = cb->normalized;
-    bo.keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
-    bo.codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
-    bo.nbits = (int)cb->nbits;
-    bo.assign = cb->info.assign;
-    bo.seed = cb->info.seed;
-    bo.threads = s.o.threads;
-    bo.memory_bytes = s.o.memory_bytes;
-    bo.progress = s.o.progress;
-    bo.progress_user = s.o.progress_user;
-    bo.cancel = s.o.cancel;
-    b.o = &bo;
-    b.in = in;
-    b.dim = in->dim;
-    b.nbits = cb->nbits;
-    b.threads = bo.threads ? bo.threads : tt_default_threads();
-    uint64_t per_vec = (uint64_t)b.dim * (4 + (bo.keep_originals ? 2 : 0)) + 64;
-    b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, bo.memory_bytes / 4 / per_vec));
-    b.wdir = dir;
-    memcpy(b.prefix, s.prefix, sizeof b.prefix);
+    tt_store_builder(&s, cb, in, &bo, &b);
     b.measure = 1;
     if ((st = tt_build_codebook_from(&b, cb)) || (st = tt_build_segment(&b)))
         goto done;
@@ -174,13 +153,6 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
         stats->seconds = tt_now() - s.t0;
     }
 done:
-    if (!published && s.dfd >= 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", tt_last_error());
-        tt_store_discard(&s);
-        if (st)
-            tt_err(st, "%s", msg);
-    }
     if (auto_blob) {
         in->ids_blob = NULL;
         in->id_off = NULL;
@@ -191,6 +163,5 @@ done:
     tt_manifest_free(&next);
     tt_build_free(&b);
     tt_index_close(cb);
-    tt_store_close(&s);
-    return st;
+    return tt_store_end(&s, st, published);
 }

@@ -267,17 +267,8 @@ static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
     live_reader *r = user;
     const live_set *l = r->l;
     const uint32_t dim = r->cb->dim;
-    /* the live document holding v0: last d with doc_vec0[d] <= v0 */
-    uint64_t lo = 0, hi = l->ndocs;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (l->doc_vec0[mid] <= v0)
-            lo = mid;
-        else
-            hi = mid;
-    }
     int st;
-    for (uint64_t d = lo, v = v0; n > 0; d++) {
+    for (uint64_t d = tt_find_le(l->doc_vec0, l->ndocs, v0), v = v0; n > 0; d++) {
         if (l->seg[d] != r->cur) {
             seg_files_close(&r->f);
             r->cur = UINT32_MAX;
@@ -328,7 +319,6 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     memset(&rd, 0, sizeof rd);
     rd.cur = UINT32_MAX;
     seg_files_init(&rd.f);
-    b.op.pfd = b.lock.fd = b.tmp_fd = -1;
     tt_err_clear();
     if (stats)
         memset(stats, 0, sizeof *stats);
@@ -345,33 +335,7 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     /* The builder writes the new segment as an add would, with this codebook or a new
      * one. */
     tt_build_options bo;
-    tt_build_options_init(&bo);
-    bo.normalize = cb->normalized;
-    bo.keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
-    bo.codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
-    bo.nbits = (int)cb->nbits;
-    bo.assign = cb->info.assign;
-    bo.seed = cb->info.seed;
-    bo.num_centroids = cb->num_centroids;
-    if (cb->info.kmeans_iters >= 1 && cb->info.kmeans_iters <= 1000)
-        bo.kmeans_iters = (int)cb->info.kmeans_iters;
-    if (cb->info.sample_factor > 0)
-        bo.sample_factor = cb->info.sample_factor;
-    bo.threads = s.o.threads;
-    bo.memory_bytes = s.o.memory_bytes;
-    bo.progress = s.o.progress;
-    bo.progress_user = s.o.progress_user;
-    bo.cancel = s.o.cancel;
-    bo.encoder = cb->info.encoder[0] ? cb->info.encoder : NULL;
-    b.o = &bo;
-    b.in = &in;
-    b.dim = cb->dim;
-    b.nbits = cb->nbits;
-    b.threads = bo.threads ? bo.threads : tt_default_threads();
-    uint64_t per_vec = (uint64_t)b.dim * (4 + (bo.keep_originals ? 2 : 0)) + 64;
-    b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, bo.memory_bytes / 4 / per_vec));
-    b.wdir = dir;
-    memcpy(b.prefix, s.prefix, sizeof b.prefix);
+    tt_store_builder(&s, cb, &in, &bo, &b);
     if ((st = tt_store_next(&s, &next)))
         goto done;
     /* The next generation keeps no segment file and no deletion list of this one. */
@@ -445,19 +409,11 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
         stats->seconds = tt_now() - s.t0;
     }
 done:
-    if (!published && s.dfd >= 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", tt_last_error());
-        tt_store_discard(&s);
-        if (st)
-            tt_err(st, "%s", msg);
-    }
     seg_files_close(&rd.f);
     free(rd.res);
     live_free(&l);
     tt_manifest_free(&next);
     tt_build_free(&b);
     tt_index_close(cb);
-    tt_store_close(&s);
-    return st;
+    return tt_store_end(&s, st, published);
 }

@@ -94,15 +94,7 @@ int tt_index_delete(const char *dir, const char *const *ids, size_t n,
         stats->seconds = tt_now() - s.t0;
     }
 done:
-    if (!published && s.dfd >= 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", tt_last_error());
-        tt_store_discard(&s);
-        if (st)
-            tt_err(st, "%s", msg);
-    }
     free(pairs);
     tt_manifest_free(&next);
-    tt_store_close(&s);
-    return st;
+    return tt_store_end(&s, st, published);
 }

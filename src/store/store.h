@@ -65,6 +65,14 @@ int tt_store_write_tombs(tt_store *s, tt_manifest *next, uint64_t *pairs, size_t
 int tt_store_publish(tt_store *s, const tt_manifest *next);
 /* After a failure: removes the files of this change (prefix "g<gen>."). */
 void tt_store_discard(tt_store *s);
+/* The end of every change: unless published, removes its files (keeping the error
+ * message of st); then closes the store. Returns st. */
+int tt_store_end(tt_store *s, int st, bool published);
+/* A builder that writes a segment like the index's, with codebook cb (options in bo,
+ * owned by the caller): vectors normalised and originals kept as the index's, the
+ * change's threads, memory, progress and cancel; files g<gen>.* in the index. */
+void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_options *bo,
+                      builder *b);
 /* Progress and the cancel flag, as tt_build_progress. */
 int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t total);
 

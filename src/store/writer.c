@@ -57,13 +57,9 @@ int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t to
  * replaced. With prefix, only files starting with it (this change's, after a failure).
  * Regular files only, never through a link. Best effort. */
 static void remove_unnamed(tt_store *s, const tt_manifest *keep, const char *prefix) {
-    int fd = openat(s->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = tt_dir_list(s->dfd);
+    if (!d)
         return;
-    }
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *n = de->d_name;
@@ -82,6 +78,52 @@ static void remove_unnamed(tt_store *s, const tt_manifest *keep, const char *pre
 void tt_store_discard(tt_store *s) {
     if (s->dfd >= 0 && s->lock.fd >= 0)
         remove_unnamed(s, NULL, s->prefix);
+}
+
+int tt_store_end(tt_store *s, int st, bool published) {
+    if (!published && s->dfd >= 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tt_last_error());
+        tt_store_discard(s);
+        if (st)
+            tt_err(st, "%s", msg);
+    }
+    tt_store_close(s);
+    return st;
+}
+
+void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_options *bo,
+                      builder *b) {
+    tt_build_options_init(bo);
+    bo->normalize = cb->normalized;
+    bo->keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
+    bo->codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+    bo->nbits = (int)cb->nbits;
+    bo->assign = cb->info.assign;
+    bo->seed = cb->info.seed;
+    bo->num_centroids = cb->num_centroids;
+    if (cb->info.kmeans_iters >= 1 && cb->info.kmeans_iters <= 1000)
+        bo->kmeans_iters = (int)cb->info.kmeans_iters;
+    if (cb->info.sample_factor > 0)
+        bo->sample_factor = cb->info.sample_factor;
+    bo->encoder = cb->info.encoder[0] ? cb->info.encoder : NULL;
+    bo->threads = s->o.threads;
+    bo->memory_bytes = s->o.memory_bytes;
+    bo->progress = s->o.progress;
+    bo->progress_user = s->o.progress_user;
+    bo->cancel = s->o.cancel;
+    memset(b, 0, sizeof *b);
+    b->op.pfd = b->lock.fd = b->tmp_fd = -1;
+    b->o = bo;
+    b->in = in;
+    b->dim = cb->dim;
+    b->nbits = cb->nbits;
+    b->threads = bo->threads ? bo->threads : tt_default_threads();
+    uint64_t per_vec = (uint64_t)b->dim * (4 + (bo->keep_originals ? 2 : 0)) + 64;
+    b->chunk_vectors = TT_MAX((uint64_t)1024,
+                              TT_MIN((uint64_t)1 << 18, bo->memory_bytes / 4 / per_vec));
+    b->wdir = s->dir;
+    memcpy(b->prefix, s->prefix, sizeof b->prefix);
 }
 
 /* --------------------------------------------------------------- opening */
