@@ -1,6 +1,7 @@
 /* An LD_PRELOAD library that makes system calls fail on demand, for the crash-safety
- * and resource-limit tests (tests/crash_safety.sh, tests/resource_limits.sh). Only
- * this test helper reads the environment; the library under test never does.
+ * and resource-limit tests (tests/crash_safety.sh, tests/store_crash.sh,
+ * tests/resource_limits.sh). Only this test helper reads the environment; the library
+ * under test never does.
  *
  *   TT_FAIL_WRITE_AFTER=N   the (N+1)-th write/pwrite to a regular file fails, and
  *                           every later one too (a disk that filled up and stays full)
@@ -9,6 +10,8 @@
  *                           stdout/stderr redirected to files must usually be spared)
  *   TT_FAIL_ERRNO=NAME      errno of the failures: EIO (default), ENOSPC, EFBIG, EDQUOT
  *   TT_FAIL_FSYNC=1         fsync and fdatasync of regular files fail
+ *   TT_FAIL_DIRSYNC=1       fsync and fdatasync of directories fail (e.g. the fsync of
+ *                           an index directory after a manifest was renamed into it)
  *   TT_FAIL_RENAME=1        rename, renameat and renameat2 fail
  *   TT_FAIL_URING=1         io_uring_queue_init* return -ENOSYS (a kernel without
  *                           io_uring, or a seccomp filter that refuses it)
@@ -21,6 +24,12 @@
  *                           renameat2 (glibc's; a raw syscall(SYS_renameat2) is not seen)
  *   TT_DELAY_PREAD_MS=N     sleep N ms at the start of every pread and pread64 (a
  *                           build reads its vectors with pread: a slow disk)
+ *   TT_DELAY_FSYNC_MS=N     sleep N ms at the start of every fsync and fdatasync of a
+ *                           regular file whose path contains TT_FAIL_PATH (when set)
+ *   TT_DELAY_DIRSYNC_MS=N   sleep N ms at the start of every fsync and fdatasync of a
+ *                           directory (a change of an index fsyncs its directory right
+ *                           after renaming MANIFEST into place: a window between the
+ *                           publication and the removal of the files it replaced)
  *
  * Under AddressSanitizer, run with ASAN_OPTIONS=verify_asan_link_order=0. */
 #ifndef _GNU_SOURCE
@@ -144,10 +153,29 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) {
     return pwrite(fd, buf, n, off);
 }
 
+static void delay(const char *var);
+
+static int is_dir(int fd) {
+    struct stat sb;
+    return fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 static int sync_fails(int fd) {
-    const char *s = getenv("TT_FAIL_FSYNC");
+    const char *s = getenv("TT_DELAY_FSYNC_MS");
+    if (s && *s && regular(fd))
+        delay("TT_DELAY_FSYNC_MS");
+    s = getenv("TT_FAIL_FSYNC");
     if (s && *s == '1' && regular(fd)) {
         note("fsync");
+        errno = fail_errno();
+        return 1;
+    }
+    s = getenv("TT_DELAY_DIRSYNC_MS");
+    if (s && *s && is_dir(fd))
+        delay("TT_DELAY_DIRSYNC_MS");
+    s = getenv("TT_FAIL_DIRSYNC");
+    if (s && *s == '1' && is_dir(fd)) {
+        note("fsync of a directory");
         errno = fail_errno();
         return 1;
     }
