@@ -447,6 +447,12 @@ START_TEST(failed_changes_leave_nothing) {
     /* a missing index */
     snprintf(prefix, sizeof prefix, "%s/none", dir);
     ck_assert_int_eq(tt_index_compact(prefix, NULL, &cs), TT_ENOTFOUND);
+    /* an index that lost a file: no change builds on it */
+    char lost[700];
+    snprintf(lost, sizeof lost, "%s/ivf.tt", idx);
+    ck_assert_int_eq(unlink(lost), 0);
+    ck_assert_int_eq(tt_index_delete(idx, ids, 1, NULL, &cs), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "ivf.tt: named by the manifest but missing"));
     free_batch(&b);
     tu_rmrf(dir);
     free(dir);

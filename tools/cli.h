@@ -86,9 +86,11 @@ void cli_cleanup_file(const char *path);
 /* rename(tmp, path) with the signals blocked, clearing the cleanup file: a signal then
  * finds either the temporary (and removes it) or the published file (and keeps it). */
 int cli_rename_published(const char *tmp, const char *path);
-/* After a library call was cancelled: prints "interrupted by SIG...; <what>" and dies
- * of the signal (so the exit status says which). Returns if no signal came. */
-void cli_die_if_cancelled(const char *cmd, const char *what);
+/* After a library call, if a signal came: unless the call completed, prints
+ * "interrupted by SIG...; <what>" and dies of the signal (so the exit status says
+ * which). A call that completed anyway (the signal came after its last cancellation
+ * point) stands: a note says so and it returns. */
+void cli_die_if_cancelled(const char *cmd, bool completed, const char *what);
 /* SIGBUS (a mapped index file that shrank): prints an error naming the file of idx at
  * the faulting address, removes the cleanup file and exits 1. */
 void cli_sigbus_install(const char *cmd, const tt_index *idx);

@@ -118,7 +118,7 @@ int cmd_add(int argc, char **argv) {
         if (rc == CLI_OK)
             rc = run_add(index, sp.in, &o);
         cli_spool_remove(&sp);
-        cli_die_if_cancelled("add", "the index is as it was");
+        cli_die_if_cancelled("add", rc == CLI_OK, "the index is as it was");
         return rc;
     }
     if (!vectors || !doclens)
@@ -142,6 +142,6 @@ done:
     tt_input_free(in);
     cli_free_list(vlist);
     cli_free_list(llist);
-    cli_die_if_cancelled("add", "the index is as it was");
+    cli_die_if_cancelled("add", rc == CLI_OK, "the index is as it was");
     return rc;
 }

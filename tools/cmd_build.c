@@ -84,7 +84,7 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
         rc = run_build(sp.in, out, o);
     }
     cli_spool_remove(&sp);
-    cli_die_if_cancelled("build", "nothing was published");
+    cli_die_if_cancelled("build", rc == CLI_OK, "nothing was published");
     return rc;
 }
 
@@ -227,6 +227,6 @@ done:
     tt_input_free(in);
     cli_free_list(vlist);
     cli_free_list(llist);
-    cli_die_if_cancelled("build", "nothing was published");
+    cli_die_if_cancelled("build", rc == CLI_OK, "nothing was published");
     return rc;
 }

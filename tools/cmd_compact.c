@@ -60,7 +60,7 @@ int cmd_compact(int argc, char **argv) {
     tt_change_stats cs;
     int st = tt_index_compact(index, &o, &cs);
     cli_progress_done(&ps);
-    cli_die_if_cancelled("compact", "the index is as it was");
+    cli_die_if_cancelled("compact", st == TT_OK, "the index is as it was");
     if (st)
         return cli_fail("compact", st);
     printf("compacted %s%s in %.2f s: generation %llu, %llu documents in one segment (%llu "

@@ -133,6 +133,6 @@ done:
     for (size_t i = 0; i < n; i++)
         free(ids[i]);
     free(ids);
-    cli_die_if_cancelled("delete", "nothing was deleted");
+    cli_die_if_cancelled("delete", rc == CLI_OK, "nothing was deleted");
     return rc;
 }

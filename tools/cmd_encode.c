@@ -143,7 +143,7 @@ int cmd_encode(int argc, char **argv) {
     tt_encode_stats stats;
     int st = tt_encode_to_npy(encoder, input, mode, out, &opt, &stats);
     cli_progress_done(&ps);
-    cli_die_if_cancelled(CMD, "nothing was written");
+    cli_die_if_cancelled(CMD, st == TT_OK, "nothing was written");
     if (st) {
         cli_fail(CMD, st);
         if (!verbose)

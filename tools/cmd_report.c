@@ -982,6 +982,6 @@ done:
     cli_free_list(cfg.doclens);
     cli_free_list(mlist);
     free(vars);
-    cli_die_if_cancelled(CMD, "the report was not written");
+    cli_die_if_cancelled(CMD, rc == CLI_OK, "the report was not written");
     return rc;
 }

@@ -73,9 +73,15 @@ int cli_rename_published(const char *tmp, const char *path) {
     return rc;
 }
 
-void cli_die_if_cancelled(const char *cmd, const char *what) {
+void cli_die_if_cancelled(const char *cmd, bool completed, const char *what) {
     if (!cli_cancel)
         return;
+    if (completed) {
+        /* Too late to stop: saying "nothing changed" now would be a lie. */
+        fprintf(stderr, "tartan %s: %s arrived after the work was complete; it stands\n", cmd,
+                strsignal(cli_cancel));
+        return;
+    }
     fprintf(stderr, "tartan %s: interrupted by %s; %s\n", cmd, strsignal(cli_cancel), what);
     die_of(cli_cancel);
 }

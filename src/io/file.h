@@ -127,8 +127,9 @@ void tt_manifest_free(tt_manifest *m);
 /* Appends a file / a segment (copied). TT_ENOMEM. */
 int tt_manifest_add(tt_manifest *m, const tt_manifest_entry *e);
 int tt_manifest_add_segment(tt_manifest *m, const tt_manifest_segment *s);
-/* Writes dir/MANIFEST.tmp (version 2), fsyncs it, renames it to MANIFEST and fsyncs dir:
- * the atomic switch to this generation. */
+/* Writes dir/MANIFEST.tmp (version 2), fsyncs it and renames it to MANIFEST: the atomic
+ * switch to this generation. TT_OK means the rename happened; the caller fsyncs dir
+ * (and must not take the new generation's files back if that fails). */
 int tt_manifest_publish(const char *dir, const tt_manifest *m);
 /* Reads dir/MANIFEST (version 1 or 2), checksums first. The caller frees m. */
 int tt_manifest_read(const char *dir, tt_manifest *m);

@@ -116,7 +116,6 @@ int tt_manifest_publish(const char *dir, const tt_manifest *m) {
         st = tt_err_errno(TT_EIO, errno, "%s: cannot publish manifest", final);
         goto done;
     }
-    st = tt_fsync_dir(dir);
 done:
     tt_fw_abort(&w);
     if (st && tmp)

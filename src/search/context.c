@@ -157,6 +157,8 @@ void tt_search_ctx_reset_stats(tt_search_ctx *ctx) {
 int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     const tt_index *idx = c->idx;
     const uint32_t nqp = tt_qpad(nq), dim = idx->dim;
+    c->gn = 0; /* a group a failed query left is dropped */
+    c->grows = 0;
     if (nqp > c->nqp_cap) {
         /* Replaced, not grown: their contents do not outlive a query. On failure the
          * context holds none and the next query allocates again. */

@@ -7,7 +7,7 @@
 #define SCAN_BYTES (8u << 20)
 
 /* Exhaustive decompressed MaxSim: each segment's residual file in sequential chunks,
- * deleted rows skipped. */
+ * deleted rows skipped; one sequence of groups over all of them. */
 int tt_scan_decompressed(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint64_t rb = idx->res_bytes;
@@ -37,10 +37,11 @@ int tt_scan_decompressed(tt_search_ctx *c) {
                 c->list[m] = d;
                 c->rptr[m++] = base + (idx->doc_vec0[d] - idx->doc_vec0[d0]) * rb;
             }
-            tt_score_packed(c, c->list, 0, m, c->rptr);
+            tt_score_packed(c, c->list, m, c->rptr);
             d0 = d1;
         }
     }
+    tt_score_flush(c);
     return TT_OK;
 }
 
@@ -48,21 +49,14 @@ int tt_scan_decompressed(tt_search_ctx *c) {
 int tt_scan_exact(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint32_t dim = idx->dim;
-    uint64_t rows = 0;
-    uint32_t g = 0;
     for (uint32_t s = 0; s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         for (uint64_t d = sg->doc0; d < sg->doc0 + sg->num_docs; d++) {
             if (tt_index_deleted(idx, d))
                 continue;
             uint32_t len = idx->doclens[d];
-            if (rows + len > c->rows_cap) {
-                tt_score_flush_group(c, g);
-                rows = 0;
-                g = 0;
-            }
             const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
-            float *dst = c->R + rows * dim;
+            float *dst = tt_score_slot(c, d, len);
             for (uint64_t e = 0; e < (uint64_t)len * dim; e++)
                 dst[e] = tt_f16_to_f32(src[e]);
             /* Builds refuse values float16 cannot hold; a damaged file can still hold
@@ -73,14 +67,9 @@ int tt_scan_exact(tt_search_ctx *c) {
                               sg->f_originals.path,
                               (unsigned long long)(idx->doc_vec0[d] - sg->vec0 + (uint64_t)bad),
                               (unsigned long long)(d - sg->doc0));
-            c->glens[g] = len;
-            c->gdocs[g] = d;
-            g++;
-            rows += len;
         }
     }
-    if (g)
-        tt_score_flush_group(c, g);
+    tt_score_flush(c);
     c->st.scored_docs += idx->num_live;
     return TT_OK;
 }

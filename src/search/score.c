@@ -3,41 +3,40 @@
  * PLAID stage 4 and the exhaustive scan both end here. */
 #include "search/search.h"
 
-/* Scores one group of decoded documents and pushes them into c->top. */
-void tt_score_flush_group(tt_search_ctx *c, uint32_t ndocs) {
+/* Scores the group of decoded documents and pushes them into c->top. */
+void tt_score_flush(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    tt_maxsim_group(c->Qp, c->nq, c->nqp, idx->dim, c->R, c->glens, ndocs, c->QR, c->gscores);
-    for (uint32_t d = 0; d < ndocs; d++)
+    if (c->gn)
+        tt_maxsim_group(c->Qp, c->nq, c->nqp, idx->dim, c->R, c->glens, c->gn, c->QR,
+                        c->gscores);
+    for (uint32_t d = 0; d < c->gn; d++)
         tt_topk_push(&c->top, c->gdocs[d], c->gscores[d] * c->scale);
+    c->gn = 0;
+    c->grows = 0;
 }
 
-/* Decompressed MaxSim of n documents whose packed residuals are at ptr[t]; docs NULL
- * means the consecutive documents first, first+1, ... */
-void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, uint64_t first, size_t n,
-                               const uint8_t *const *ptr) {
+float *tt_score_slot(tt_search_ctx *c, uint64_t doc, uint32_t len) {
+    if (c->grows + len > c->rows_cap)
+        tt_score_flush(c);
+    float *rows = c->R + c->grows * c->idx->dim;
+    c->glens[c->gn] = len;
+    c->gdocs[c->gn] = doc;
+    c->gn++;
+    c->grows += len;
+    return rows;
+}
+
+void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                     const uint8_t *const *ptr) {
     const tt_index *idx = c->idx;
-    const uint32_t dim = idx->dim;
-    uint64_t rows = 0;
-    uint32_t g = 0;
     for (size_t t = 0; t < n; t++) {
-        uint64_t d = docs ? docs[t] : first + t;
+        uint64_t d = docs[t], v0 = idx->doc_vec0[d];
         uint32_t len = idx->doclens[d];
-        if (rows + len > c->rows_cap) {
-            tt_score_flush_group(c, g);
-            rows = 0;
-            g = 0;
-        }
-        uint64_t v0 = idx->doc_vec0[d];
+        float *rows = tt_score_slot(c, d, len);
         for (uint32_t j = 0; j < len; j++)
             c->gcodes[j] = tt_index_code(idx, v0 + j);
-        tt_resdec_decode_add(&c->dec, ptr[t], len, idx->centroids, c->gcodes, c->R + rows * dim);
-        c->glens[g] = len;
-        c->gdocs[g] = d;
-        g++;
-        rows += len;
+        tt_resdec_decode_add(&c->dec, ptr[t], len, idx->centroids, c->gcodes, rows);
     }
-    if (g)
-        tt_score_flush_group(c, g);
     c->st.scored_docs += n;
 }
 
@@ -67,6 +66,7 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     if ((st = tt_fetcher_read(c->fetch, n, c->roff, c->rlen, c->rptr)))
         return st;
     c->st.seconds_fetch += tt_now() - t0;
-    tt_score_packed(c, docs, 0, n, c->rptr);
+    tt_score_packed(c, docs, n, c->rptr);
+    tt_score_flush(c);
     return TT_OK;
 }

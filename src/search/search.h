@@ -50,6 +50,8 @@ struct tt_search_ctx {
     uint32_t *glens;       /* rows_cap (a group holds at most rows_cap documents) */
     uint64_t *gdocs;
     float *gscores;
+    uint32_t gn;           /* documents in the group being decoded into R */
+    uint64_t grows;        /* and their rows */
     int avx512;            /* the AVX-512 row loops are used */
     tt_search_stats st;
 };
@@ -80,14 +82,20 @@ int tt_plaid_stage1(tt_search_ctx *c, uint32_t nprobe, float threshold, size_t m
 void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
                           const uint8_t *keep);
 
-/* score.c: decompressed MaxSim. tt_score_docs fetches and scores docs[0..n) (PLAID stage
- * 4); tt_score_packed scores n documents whose packed residuals are at ptr[t] (docs
- * NULL: first, first+1, ...); tt_score_flush_group scores the decoded group in c->R.
- * All push into c->top. */
-int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n);
-void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, uint64_t first, size_t n,
+/* score.c: MaxSim in groups. Documents join the group being decoded (tt_score_slot
+ * gives the rows for one, scoring the group first when it is full) and tt_score_flush
+ * scores what is left; scores go into c->top. A group spans fetches and segments, so
+ * the groups, hence the float rounding of their sgemm, depend only on the sequence of
+ * documents scored (and rows_cap: while no document is longer than GROUP_FLOATS/dim
+ * rows): a document scores the same in a compacted index as in the segments it came
+ * from. tt_score_packed decodes n documents whose packed residuals
+ * are at ptr[t] into the group (not flushed: ptr need only live until it returns);
+ * tt_score_docs fetches, decodes and scores docs[0..n) (PLAID stage 4). */
+float *tt_score_slot(tt_search_ctx *c, uint64_t doc, uint32_t len);
+void tt_score_flush(tt_search_ctx *c);
+void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
                      const uint8_t *const *ptr);
-void tt_score_flush_group(tt_search_ctx *c, uint32_t ndocs);
+int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n);
 int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
 
 /* scan.c: the reference modes over every document: decompressed (exhaustive) and

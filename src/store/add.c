@@ -65,7 +65,6 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     uint64_t *pairs = NULL, npairs = 0, next_auto;
     char *auto_blob = NULL;
     uint64_t *auto_off = NULL;
-    bool published = false;
     int st;
     memset(&b, 0, sizeof b);
     memset(&next, 0, sizeof next);
@@ -141,7 +140,6 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
         (st = tt_store_write_tombs(&s, &next, pairs, (size_t)npairs)) ||
         (st = tt_store_publish(&s, &next)))
         goto done;
-    published = true;
     if (stats) {
         stats->generation = s.gen;
         stats->added = in->num_docs;
@@ -163,5 +161,5 @@ done:
     tt_manifest_free(&next);
     tt_build_free(&b);
     tt_index_close(cb);
-    return tt_store_end(&s, st, published);
+    return tt_store_end(&s, st);
 }

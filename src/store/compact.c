@@ -109,6 +109,7 @@ typedef struct live_set {
     char *ids;
     uint64_t *id_off;         /* ndocs + 1 */
     uint64_t ids_cap;
+    uint64_t next_auto_id;    /* past every number a dropped document had as its id */
 } live_set;
 
 static void live_free(live_set *l) {
@@ -121,9 +122,26 @@ static void live_free(live_set *l) {
     memset(l, 0, sizeof *l);
 }
 
+/* id[0..len) as the number an automatic id would spell ("%llu": digits, no leading
+ * zero), if it is one. */
+static bool auto_id_number(const char *id, size_t len, uint64_t *out) {
+    if (len == 0 || len > 20 || (id[0] == '0' && len > 1))
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned dgt = (unsigned)(id[i] - '0');
+        if (dgt > 9 || v > (UINT64_MAX - dgt) / 10)
+            return false;
+        v = v * 10 + dgt;
+    }
+    *out = v;
+    return true;
+}
+
 static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
     uint64_t D = 0;
     int st = TT_OK;
+    l->next_auto_id = s->man.next_auto_id;
     for (uint32_t i = 0; i < s->man.nseg; i++)
         D += s->man.seg[i].num_docs - s->man.seg[i].num_deleted;
     l->ndocs = D;
@@ -141,10 +159,16 @@ static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
             seg_files_close(&f);
             break;
         }
-        uint64_t v = 0;
+        uint64_t v = 0, num;
         for (uint64_t r = 0; r < s->man.seg[i].num_docs; r++) {
             uint32_t len = tt_rd32(f.doclens.payload + 4 * r);
-            if (!tt_store_is_dead(s, i, r)) {
+            if (tt_store_is_dead(s, i, r)) {
+                /* Its row goes, and with it the memory that its id was used: automatic
+                 * ids start past it instead (doc/format.md, "Ids"). */
+                size_t il = (size_t)(f.id_off[r + 1] - f.id_off[r]);
+                if (auto_id_number(f.id_data + f.id_off[r], il, &num) && num >= l->next_auto_id)
+                    l->next_auto_id = num == UINT64_MAX ? num : num + 1;
+            } else {
                 size_t il = (size_t)(f.id_off[r + 1] - f.id_off[r]);
                 if (pos + il + 1 > l->ids_cap) {
                     size_t c = (size_t)l->ids_cap;
@@ -311,7 +335,6 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     live_set l;
     tt_input in;
     live_reader rd;
-    bool published = false;
     int st;
     memset(&b, 0, sizeof b);
     memset(&next, 0, sizeof next);
@@ -396,10 +419,10 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
         seg.added_mse = w > 0 ? mse / w : 0;
     }
     memcpy(seg.prefix, s.prefix, sizeof seg.prefix);
+    next.next_auto_id = l.next_auto_id;
     if (st || (st = tt_manifest_add_segment(&next, &seg)) ||
         (st = tt_store_publish(&s, &next)))
         goto done;
-    published = true;
     if (stats) {
         stats->generation = s.gen;
         stats->live_docs = l.ndocs;
@@ -415,5 +438,5 @@ done:
     tt_manifest_free(&next);
     tt_build_free(&b);
     tt_index_close(cb);
-    return tt_store_end(&s, st, published);
+    return tt_store_end(&s, st);
 }

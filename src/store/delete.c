@@ -21,7 +21,6 @@ int tt_index_delete(const char *dir, const char *const *ids, size_t n,
     uint64_t *pairs = NULL, unknown = 0;
     size_t npairs = 0;
     const char *first_unknown = NULL;
-    bool published = false;
     int st;
     memset(&next, 0, sizeof next);
     tt_err_clear();
@@ -83,7 +82,6 @@ int tt_index_delete(const char *dir, const char *const *ids, size_t n,
     } else if ((st = tt_manifest_copy(&next, &s.man))) {
         goto done;
     }
-    published = true;
     if (stats) {
         stats->generation = generation;
         stats->deleted = npairs;
@@ -96,5 +94,5 @@ int tt_index_delete(const char *dir, const char *const *ids, size_t n,
 done:
     free(pairs);
     tt_manifest_free(&next);
-    return tt_store_end(&s, st, published);
+    return tt_store_end(&s, st);
 }

@@ -37,6 +37,7 @@ typedef struct tt_store {
     char prefix[TT_SEGMENT_PREFIX_LEN]; /* its files' prefix, "g<gen>." */
     tt_change_options o;       /* the caller's, defaults filled */
     double t0;
+    bool published;            /* the manifest rename happened: this change's files stay */
 } tt_store;
 
 /* Validates and copies the options (by struct_size). */
@@ -65,9 +66,9 @@ int tt_store_write_tombs(tt_store *s, tt_manifest *next, uint64_t *pairs, size_t
 int tt_store_publish(tt_store *s, const tt_manifest *next);
 /* After a failure: removes the files of this change (prefix "g<gen>."). */
 void tt_store_discard(tt_store *s);
-/* The end of every change: unless published, removes its files (keeping the error
- * message of st); then closes the store. Returns st. */
-int tt_store_end(tt_store *s, int st, bool published);
+/* The end of every change: unless tt_store_publish renamed the manifest, removes its
+ * files (keeping the error message of st); then closes the store. Returns st. */
+int tt_store_end(tt_store *s, int st);
 /* A builder that writes a segment like the index's, with codebook cb (options in bo,
  * owned by the caller): vectors normalised and originals kept as the index's, the
  * change's threads, memory, progress and cancel; files g<gen>.* in the index. */

@@ -80,8 +80,8 @@ void tt_store_discard(tt_store *s) {
         remove_unnamed(s, NULL, s->prefix);
 }
 
-int tt_store_end(tt_store *s, int st, bool published) {
-    if (!published && s->dfd >= 0) {
+int tt_store_end(tt_store *s, int st) {
+    if (!s->published && s->dfd >= 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", tt_last_error());
         tt_store_discard(s);
@@ -232,6 +232,19 @@ int tt_store_open(tt_store *s, const char *dir, const tt_change_options *o) {
     /* What a killed change left: files of the next generation (or any other) that the
      * current manifest does not name. We hold the lock: no change is running. */
     remove_unnamed(s, &s->man, NULL);
+    /* A change must not build on a generation that lost files: stat them (cheap; the
+     * files a change reads are checksummed as they are read). */
+    for (uint32_t i = 0; i < s->man.n; i++) {
+        struct stat sb;
+        const tt_manifest_entry *e = &s->man.e[i];
+        if (fstatat(s->dfd, e->name, &sb, 0) != 0)
+            return tt_err_errno(TT_ECORRUPT, errno, "%s/%s: named by the manifest but "
+                                "missing; the index is damaged", dir, e->name);
+        if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != e->size)
+            return tt_err(TT_ECORRUPT, "%s/%s: %llu bytes, the manifest says %llu; the index "
+                          "is damaged", dir, e->name, (unsigned long long)sb.st_size,
+                          (unsigned long long)e->size);
+    }
     if (!(s->seg = tt_calloc(s->man.nseg ? s->man.nseg : 1, sizeof *s->seg, "segments")))
         return TT_ENOMEM;
     for (uint32_t i = 0; i < s->man.nseg; i++) {
@@ -467,9 +480,19 @@ int tt_store_publish(tt_store *s, const tt_manifest *next) {
     if ((st = tt_store_progress(s, "publish", 0, 1)))
         return st;
     /* Every file of the change is fsynced (tt_fw_finish); the manifest rename is the
-     * one moment the index changes. After it nothing can be cancelled. */
+     * one moment the index changes. After it nothing can be cancelled, and nothing the
+     * new MANIFEST names may be removed, whatever fails next. */
     if ((st = tt_manifest_publish(s->dir, next)))
         return st;
+    s->published = true;
+    if ((st = tt_fsync_dirfd(s->dfd, s->dir))) {
+        /* The old generation's files stay: after a power failure the old MANIFEST may be
+         * what the disk holds. The next change removes them. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", tt_last_error());
+        return tt_err(st, "generation %llu is published, but it may not survive a power "
+                      "failure: %s", (unsigned long long)s->gen, why);
+    }
     remove_unnamed(s, next, NULL);
     if (s->o.progress)
         s->o.progress(s->o.progress_user, "publish", 1, 1);
