@@ -1,7 +1,14 @@
 /* tartan-synth: makes a synthetic multi-vector collection with known answers, for the
  * demo, the tests and the benchmarks. Documents draw their vectors around a few
  * "topic" centres; each query is built from a target document's vectors plus noise,
- * and the qrels name that document. Output (PREFIX.*): vectors.npy [N, dim] (float32
+ * and the qrels name that document. With --outliers N, N dimensions behave like the
+ * "massive activations" of LLM hidden states (Sun et al., "Massive Activations in
+ * Large Language Models", 2024): before normalisation they carry an offset shared by
+ * every vector (--outlier-offset, in units of the other dimensions' spread) plus noise
+ * 20x the other dimensions' spread (--outlier-spread), so that a handful of dimensions
+ * hold most of each document vector's energy; query vectors give them the share
+ * --outlier-query of theirs (queries of such encoders weigh them less).
+ * Output (PREFIX.*): vectors.npy [N, dim] (float32
  * or float16), doclens.npy (int64), ids.txt, queries.npy [Q, Kq, dim] float32,
  * qids.txt, qrels.tsv. Written in chunks, so corpora larger than RAM are fine. */
 #include <errno.h>
@@ -86,7 +93,8 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: tartan-synth --out PREFIX [--docs N] [--doclen L | --doclen MIN-MAX] [--dim D]\n"
         "                    [--topics T] [--noise S] [--queries Q] [--qlen K] [--qnoise S]\n"
-        "                    [--seed S] [--f16]\n");
+        "                    [--seed S] [--f16] [--outliers N] [--outlier-offset O]\n"
+        "                    [--outlier-spread S] [--outlier-query F]\n");
 }
 
 int main(int argc, char **argv) {
@@ -94,11 +102,16 @@ int main(int argc, char **argv) {
         {"out", 1, 0, 'o'}, {"docs", 1, 0, 'n'}, {"doclen", 1, 0, 'l'}, {"dim", 1, 0, 'd'},
         {"topics", 1, 0, 't'}, {"noise", 1, 0, 's'}, {"queries", 1, 0, 'q'}, {"qlen", 1, 0, 'k'},
         {"qnoise", 1, 0, 'Q'}, {"seed", 1, 0, 'S'}, {"f16", 0, 0, 'F'}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"outliers", 1, 0, 'O'}, {"outlier-offset", 1, 0, 'A'}, {"outlier-spread", 1, 0, 'B'},
+        {"outlier-query", 1, 0, 'C'}, {0, 0, 0, 0}};
     const char *prefix = NULL;
     uint64_t ndocs = 1000, nq = 100, seed = 1;
     uint32_t dim = 128, lmin = 32, lmax = 32, topics = 0, qlen = 32;
     float noise = 0.6f, qnoise = 0.3f;
+    /* Defaults: 4 dims of 1024 then hold ~93% of a document vector's energy and 57% of
+     * a query vector's, as measured on LLM hidden states. */
+    uint32_t noutliers = 0;
+    float ooffset = 55.0f, ospread = 20.0f, oquery = 0.57f;
     int f16 = 0, c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -116,11 +129,16 @@ int main(int argc, char **argv) {
         case 'Q': qnoise = strtof(optarg, NULL); break;
         case 'S': seed = strtoull(optarg, NULL, 10); break;
         case 'F': f16 = 1; break;
+        case 'O': noutliers = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'A': ooffset = strtof(optarg, NULL); break;
+        case 'B': ospread = strtof(optarg, NULL); break;
+        case 'C': oquery = strtof(optarg, NULL); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (!prefix || !ndocs || !dim || !lmin || lmax < lmin || nq > ndocs || !qlen) {
+    if (!prefix || !ndocs || !dim || !lmin || lmax < lmin || nq > ndocs || !qlen ||
+        noutliers >= dim || !(oquery >= 0 && oquery < 1)) {
         usage(stderr);
         return 2;
     }
@@ -139,6 +157,21 @@ int main(int argc, char **argv) {
         centres[i] = gauss();
     for (uint32_t t = 0; t < topics; t++)
         normalize(centres + (uint64_t)t * dim, dim);
+    /* Outlier dimensions: spread over the vector (every dim/noutliers-th, from a
+     * seeded start), each with a sign for its shared offset. The unit of both offset
+     * and spread is the other dimensions' standard deviation (centre plus noise). */
+    uint32_t *odim = malloc((noutliers ? noutliers : 1) * sizeof *odim);
+    float *osign = malloc((noutliers ? noutliers : 1) * sizeof *osign);
+    if (!odim || !osign) {
+        fprintf(stderr, "tartan-synth: out of memory\n");
+        return 1;
+    }
+    const float unit = sqrtf((1.0f + 16.0f * noise * noise) / (float)dim);
+    uint32_t ostart = noutliers ? (uint32_t)(rnd() % (dim / noutliers)) : 0;
+    for (uint32_t k = 0; k < noutliers; k++) {
+        odim[k] = ostart + k * (dim / noutliers);
+        osign[k] = rnd() & 1 ? 1.0f : -1.0f;
+    }
     uint64_t total = 0;
     for (uint64_t d = 0; d < ndocs; d++) {
         lens[d] = lmin + (uint32_t)(rnd() % (lmax - lmin + 1));
@@ -171,6 +204,8 @@ int main(int argc, char **argv) {
             float *v = buf + (uint64_t)i * dim;
             for (uint32_t j = 0; j < dim; j++)
                 v[j] = cen[j] + noise * gauss() / sqrtf((float)dim) * 4.0f;
+            for (uint32_t k = 0; k < noutliers; k++)
+                v[odim[k]] = unit * (osign[k] * ooffset + ospread * gauss());
             normalize(v, dim);
         }
         while (q < nq && target[q] == d) {
@@ -179,6 +214,20 @@ int main(int argc, char **argv) {
                 float *v = queries + (q * qlen + i) * dim;
                 for (uint32_t j = 0; j < dim; j++)
                     v[j] = src[j] + qnoise * gauss() / sqrtf((float)dim) * 4.0f;
+                if (noutliers) {
+                    /* The outlier dims take the document vector's direction on them
+                     * and the share oquery of the query vector's energy. */
+                    double rest = 0, out = 0;
+                    for (uint32_t k = 0; k < noutliers; k++) {
+                        out += (double)src[odim[k]] * src[odim[k]];
+                        v[odim[k]] = 0;
+                    }
+                    for (uint32_t j = 0; j < dim; j++)
+                        rest += (double)v[j] * v[j];
+                    double f = out > 0 ? sqrt(oquery / (1 - oquery) * rest / out) : 0;
+                    for (uint32_t k = 0; k < noutliers; k++)
+                        v[odim[k]] = (float)(src[odim[k]] * f);
+                }
                 normalize(v, dim);
             }
             q++;
@@ -220,6 +269,7 @@ int main(int argc, char **argv) {
             (unsigned long long)ndocs, (unsigned long long)total, dim, (unsigned long long)nq,
             qlen, prefix);
     free(centres); free(lens); free(buf); free(hbuf); free(target); free(queries);
+    free(odim); free(osign);
     return 0;
 io_fail:
     fprintf(stderr, "tartan-synth: write failed under %s: %s\n", prefix, strerror(errno));
