@@ -107,7 +107,7 @@ TT_API uint64_t tt_input_num_vectors(const tt_input *in);
 /* ------------------------------------------------------------------ build */
 
 enum { TT_KEEP_NONE = 0, TT_KEEP_F16 = 1 };
-enum { TT_CODEC_SHARED = 0, TT_CODEC_PER_DIM = 1 };
+enum { TT_CODEC_SHARED = 0, TT_CODEC_PER_DIM = 1, TT_CODEC_ADAPTIVE = 2 };
 enum { TT_ASSIGN_EXACT = 0, TT_ASSIGN_TWO_LEVEL = 1 };
 
 typedef struct tt_build_options {
@@ -119,7 +119,8 @@ typedef struct tt_build_options {
     uint64_t seed;              /* sampling and k-means seed (default 42) */
     int normalize;              /* L2-normalise vectors (default 1); 0 keeps raw inner products */
     int keep_originals;         /* TT_KEEP_NONE (default) or TT_KEEP_F16: keep vectors for exact scoring */
-    int codec_tables;           /* TT_CODEC_PER_DIM (default) or TT_CODEC_SHARED (ColBERTv2) */
+    int codec_tables;           /* TT_CODEC_PER_DIM (default), TT_CODEC_SHARED (ColBERTv2) or
+                                 * TT_CODEC_ADAPTIVE (bits allocated per dimension) */
     int assign;                 /* TT_ASSIGN_TWO_LEVEL (default) or TT_ASSIGN_EXACT */
     double sample_factor;       /* training docs = 1 + f*sqrt(120*num_docs) (default 16, ColBERTv2) */
     uint32_t min_train_per_centroid; /* grow the sample to at least this many vectors per centroid (default 32) */
@@ -137,6 +138,8 @@ typedef struct tt_build_options {
                                  * as they are (no training; its nbits, tables,
                                  * normalisation, assignment and seed too): indexes that
                                  * share a codebook encode a vector alike */
+    int lloyd_max_rounds;       /* Lloyd-Max refinement rounds of the codec tables, at most
+                                 * (default 100; 0: ColBERTv2's quantile tables as they are) */
 } tt_build_options;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
@@ -225,6 +228,10 @@ typedef struct tt_index_info {
     double drift;                     /* added_mse / heldout_mse (0: nothing added) */
     int retrain_advised;              /* drift makes compression measurably worse: consider
                                        * tt_index_compact with retrain (TT_DRIFT_RETRAIN) */
+    /* the codec */
+    int lloyd_max_rounds;             /* refinement rounds of its tables (0: quantiles) */
+    uint32_t dims_by_width[9];        /* dimensions coded with 0..8 bits (adaptive: the
+                                       * allocation; otherwise all at nbits) */
 } tt_index_info;
 
 /* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals

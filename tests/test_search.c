@@ -303,6 +303,126 @@ START_TEST(resdec_matches_layout) {
 }
 END_TEST
 
+/* Assertion for inner loops (each passing ck_assert costs a round trip to Check). */
+#define CHECK(cond) \
+    do { \
+        if (!(cond)) \
+            ck_abort_msg("assertion failed: %s", #cond); \
+    } while (0)
+
+/* An adaptive codec with the given width counts (8, 4, 2, 1, 0 bits), a random
+ * permutation and random ascending tables. */
+static void random_adaptive(tt_codec *c, const uint32_t cnt[5], uint32_t nbits, uint64_t seed) {
+    static const uint32_t wid[5] = {8, 4, 2, 1, 0};
+    tt_rng r;
+    tt_rng_seed(&r, seed);
+    uint32_t dim = 0;
+    for (int i = 0; i < 5; i++)
+        dim += cnt[i];
+    uint8_t *bits = malloc(dim);
+    uint32_t *perm = malloc(dim * sizeof *perm);
+    float *cut = malloc((size_t)dim * 255 * sizeof *cut + 4), *w = malloc((size_t)dim * 256 * sizeof *w);
+    uint32_t k = 0;
+    uint64_t nc = 0, nw = 0;
+    for (int i = 0; i < 5; i++)
+        for (uint32_t j = 0; j < cnt[i]; j++, k++) {
+            bits[k] = (uint8_t)wid[i];
+            uint32_t nb = 1u << wid[i];
+            float x = -0.3f;
+            for (uint32_t b = 0; b + 1 < nb; b++) {
+                x += 0.001f + 0.01f * (float)tt_rng_uniform(&r);
+                cut[nc++] = x;
+            }
+            for (uint32_t b = 0; b < nb; b++)
+                w[nw++] = (float)(tt_rng_uniform(&r) - 0.5);
+        }
+    for (uint32_t i = 0; i < dim; i++)
+        perm[i] = i;
+    for (uint32_t i = dim; i > 1; i--) {
+        uint32_t j = (uint32_t)tt_rng_below(&r, i), t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    ck_assert_msg(tt_codec_init_adaptive(c, dim, nbits, bits, perm, cut, w) == TT_OK, "%s",
+                  tt_last_error());
+    free(bits);
+    free(perm);
+    free(cut);
+    free(w);
+}
+
+/* Every width, runs that share bytes with the next width (odd counts), runs long
+ * enough for the AVX-512 loop and for and against the expanded tables: the decoder
+ * writes the scalar definition's values, with and without centroids, and its AVX-512
+ * and portable loops write the same floats. */
+START_TEST(resdec_adaptive_matches_definition) {
+    const uint32_t layouts[][5] = {
+        {4, 0, 996, 24, 0},  /* the LLM allocation at 1024-d, 2 bits */
+        {3, 1, 5, 3, 4},     /* every width, mixed bytes at each boundary */
+        {0, 0, 60, 8, 0},    /* 2 + 1 bits with expanded tables */
+        {1, 3, 700, 17, 9},  /* long 2-bit run, AVX-512 and a tail, 0-bit positions */
+        {0, 200, 0, 0, 0},   /* 4 bits only */
+        {2, 0, 0, 3000, 2},  /* 1 bit beyond the expanded-table budget */
+    };
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        const uint32_t *cnt = layouts[li];
+        uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 2 * cnt[2] + cnt[3];
+        uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4];
+        uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : 4;
+        tt_codec c;
+        random_adaptive(&c, cnt, nbits, 300 + li);
+        tt_resdec d;
+        ck_assert_int_eq(tt_resdec_init(&d, &c), TT_OK);
+        tt_rng r;
+        tt_rng_seed(&r, 301 + li);
+        const uint32_t n = 4, K = 3, codes[4] = {2, 0, 1, 2};
+        uint8_t *packed = malloc((size_t)n * c.bytes_per_vec);
+        for (uint32_t i = 0; i < n * c.bytes_per_vec; i++)
+            packed[i] = (uint8_t)tt_rng_next(&r);
+        float *out = malloc((size_t)n * dim * sizeof *out), *o2 = malloc((size_t)n * dim * sizeof *o2);
+        float *ref = malloc((size_t)dim * sizeof *ref);
+        float *C = malloc((size_t)K * dim * sizeof *C);
+        for (uint32_t i = 0; i < K * dim; i++)
+            C[i] = (float)(tt_rng_uniform(&r) - 0.5);
+        tt_resdec_decode(&d, packed, n, out);
+        for (uint32_t v = 0; v < n; v++) {
+            const uint8_t *p = packed + (size_t)v * c.bytes_per_vec;
+            tt_codec_decode(&c, p, ref);
+            for (uint32_t k = 0; k < dim; k++) {
+                /* the definition, bit by bit */
+                uint32_t off = 0;
+                for (uint32_t i = 0; i < k; i++)
+                    off += c.bits[i];
+                uint32_t code = 0;
+                for (uint32_t b = 0; b < c.bits[k]; b++, off++)
+                    code = code << 1 | ((p[off / 8] >> (7 - off % 8)) & 1);
+                float want = c.weights[c.woff[k] + code];
+                CHECK(out[(size_t)v * dim + k] == want);
+                CHECK(ref[k] == want);
+            }
+        }
+        tt_resdec_decode_add(&d, packed, n, C, codes, out);
+        int had = d.avx512;
+        d.avx512 = 0;
+        tt_resdec_decode_add(&d, packed, n, C, codes, o2);
+        d.avx512 = had;
+        ck_assert_mem_eq(out, o2, (size_t)n * dim * sizeof *out);
+        for (uint32_t v = 0; v < n; v++)
+            for (uint32_t k = 0; k < dim; k++)
+                CHECK(o2[(size_t)v * dim + k] ==
+                      C[(size_t)codes[v] * dim + k] +
+                          tt_codec_value(&c, packed + (size_t)v * c.bytes_per_vec, k));
+        free(packed);
+        free(out);
+        free(o2);
+        free(ref);
+        free(C);
+        tt_resdec_free(&d);
+        tt_codec_free(&c);
+    }
+}
+END_TEST
+
 START_TEST(topk_deterministic) {
     tt_rng r;
     tt_rng_seed(&r, 5);
@@ -546,7 +666,8 @@ typedef struct corpus {
 static char *g_tmp;              /* scratch directory of the whole run */
 static char g_idx[4200];         /* synthetic index, with f16 originals */
 static char g_idx_plain[4200];   /* small synthetic index without originals */
-static corpus g_c;
+static char g_idx_ad[4200];      /* adaptive codec over vectors with outlier dimensions */
+static corpus g_c, g_ca;
 static float *g_gq;              /* G_GROUPS group queries of 32 vectors */
 #define G_GROUPS 40
 
@@ -613,11 +734,11 @@ static void free_corpus(corpus *c) {
 
 /* Writes dir/vecs.npy, dir/lens.npy, dir/ids.txt ("doc<row>") and builds dir/<name>. */
 static int build_from(const corpus *c, const char *dir, const char *name, int keep,
-                      uint32_t ncent, char *out, size_t outlen) {
+                      uint32_t ncent, int codec, char *out, size_t outlen) {
     char vp[4200], lp[4200], ip[4200];
-    snprintf(vp, sizeof vp, "%s/vecs.npy", dir);
-    snprintf(lp, sizeof lp, "%s/lens.npy", dir);
-    snprintf(ip, sizeof ip, "%s/ids.txt", dir);
+    snprintf(vp, sizeof vp, "%s/%s.vecs.npy", dir, name);
+    snprintf(lp, sizeof lp, "%s/%s.lens.npy", dir, name);
+    snprintf(ip, sizeof ip, "%s/%s.ids.txt", dir, name);
     snprintf(out, outlen, "%s/%s", dir, name);
     int st;
     if ((st = tu_write_npy(vp, TT_DT_F32, c->dim, c->x, c->nvec)))
@@ -642,6 +763,7 @@ static int build_from(const corpus *c, const char *dir, const char *name, int ke
     o.threads = 2;
     o.keep_originals = keep;
     o.num_centroids = ncent;
+    o.codec_tables = codec;
     st = tt_build(out, in, &o, NULL);
     tt_input_free(in);
     return st;
@@ -764,11 +886,18 @@ START_TEST(recall_vs_exhaustive) {
 END_TEST
 
 /* Scores equal the scalar reference computed from the index's own arrays. */
-START_TEST(scores_match_reference) {
-    tt_index *idx = open_idx(g_idx, TT_IO_MMAP, 0);
+/* Exhaustive scores are the scalar reference's over the stored (position-ordered)
+ * centroids and residuals with the query in position order; exact scores are MaxSim
+ * over the input vectors with the query as given: together they check that an adaptive
+ * codec's permutation is applied to the query and to everything stored. */
+static void check_scores(const char *dir, const corpus *c, uint64_t near_doc) {
+    tt_index *idx = open_idx(dir, TT_IO_MMAP, 0);
     tt_search_ctx *ctx;
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
-    float *Q = query_near(&g_c, 5, 32, 0.2f, 77);
+    float *Q = query_near(c, near_doc, 32, 0.2f, 77);
+    float *Qpos = malloc((size_t)32 * c->dim * sizeof *Qpos);
+    for (uint32_t a = 0; a < 32; a++)
+        tt_codec_to_positions(&idx->codec, Q + a * c->dim, Qpos + a * c->dim);
     tt_hit hits[20];
     uint32_t n;
     for (int mean = 0; mean < 2; mean++) {
@@ -783,8 +912,8 @@ START_TEST(scores_match_reference) {
             uint32_t codes[256];
             for (uint32_t j = 0; j < idx->doclens[d]; j++)
                 codes[j] = tt_index_code(idx, v0 + j);
-            double ref = tt_maxsim_reference(Q, 32, idx->dim, idx->centroids, &idx->codec, codes,
-                                             idx->seg[0].res_map + v0 * idx->res_bytes,
+            double ref = tt_maxsim_reference(Qpos, 32, idx->dim, idx->centroids, &idx->codec,
+                                             codes, idx->seg[0].res_map + v0 * idx->res_bytes,
                                              idx->doclens[d]);
             if (mean)
                 ref /= 32;
@@ -802,10 +931,10 @@ START_TEST(scores_match_reference) {
         double ref = 0;
         for (uint32_t a = 0; a < 32; a++) {
             double best = -INFINITY;
-            for (uint64_t v = g_c.vec0[d]; v < g_c.vec0[d + 1]; v++) {
+            for (uint64_t v = c->vec0[d]; v < c->vec0[d + 1]; v++) {
                 double s = 0;
-                for (uint32_t j = 0; j < g_c.dim; j++)
-                    s += (double)Q[a * g_c.dim + j] * g_c.x[v * g_c.dim + j];
+                for (uint32_t j = 0; j < c->dim; j++)
+                    s += (double)Q[a * c->dim + j] * c->x[v * c->dim + j];
                 best = s > best ? s : best;
             }
             ref += best;
@@ -813,8 +942,31 @@ START_TEST(scores_match_reference) {
         ck_assert_double_eq_tol(hits[i].score, ref, 2e-3 * (1 + fabs(ref)));
     }
     free(Q);
+    free(Qpos);
     tt_search_ctx_free(ctx);
     tt_index_close(idx);
+}
+
+START_TEST(scores_match_reference) {
+    check_scores(g_idx, &g_c, 5);
+}
+END_TEST
+
+START_TEST(adaptive_scores_match_reference) {
+    tt_index *idx = open_idx(g_idx_ad, TT_IO_MMAP, 0);
+    /* the outlier dimensions got 8 bits, at the first positions */
+    ck_assert_uint_eq(idx->codec.kind, TT_CODEC_ADAPTIVE);
+    ck_assert_ptr_nonnull(idx->codec.perm);
+    for (uint32_t k = 0; k < 4; k++) {
+        ck_assert_uint_eq(idx->codec.bits[k], 8);
+        ck_assert_uint_eq(idx->codec.perm[k], 5 + 16 * k);
+    }
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < idx->dim; k++)
+        sum += idx->codec.bits[k];
+    ck_assert_uint_eq(sum, 2ull * idx->dim);
+    tt_index_close(idx);
+    check_scores(g_idx_ad, &g_ca, 7);
 }
 END_TEST
 
@@ -1204,6 +1356,7 @@ int main(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("kernels");
     tcase_add_test(tc, resdec_matches_layout);
+    tcase_add_test(tc, resdec_adaptive_matches_definition);
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
@@ -1220,8 +1373,23 @@ int main(void) {
     corpus head = g_c; /* the first 300 documents */
     head.ndocs = 300;
     head.nvec = g_c.vec0[300];
-    if (build_from(&g_c, g_tmp, "idx", TT_KEEP_F16, 1024, g_idx, sizeof g_idx) ||
-        build_from(&head, g_tmp, "plain", TT_KEEP_NONE, 64, g_idx_plain, sizeof g_idx_plain)) {
+    /* LLM-like: 4 dimensions with a large shared offset and spread hold most of the
+     * energy, so the adaptive codec gives them 8 bits and reorders the positions. */
+    make_corpus(&g_ca, 400, 64, 4, 20, 80, 0.12f, 44);
+    {
+        tt_rng r;
+        tt_rng_seed(&r, 45);
+        for (uint64_t v = 0; v < g_ca.nvec; v++)
+            for (uint32_t k = 0; k < 4; k++)
+                g_ca.x[v * 64 + 5 + 16 * k] += (k & 1 ? -1.0f : 1.0f) *
+                                               (float)(1.5 + 0.5 * (tt_rng_uniform(&r) - 0.5));
+        tt_normalize_rows(g_ca.x, g_ca.nvec, 64);
+    }
+    if (build_from(&g_c, g_tmp, "idx", TT_KEEP_F16, 1024, TT_CODEC_PER_DIM, g_idx, sizeof g_idx) ||
+        build_from(&head, g_tmp, "plain", TT_KEEP_NONE, 64, TT_CODEC_PER_DIM, g_idx_plain,
+                   sizeof g_idx_plain) ||
+        build_from(&g_ca, g_tmp, "adaptive", TT_KEEP_F16, 64, TT_CODEC_ADAPTIVE, g_idx_ad,
+                   sizeof g_idx_ad)) {
         fprintf(stderr, "building the test index failed: %s\n", tt_last_error());
         tu_rmrf(g_tmp);
         return EXIT_FAILURE;
@@ -1231,6 +1399,7 @@ int main(void) {
     tcase_add_test(tc, planted_ranks_first);
     tcase_add_test(tc, recall_vs_exhaustive);
     tcase_add_test(tc, scores_match_reference);
+    tcase_add_test(tc, adaptive_scores_match_reference);
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
     tcase_add_test(tc, avx512_loops_agree);
@@ -1242,6 +1411,7 @@ int main(void) {
     tu_rmrf(g_tmp);
     free(g_tmp);
     free_corpus(&g_c);
+    free_corpus(&g_ca);
     free(g_gq);
     return rc;
 }

@@ -29,8 +29,12 @@ static void usage(FILE *f) {
         "  --force              replace an existing index at DIR (kept if the build fails)\n"
         "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2)\n"
         "  --centroids K        number of centroids (default 2^floor(log2(16*sqrt(N))))\n"
-        "  --codec shared|per-dim   one bucket table for all dimensions (ColBERTv2) or one\n"
-        "                       per dimension (default per-dim)\n"
+        "  --codec shared|per-dim|adaptive   one bucket table for all dimensions\n"
+        "                       (ColBERTv2), one per dimension (default per-dim), or bits\n"
+        "                       allocated per dimension (0-8, nbits on average) where the\n"
+        "                       vectors' energy is (LLM hidden states' outlier dimensions)\n"
+        "  --lloyd-max-rounds N refine the bucket tables with up to N Lloyd-Max rounds\n"
+        "                       (default 100; 0: ColBERTv2's quantile tables as they are)\n"
         "  --assign two-level|exact  nearest-centroid search for encoding (default two-level)\n"
         "  --threads T          worker threads (default: all CPUs)\n"
         "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n"
@@ -101,6 +105,7 @@ int cmd_build(int argc, char **argv) {
         {"bf16", no_argument, 0, 'B'},           {"describe", required_argument, 0, 'd'},
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'},
+        {"lloyd-max-rounds", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -135,8 +140,15 @@ int cmd_build(int argc, char **argv) {
                 o.codec_tables = TT_CODEC_SHARED;
             else if (!strcmp(optarg, "per-dim"))
                 o.codec_tables = TT_CODEC_PER_DIM;
+            else if (!strcmp(optarg, "adaptive"))
+                o.codec_tables = TT_CODEC_ADAPTIVE;
             else
-                return cli_usage_error("build", "--codec must be shared or per-dim");
+                return cli_usage_error("build", "--codec must be shared, per-dim or adaptive");
+            break;
+        case 'L':
+            if (!cli_parse_u64(optarg, &u) || u > 1000)
+                return cli_usage_error("build", "--lloyd-max-rounds must be 0..1000");
+            o.lloyd_max_rounds = (int)u;
             break;
         case 'a':
             if (!strcmp(optarg, "exact"))

@@ -5,6 +5,10 @@
 
 static const char *assign_name(int a) { return a == TT_ASSIGN_EXACT ? "exact" : "two-level"; }
 
+static const char *codec_name(int c) {
+    return c == TT_CODEC_ADAPTIVE ? "adaptive" : c == TT_CODEC_PER_DIM ? "per-dim" : "shared";
+}
+
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
     cli_json_string(stdout, dir);
@@ -14,11 +18,15 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     cli_json_string(stdout, in->created);
     printf(",\n  \"num_docs\": %llu,\n  \"num_vectors\": %llu,\n  \"dim\": %u,\n"
            "  \"nbits\": %u,\n  \"num_centroids\": %u,\n  \"normalized\": %s,\n"
-           "  \"codec_tables\": \"%s\",\n  \"has_ids\": %s,\n  \"keep_originals\": %s,\n",
+           "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n"
+           "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"4\": %u, \"8\": %u},\n"
+           "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
-           in->codec_tables == TT_CODEC_PER_DIM ? "per-dim" : "shared",
-           in->has_ids ? "true" : "false", in->keep_originals ? "\"f16\"" : "null");
+           codec_name(in->codec_tables), in->lloyd_max_rounds, in->dims_by_width[0],
+           in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[4],
+           in->dims_by_width[8], in->has_ids ? "true" : "false",
+           in->keep_originals ? "\"f16\"" : "null");
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
@@ -78,8 +86,22 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->num_vectors,
            (double)in->num_vectors / (double)in->num_docs, in->dim,
            in->normalized ? " (L2-normalised)" : " (raw)");
-    printf("centroids    %u\nresiduals    %u bits per dimension, %s bucket tables\n",
-           in->num_centroids, in->nbits, in->codec_tables == TT_CODEC_PER_DIM ? "per-dimension" : "shared");
+    printf("centroids    %u\n", in->num_centroids);
+    if (in->codec_tables == TT_CODEC_ADAPTIVE) {
+        printf("residuals    %u bits per dimension on average, adaptive widths:", in->nbits);
+        const char *sep = " ";
+        for (int w = 8; w >= 0; w--)
+            if (in->dims_by_width[w]) {
+                printf("%s%u dims at %d bit%s", sep, in->dims_by_width[w], w, w == 1 ? "" : "s");
+                sep = ", ";
+            }
+        printf("\n");
+    } else {
+        printf("residuals    %u bits per dimension, %s bucket tables\n", in->nbits,
+               in->codec_tables == TT_CODEC_PER_DIM ? "per-dimension" : "shared");
+    }
+    if (in->lloyd_max_rounds)
+        printf("             tables refined by up to %d Lloyd-Max rounds\n", in->lloyd_max_rounds);
     printf("ids          %s\nencoder      %s\n", in->has_ids ? "external" : "row numbers",
            in->encoder[0] ? in->encoder : "(not described)");
     printf("\nbytes on disk\n");

@@ -40,6 +40,7 @@ void tt_build_options_init(tt_build_options *o) {
     o->min_train_per_centroid = 32;
     o->max_train_per_centroid = 256;
     o->kmeans_iters = 4;
+    o->lloyd_max_rounds = 100;
 }
 
 int tt_build_cancelled(const builder *b) {
@@ -163,14 +164,15 @@ int tt_build_write_meta(builder *b, double seconds) {
                      "num_vectors=%llu\nnum_centroids=%u\nnormalized=%d\ncodec_tables=%d\n"
                      "keep_originals=%d\nhas_ids=%d\nseed=%llu\nsample_factor=%.6g\n"
                      "train_vectors=%llu\nheldout_vectors=%llu\nkmeans_iters=%d\nthreads=%d\n"
-                     "assign=%d\nbuild_seconds=%.3f\nheldout_mse=%.9g\nencoder=%s\n",
+                     "assign=%d\nbuild_seconds=%.3f\nheldout_mse=%.9g\nlloyd_max_rounds=%d\n"
+                     "encoder=%s\n",
                      TT_VERSION_STRING, created, b->dim, b->nbits,
                      (unsigned long long)b->in->num_docs, (unsigned long long)b->in->num_vectors,
                      b->K, o->normalize ? 1 : 0, o->codec_tables, o->keep_originals,
                      b->in->ids_blob ? 1 : 0, (unsigned long long)o->seed, o->sample_factor,
                      (unsigned long long)b->st.train_vectors,
                      (unsigned long long)b->st.heldout_vectors, o->kmeans_iters, b->threads,
-                     o->assign, seconds, b->st.heldout_mse, enc);
+                     o->assign, seconds, b->st.heldout_mse, o->lloyd_max_rounds, enc);
     if (n < 0 || (size_t)n >= sizeof text)
         return tt_err(TT_EINVAL, "index metadata too long");
     return tt_build_write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
@@ -179,28 +181,44 @@ int tt_build_write_meta(builder *b, double seconds) {
 int tt_build_write_codebook(builder *b) {
     uint32_t dim = b->dim, K = b->K;
     int st;
-    /* centroids: K x dim float32 */
+    const tt_codec *c = &b->codec;
+    /* centroids: K x dim float32, in the codec's position order */
     uint8_t *buf = tt_alloc((uint64_t)K * dim, 4, "centroids");
-    if (!buf)
+    float *row = tt_alloc(dim, sizeof *row, "centroids");
+    if (!buf || !row) {
+        free(buf);
+        free(row);
         return TT_ENOMEM;
-    for (uint64_t i = 0; i < (uint64_t)K * dim; i++)
-        tt_wrf32(buf + 4 * i, b->centroids[i]);
+    }
+    for (uint64_t k = 0; k < K; k++) {
+        tt_codec_to_positions(c, b->centroids + k * dim, row);
+        for (uint32_t j = 0; j < dim; j++)
+            tt_wrf32(buf + 4 * (k * dim + j), row[j]);
+    }
+    free(row);
     st = tt_build_write_small(b, TT_F_CENTROIDS, "CENT", buf, (size_t)K * dim * 4, K, dim, 0);
     free(buf);
     if (st)
         return st;
-    /* codec: cutoffs then weights, float32 */
-    const tt_codec *c = &b->codec;
-    uint64_t nc = (uint64_t)c->ntables * (c->nbuckets - 1), nw = (uint64_t)c->ntables * c->nbuckets;
-    buf = tt_alloc(nc + nw, 4, "codec");
+    /* codec: shared and per-dim: cutoffs then weights, float32 (c = tables, 1 or dim);
+     * adaptive (c = 0): the widths (u8, padded to 4 bytes), the permutation (u32), then
+     * cutoffs and weights. */
+    const uint64_t nc = c->ncutoffs, nw = c->nweights;
+    const uint64_t head = c->kind == TT_CODEC_ADAPTIVE ? (dim + 3) / 4 * 4 + 4ull * dim : 0;
+    buf = tt_calloc(head + 4 * (nc + nw), 1, "codec");
     if (!buf)
         return TT_ENOMEM;
+    if (c->kind == TT_CODEC_ADAPTIVE)
+        for (uint32_t k = 0; k < dim; k++) {
+            buf[k] = c->bits[k];
+            tt_wr32(buf + (dim + 3) / 4 * 4 + 4ull * k, c->perm ? c->perm[k] : k);
+        }
     for (uint64_t i = 0; i < nc; i++)
-        tt_wrf32(buf + 4 * i, c->cutoffs[i]);
+        tt_wrf32(buf + head + 4 * i, c->cutoffs[i]);
     for (uint64_t i = 0; i < nw; i++)
-        tt_wrf32(buf + 4 * (nc + i), c->weights[i]);
-    st = tt_build_write_small(b, TT_F_CODEC, "CODC", buf, (size_t)(nc + nw) * 4, c->nbits, dim,
-                              c->ntables);
+        tt_wrf32(buf + head + 4 * (nc + i), c->weights[i]);
+    st = tt_build_write_small(b, TT_F_CODEC, "CODC", buf, (size_t)(head + 4 * (nc + nw)),
+                              c->nbits, dim, c->kind == TT_CODEC_ADAPTIVE ? 0 : c->ntables);
     free(buf);
     return st;
 }
@@ -250,8 +268,11 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "tt_build: output directory and input are required");
     if (o->nbits != 1 && o->nbits != 2 && o->nbits != 4)
         return tt_err(TT_EINVAL, "nbits must be 1, 2 or 4 (got %d)", o->nbits);
-    if (o->codec_tables != TT_CODEC_SHARED && o->codec_tables != TT_CODEC_PER_DIM)
-        return tt_err(TT_EINVAL, "unknown codec table choice %d", o->codec_tables);
+    if (o->codec_tables != TT_CODEC_SHARED && o->codec_tables != TT_CODEC_PER_DIM &&
+        o->codec_tables != TT_CODEC_ADAPTIVE)
+        return tt_err(TT_EINVAL, "unknown codec %d", o->codec_tables);
+    if (o->lloyd_max_rounds < 0 || o->lloyd_max_rounds > 1000)
+        return tt_err(TT_EINVAL, "Lloyd-Max rounds must be 0..1000 (got %d)", o->lloyd_max_rounds);
     if (o->keep_originals != TT_KEEP_NONE && o->keep_originals != TT_KEEP_F16)
         return tt_err(TT_EINVAL, "unknown keep-originals choice %d", o->keep_originals);
     if (o->kmeans_iters < 1 || o->kmeans_iters > 1000)
@@ -284,7 +305,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
             return st;
         }
         defaults.nbits = (int)cb->nbits;
-        defaults.codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+        defaults.codec_tables = cb->codec.kind;
+        defaults.lloyd_max_rounds = (int)cb->info.lloyd_max_rounds;
         defaults.normalize = cb->normalized;
         defaults.num_centroids = cb->num_centroids;
         defaults.assign = cb->info.assign;

@@ -14,7 +14,7 @@ typedef struct encode_job {
     const uint32_t *ids;
     uint8_t *packed;
     uint16_t *orig;
-    float *scratch; /* 2 * dim floats per thread */
+    float *scratch; /* 3 * dim floats per thread */
     double *err;    /* per thread: squared reconstruction error (b->measure) */
     uint64_t n;
 } encode_job;
@@ -23,25 +23,29 @@ static void encode_worker(void *arg, int t, int nt) {
     encode_job *j = arg;
     builder *b = j->b;
     uint32_t dim = b->dim;
-    float *r = j->scratch + (uint64_t)t * 2 * dim, *back = r + dim;
+    float *r = j->scratch + (uint64_t)t * 3 * dim, *rp = r + dim, *back = rp + dim;
     uint64_t lo = j->n * (uint64_t)t / (uint64_t)nt, hi = j->n * (uint64_t)(t + 1) / (uint64_t)nt;
     double err = 0;
     for (uint64_t i = lo; i < hi; i++) {
         const float *v = j->x + i * dim, *c = b->centroids + (uint64_t)j->ids[i] * dim;
         for (uint32_t d = 0; d < dim; d++)
             r[d] = v[d] - c[d];
+        /* The index stores everything in the codec's position order. */
+        tt_codec_to_positions(&b->codec, r, rp);
         uint8_t *packed = j->packed + i * b->codec.bytes_per_vec;
-        tt_codec_encode(&b->codec, r, packed);
+        tt_codec_encode(&b->codec, rp, packed);
         if (b->measure) { /* what the codec loses on these vectors: drift's measure */
             tt_codec_decode(&b->codec, packed, back);
             for (uint32_t d = 0; d < dim; d++) {
-                double e = (double)back[d] - r[d];
+                double e = (double)back[d] - rp[d];
                 err += e * e;
             }
         }
-        if (j->orig)
+        if (j->orig) {
+            tt_codec_to_positions(&b->codec, v, rp);
             for (uint32_t d = 0; d < dim; d++)
-                j->orig[i * dim + d] = tt_f32_to_f16(v[d]);
+                j->orig[i * dim + d] = tt_f32_to_f16(rp[d]);
+        }
     }
     j->err[t] = err;
 }
@@ -80,7 +84,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
     int st;
     double t0 = tt_now();
 
-    scratch = tt_alloc((uint64_t)b->threads, 2ull * dim * sizeof(float), "encode buffer");
+    scratch = tt_alloc((uint64_t)b->threads, 3ull * dim * sizeof(float), "encode buffer");
     double *err = tt_calloc((uint64_t)b->threads, sizeof *err, "encode buffer");
     x = tt_alloc(chunk, (uint64_t)dim * sizeof(float), "encode buffer");
     ids = tt_alloc(chunk, sizeof *ids, "encode buffer");

@@ -140,7 +140,7 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     U64("num_vectors", 1, UINT64_MAX >> 8, *meta_vectors);
     U64("num_centroids", 1, 1 << 24, idx->num_centroids);
     U64("normalized", 0, 1, idx->normalized);
-    U64("codec_tables", 0, 1, in->codec_tables);
+    U64("codec_tables", 0, 2, in->codec_tables);
     U64("keep_originals", 0, 1, in->keep_originals);
     U64("has_ids", 0, 1, in->has_ids);
     U64("seed", 0, UINT64_MAX, in->seed);
@@ -149,7 +149,6 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     U64("kmeans_iters", 0, 100000, in->kmeans_iters);
     U64("threads", 0, 100000, in->threads);
     U64("assign", 0, 1, in->assign);
-#undef U64
     if (idx->nbits == 3)
         return tt_err(TT_ECORRUPT, "%s: nbits 3 is not a valid value", m->path);
     if (*meta_vectors < *meta_docs)
@@ -157,33 +156,58 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     in->sample_factor = meta_double(m, "sample_factor");
     in->build_seconds = meta_double(m, "build_seconds");
     in->heldout_mse = meta_double(m, "heldout_mse");
+    /* Before tartan 0.3 tables were quantiles only (no key). */
+    if (tt_meta_get(m, "lloyd_max_rounds", (char[8]){0}, 8))
+        U64("lloyd_max_rounds", 0, 1000, in->lloyd_max_rounds);
+#undef U64
     tt_meta_get(m, "encoder", in->encoder, sizeof in->encoder);
     tt_meta_get(m, "created", in->created, sizeof in->created);
     tt_meta_get(m, "tartan_version", in->tartan_version, sizeof in->tartan_version);
     return TT_OK;
 }
 
+/* codec.tt: shared and per-dim codecs: T = 1 or dim tables of cutoffs, then weights;
+ * adaptive (T = 0): widths, permutation, then the tables (doc/format.md). The values
+ * are checked by tt_codec_init*. */
 static int load_codec(tt_index *idx) {
     const tt_fmap *f = &idx->f_codec;
-    uint64_t nt = f->h.c, nb = 1ull << idx->nbits;
+    tt_index_info *in = &idx->info;
+    const uint64_t nt = f->h.c, nb = 1ull << idx->nbits, dim = idx->dim;
+    const int kind = in->codec_tables;
     int st;
-    if (f->h.a != idx->nbits || f->h.b != idx->dim || (nt != 1 && nt != idx->dim))
+    if (f->h.a != idx->nbits || f->h.b != dim ||
+        nt != (kind == TT_CODEC_ADAPTIVE ? 0 : kind == TT_CODEC_SHARED ? 1 : dim))
         return tt_err(TT_ECORRUPT, "%s: header disagrees with the index (nbits, dim, tables)",
                       f->path);
-    if ((st = expect(f, f->h.payload_bytes == nt * (2 * nb - 1) * 4, "wrong size")))
-        return st;
-    const float *cut = (const float *)f->payload, *w = cut + nt * (nb - 1);
-    for (uint64_t t = 0; t < nt; t++) {
-        for (uint64_t i = 0; i < nb - 1; i++) {
-            float c = cut[t * (nb - 1) + i];
-            if (!isfinite(c) || (i && c < cut[t * (nb - 1) + i - 1]))
-                return tt_err(TT_ECORRUPT, "%s: bucket cutoffs not finite and ascending", f->path);
+    if (kind != TT_CODEC_ADAPTIVE) {
+        if ((st = expect(f, f->h.payload_bytes == nt * (2 * nb - 1) * 4, "wrong size")))
+            return st;
+        const float *cut = (const float *)f->payload, *w = cut + nt * (nb - 1);
+        st = tt_codec_init(&idx->codec, idx->dim, idx->nbits, (uint32_t)nt, cut, w);
+    } else {
+        const uint64_t head = (dim + 3) / 4 * 4 + 4 * dim;
+        if ((st = expect(f, f->h.payload_bytes >= head, "wrong size")))
+            return st;
+        const uint8_t *bits = f->payload;
+        uint64_t nc = 0, nw = 0;
+        for (uint64_t k = 0; k < dim; k++) {
+            if (bits[k] > 8)
+                return tt_err(TT_ECORRUPT, "%s: position %" PRIu64 " has width %u", f->path, k,
+                              bits[k]);
+            nw += 1u << bits[k];
+            nc += (1u << bits[k]) - 1;
         }
-        for (uint64_t i = 0; i < nb; i++)
-            if (!isfinite(w[t * nb + i]))
-                return tt_err(TT_ECORRUPT, "%s: bucket weights not finite", f->path);
+        if ((st = expect(f, f->h.payload_bytes == head + 4 * (nc + nw), "wrong size")))
+            return st;
+        const uint32_t *perm = (const uint32_t *)(f->payload + (dim + 3) / 4 * 4);
+        const float *cut = (const float *)(f->payload + head), *w = cut + nc;
+        st = tt_codec_init_adaptive(&idx->codec, idx->dim, idx->nbits, bits, perm, cut, w);
     }
-    return tt_codec_init(&idx->codec, idx->dim, idx->nbits, (uint32_t)nt, cut, w);
+    if (st)
+        return tt_err_prefix(st, "%s", f->path);
+    for (uint32_t k = 0; k < idx->dim; k++)
+        in->dims_by_width[idx->codec.bits[k]]++;
+    return TT_OK;
 }
 
 static int load_doclens(tt_index *idx, tt_segment *sg) {

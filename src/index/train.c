@@ -138,28 +138,49 @@ int tt_build_train(builder *b) {
     }
     free(ids);
     st = tt_build_progress(b, "codec", 0, 1);
-    if (!st)
-        st = tt_codec_train(&b->codec, res, nheld, b->dim, b->nbits,
-                            o->codec_tables == TT_CODEC_PER_DIM);
+    /* The adaptive codec weighs each dimension by its mean square over the training
+     * documents: where vectors, and so queries, put their energy. */
+    float *importance = NULL;
+    if (!st && o->codec_tables == TT_CODEC_ADAPTIVE) {
+        double *acc = tt_calloc(b->dim, sizeof *acc, "dimension weights");
+        importance = tt_alloc(b->dim, sizeof *importance, "dimension weights");
+        if (!acc || !importance) {
+            st = TT_ENOMEM;
+        } else {
+            for (uint64_t i = 0; i < ntrain; i++)
+                for (uint32_t j = 0; j < b->dim; j++)
+                    acc[j] += (double)x[i * b->dim + j] * x[i * b->dim + j];
+            for (uint32_t j = 0; j < b->dim; j++)
+                importance[j] = (float)(acc[j] / (double)ntrain);
+        }
+        free(acc);
+    }
+    if (!st) {
+        tt_codec_params cp = {.kind = o->codec_tables, .nbits = (int)b->nbits,
+                              .lloyd_rounds = o->lloyd_max_rounds, .importance = importance};
+        st = tt_codec_train_ex(&b->codec, res, nheld, b->dim, &cp);
+    }
+    free(importance);
     if (!st) { /* measured reconstruction error, reported by tt_index_get_info */
         uint8_t *packed = malloc(b->codec.bytes_per_vec);
-        float *dec = malloc((size_t)b->dim * sizeof *dec);
+        float *rp = malloc((size_t)b->dim * 2 * sizeof *rp), *dec = rp ? rp + b->dim : NULL;
         double se = 0;
-        if (!packed || !dec) {
+        if (!packed || !rp) {
             st = tt_err(TT_ENOMEM, "codec: out of memory");
         } else {
             for (uint64_t i = 0; i < nheld; i++) {
-                tt_codec_encode(&b->codec, res + i * b->dim, packed);
+                tt_codec_to_positions(&b->codec, res + i * b->dim, rp);
+                tt_codec_encode(&b->codec, rp, packed);
                 tt_codec_decode(&b->codec, packed, dec);
                 for (uint32_t j = 0; j < b->dim; j++) {
-                    double e = (double)dec[j] - res[i * b->dim + j];
+                    double e = (double)dec[j] - rp[j];
                     se += e * e;
                 }
             }
             b->st.heldout_mse = se / ((double)nheld * b->dim);
         }
         free(packed);
-        free(dec);
+        free(rp);
     }
     if (res != held)
         free(res);
@@ -181,14 +202,16 @@ int tt_build_make_assigner(builder *b) {
 }
 
 int tt_build_codebook_from(builder *b, const tt_index *src) {
-    const tt_codec *c = &src->codec;
     b->K = src->num_centroids;
     b->nbits = src->nbits;
     b->centroids = tt_alloc((uint64_t)b->K, (uint64_t)b->dim * sizeof(float), "centroids");
     if (!b->centroids)
         return TT_ENOMEM;
-    memcpy(b->centroids, src->centroids, (size_t)b->K * b->dim * sizeof(float));
-    int st = tt_codec_init(&b->codec, b->dim, c->nbits, c->ntables, c->cutoffs, c->weights);
+    /* The builder works in the input's dimension order; the index stores its centroids
+     * in the codec's position order. */
+    for (uint64_t k = 0; k < b->K; k++)
+        tt_codec_to_input(&src->codec, src->centroids + k * b->dim, b->centroids + k * b->dim);
+    int st = tt_codec_clone(&b->codec, &src->codec);
     if (st)
         return st;
     /* The codebook's own figures: what it was trained on, its held-out error (the

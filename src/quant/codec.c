@@ -1,10 +1,9 @@
-/* Residual codec (ColBERTv2, Santhanam et al. 2022, "ColBERTv2: Effective and
- * Efficient Retrieval via Lightweight Late Interaction", section 3.2 and the
- * ResidualCodec of the reference implementation).
+/* Residual codec: the tables and the layout (quant/codec.h), encoding, the scalar
+ * decoder and the per-query lookup tables (ColBERTv2, Santhanam et al. 2022,
+ * "ColBERTv2: Effective and Efficient Retrieval via Lightweight Late Interaction",
+ * section 3.2 and the ResidualCodec of the reference implementation, generalised to
+ * per-dimension and adaptive widths). Training is in codec_train.c.
  *
- * Training takes exact quantiles of held-out residuals by selection (no sorting of the
- * whole array and no sample ceiling: torch.quantile refuses inputs above 16M elements,
- * which is why ColBERTv2 cannot use all held-out values of high-dimensional encoders).
  * Encoding counts the cutoffs below each value (torch.bucketize convention) and packs
  * the codes MSB-first; decoding and the per-query lookup tables invert that. */
 #include "quant/codec.h"
@@ -17,302 +16,95 @@
 #include <immintrin.h>
 #endif
 
-/* ================================================================ selection */
-
-static inline void swapf(float *x, size_t a, size_t b) {
-    float t = x[a];
-    x[a] = x[b];
-    x[b] = t;
-}
-
-static void insertion_sort(float *x, size_t lo, size_t hi) {
-    for (size_t i = lo + 1; i <= hi; i++) {
-        float v = x[i];
-        size_t j = i;
-        while (j > lo && x[j - 1] > v) {
-            x[j] = x[j - 1];
-            j--;
-        }
-        x[j] = v;
-    }
-}
-
-/* Index of the median of x[a], x[b], x[c]. */
-static inline size_t median3(const float *x, size_t a, size_t b, size_t c) {
-    if (x[a] < x[b])
-        return x[b] < x[c] ? b : (x[a] < x[c] ? c : a);
-    return x[a] < x[c] ? a : (x[b] < x[c] ? c : b);
-}
-
-static void select_k(float *x, size_t lo, size_t hi, size_t k);
-
-/* Median-of-medians pivot (Blum, Floyd, Pratt, Rivest, Tarjan 1973): the medians of
- * groups of 5 are gathered at the front of the range and their median selected
- * recursively. Guarantees a 30/70 split; used only when median-of-3 keeps failing
- * (introselect, Musser 1997), so the worst case stays O(n). */
-static size_t mom_pivot(float *x, size_t lo, size_t hi) {
-    size_t ngroups = 0;
-    for (size_t g = lo; g + 4 <= hi; g += 5) {
-        insertion_sort(x, g, g + 4);
-        swapf(x, lo + ngroups, g + 2);
-        ngroups++;
-    }
-    if (ngroups == 0)
-        return lo + (hi - lo) / 2;
-    size_t mid = lo + ngroups / 2;
-    select_k(x, lo, lo + ngroups - 1, mid);
-    return mid;
-}
-
-/* Partially orders x[lo..hi] (inclusive) so that x[k] holds the value it would have
- * if the range were sorted, everything before it is <= x[k] and everything after is
- * >= x[k] (quickselect, Hoare 1961). Hoare's two-pointer partition splits runs of
- * equal values evenly, so duplicates cost nothing extra. NaNs give an unspecified
- * order but the loops stay within bounds and terminate. */
-static void select_k(float *x, size_t lo, size_t hi, size_t k) {
-    unsigned bad = 0;
-    while (hi > lo) {
-        size_t n = hi - lo + 1;
-        if (n <= 16) {
-            insertion_sort(x, lo, hi);
-            return;
-        }
-        size_t pi;
-        if (bad > 4) {
-            pi = mom_pivot(x, lo, hi);
-        } else {
-            size_t mid = lo + (hi - lo) / 2;
-            if (n >= 1024) { /* Tukey's ninther for large ranges */
-                size_t s = n / 8;
-                pi = median3(x, median3(x, lo, lo + s, lo + 2 * s),
-                             median3(x, mid - s, mid, mid + s),
-                             median3(x, hi - 2 * s, hi - s, hi));
-            } else {
-                pi = median3(x, lo, mid, hi);
-            }
-        }
-        float p = x[pi];
-        /* Sentinels: make x[lo] <= p <= x[hi] while keeping p in the range, so the
-         * scans below stop inside it and both sides shrink. */
-        if (x[lo] > x[hi]) {
-            swapf(x, lo, hi);
-            pi = pi == lo ? hi : pi == hi ? lo : pi;
-        }
-        if (p < x[lo])
-            swapf(x, pi, lo);
-        else if (p > x[hi])
-            swapf(x, pi, hi);
-        size_t i = lo, j = hi;
-        for (;;) {
-            do
-                i++;
-            while (i < hi && x[i] < p);
-            do
-                j--;
-            while (j > lo && x[j] > p);
-            if (i >= j)
-                break;
-            swapf(x, i, j);
-        }
-        /* Now x[lo..j] <= p <= x[j+1..hi], with lo <= j < hi. */
-        size_t nn;
-        if (k <= j) {
-            hi = j;
-            nn = j - lo + 1;
-        } else {
-            lo = j + 1;
-            nn = hi - j;
-        }
-        if (nn > n / 4 * 3) /* a poor split: after a few, switch to median of medians */
-            bad++;
-    }
-}
-
-/* Places the order statistics of ranks ks[0..nk) (ascending, within [lo, hi]) at their
- * sorted positions: select the middle rank, then recurse on each side with the ranks
- * that fall there. O(n log nk) expected instead of O(n nk). */
-static void select_multi(float *x, size_t lo, size_t hi, const size_t *ks, size_t nk) {
-    while (nk > 0) {
-        if (hi - lo < 16) {
-            insertion_sort(x, lo, hi);
-            return;
-        }
-        size_t m = nk / 2, km = ks[m];
-        select_k(x, lo, hi, km);
-        if (m > 0 && km > lo)
-            select_multi(x, lo, km - 1, ks, m);
-        /* tail-iterate on the right part */
-        ks += m + 1;
-        nk -= m + 1;
-        lo = km + 1;
-        if (lo > hi)
-            return;
-    }
-}
-
-/* numpy/torch 'linear' quantile position: pos = q*(n-1), lo = floor(pos). */
-static void quantile_ranks(double q, size_t n, size_t *lo, size_t *hi, double *frac) {
-    if (!(q > 0))
-        q = 0; /* also maps NaN to 0 */
-    if (q > 1)
-        q = 1;
-    double pos = q * (double)(n - 1);
-    double f = floor(pos);
-    size_t l = (size_t)f;
-    if (l > n - 1)
-        l = n - 1;
-    *lo = l;
-    *hi = l + 1 < n ? l + 1 : l;
-    *frac = pos - f;
-}
-
-/* Value at quantile q of x once the needed ranks are in place. */
-static float quantile_value(const float *x, size_t n, double q) {
-    size_t lo, hi;
-    double frac;
-    quantile_ranks(q, n, &lo, &hi, &frac);
-    double a = x[lo], b = x[hi];
-    return (float)(a + frac * (b - a));
-}
-
-float tt_quantile(float *x, uint64_t n, double q) {
-    if (n == 0 || n > SIZE_MAX)
-        return NAN;
-    size_t lo, hi;
-    double frac;
-    quantile_ranks(q, (size_t)n, &lo, &hi, &frac);
-    size_t ks[2] = {lo, hi};
-    select_multi(x, 0, (size_t)n - 1, ks, hi > lo ? 2 : 1);
-    return quantile_value(x, (size_t)n, q);
-}
-
-static int cmp_size(const void *a, const void *b) {
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The ColBERTv2 quantile levels: cutoffs at i/nb (i = 1..nb-1), weights at (i+0.5)/nb. */
-static double cutoff_level(uint32_t nb, uint32_t i) { return (double)(i + 1) / nb; }
-static double weight_level(uint32_t nb, uint32_t i) { return (i + 0.5) / nb; }
-
-/* Computes one table (nb-1 cutoffs, nb weights) from x[0..n) (reordered). */
-static void table_from_values(float *x, size_t n, uint32_t nb, float *cut, float *w) {
-    size_t ks[4 * 16];
-    size_t nk = 0;
-    for (uint32_t i = 0; i < 2 * nb - 1; i++) {
-        double q = i < nb - 1 ? cutoff_level(nb, i) : weight_level(nb, i - (nb - 1));
-        size_t lo, hi;
-        double frac;
-        quantile_ranks(q, n, &lo, &hi, &frac);
-        ks[nk++] = lo;
-        ks[nk++] = hi;
-    }
-    qsort(ks, nk, sizeof ks[0], cmp_size);
-    size_t u = 0;
-    for (size_t i = 0; i < nk; i++)
-        if (u == 0 || ks[i] != ks[u - 1])
-            ks[u++] = ks[i];
-    select_multi(x, 0, n - 1, ks, u);
-    for (uint32_t i = 0; i + 1 < nb; i++)
-        cut[i] = quantile_value(x, n, cutoff_level(nb, i));
-    for (uint32_t i = 0; i < nb; i++)
-        w[i] = quantile_value(x, n, weight_level(nb, i));
-}
-
 /* ================================================================= tables */
 
 static int valid_nbits(uint32_t nbits) { return nbits == 1 || nbits == 2 || nbits == 4; }
 
-/* Allocates the tables and the transposed cutoff copy; fills the sizes. */
-static int codec_alloc(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables) {
+/* Allocates the tables and the layout of a codec whose position k has width bits[k]
+ * (bits NULL: nbits everywhere; shared: one table) and fills the layout. */
+static int codec_alloc(tt_codec *c, uint32_t dim, uint32_t nbits, int kind, const uint8_t *bits) {
     memset(c, 0, sizeof *c);
     c->dim = dim;
     c->nbits = nbits;
-    c->ntables = ntables;
+    c->kind = kind;
+    c->ntables = kind == TT_CODEC_SHARED ? 1 : dim;
     c->nbuckets = 1u << nbits;
     c->bytes_per_vec = (uint32_t)(((uint64_t)dim * nbits + 7) / 8);
-    c->cutoffs = tt_alloc((uint64_t)ntables * (c->nbuckets - 1), sizeof(float), "codec cutoffs");
-    c->weights = tt_alloc((uint64_t)ntables * c->nbuckets, sizeof(float), "codec weights");
-    if (ntables > 1)
-        c->cutoffs_t = tt_alloc((uint64_t)dim * (c->nbuckets - 1), sizeof(float), "codec cutoffs");
-    if (!c->cutoffs || !c->weights || (ntables > 1 && !c->cutoffs_t)) {
-        tt_codec_free(c);
-        return TT_ENOMEM;
+    c->bits = tt_alloc(dim, 1, "codec layout");
+    c->bitoff = tt_alloc(dim, sizeof *c->bitoff, "codec layout");
+    c->woff = tt_alloc(dim, sizeof *c->woff, "codec layout");
+    c->coff = tt_alloc(dim, sizeof *c->coff, "codec layout");
+    if (!c->bits || !c->bitoff || !c->woff || !c->coff)
+        goto oom;
+    uint64_t bit = 0, nw = 0, nc = 0;
+    for (uint32_t k = 0; k < dim; k++) {
+        uint32_t b = bits ? bits[k] : nbits;
+        c->bits[k] = (uint8_t)b;
+        c->bitoff[k] = (uint32_t)bit;
+        bit += b;
+        c->woff[k] = c->coff[k] = 0;
+        if (kind == TT_CODEC_SHARED)
+            continue;
+        c->woff[k] = (uint32_t)nw;
+        c->coff[k] = (uint32_t)nc;
+        nw += 1u << b;
+        nc += (1u << b) - 1;
     }
+    c->nweights = kind == TT_CODEC_SHARED ? c->nbuckets : nw;
+    c->ncutoffs = kind == TT_CODEC_SHARED ? c->nbuckets - 1 : nc;
+    c->cutoffs = tt_alloc(c->ncutoffs ? c->ncutoffs : 1, sizeof(float), "codec cutoffs");
+    c->weights = tt_alloc(c->nweights, sizeof(float), "codec weights");
+    if (kind != TT_CODEC_SHARED)
+        c->cutoffs_t = tt_alloc(c->ncutoffs ? c->ncutoffs : 1, sizeof(float), "codec cutoffs");
+    if (!c->cutoffs || !c->weights || (kind != TT_CODEC_SHARED && !c->cutoffs_t))
+        goto oom;
     return TT_OK;
-}
-
-/* The per-dimension encoder compares a run of consecutive dimensions with cutoff i at
- * once, which wants cutoff i of every dimension contiguous: cutoffs_t[i*dim + d]. */
-static void codec_finish(tt_codec *c) {
-    uint32_t nc = c->nbuckets - 1;
-    if (c->ntables > 1)
-        for (uint32_t d = 0; d < c->dim; d++)
-            for (uint32_t i = 0; i < nc; i++)
-                c->cutoffs_t[(size_t)i * c->dim + d] = c->cutoffs[(size_t)d * nc + i];
-}
-
-/* Columns gathered per pass of the per-dimension training: n*64 floats of scratch
- * instead of a transposed copy of the whole sample, with sequential reads of rows. */
-#define TT_CODEC_TRAIN_BLOCK 64
-
-int tt_codec_train(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim, int nbits,
-                   int per_dim) {
-    int rc = TT_OK;
-    float *scratch = NULL;
-    if (c)
-        memset(c, 0, sizeof *c);
-    if (!c || !residuals || n == 0 || dim == 0 || nbits < 1 || !valid_nbits((uint32_t)nbits))
-        return tt_err(TT_EINVAL, "codec: invalid arguments (n=%llu, dim=%u, nbits=%d)",
-                      (unsigned long long)n, dim, nbits);
-    uint64_t total;
-    if (!tt_mul_ok(n, dim, &total) || total > SIZE_MAX)
-        return tt_err(TT_ENOMEM, "codec: %llu x %u residual values overflow",
-                      (unsigned long long)n, dim);
-    int64_t bad = tt_find_nonfinite(residuals, n, dim);
-    if (bad >= 0)
-        return tt_err(TT_EVALUE, "codec: held-out residual %lld has a NaN or Inf value",
-                      (long long)bad);
-    rc = codec_alloc(c, dim, (uint32_t)nbits, per_dim ? dim : 1);
-    if (rc < 0)
-        return rc;
-    uint32_t nb = c->nbuckets, nc = nb - 1;
-    if (!per_dim) {
-        /* ColBERTv2: one table from every value of every held-out residual. */
-        scratch = tt_alloc(total, sizeof(float), "codec: held-out residual copy");
-        if (!scratch) {
-            rc = TT_ENOMEM;
-            goto fail;
-        }
-        memcpy(scratch, residuals, (size_t)total * sizeof(float));
-        table_from_values(scratch, (size_t)total, nb, c->cutoffs, c->weights);
-    } else {
-        uint32_t block = TT_MIN(dim, TT_CODEC_TRAIN_BLOCK);
-        scratch = tt_alloc(n, (uint64_t)block * sizeof(float), "codec: residual column block");
-        if (!scratch) {
-            rc = TT_ENOMEM;
-            goto fail;
-        }
-        for (uint32_t d0 = 0; d0 < dim; d0 += block) {
-            uint32_t m = TT_MIN(block, dim - d0);
-            for (uint64_t i = 0; i < n; i++) {
-                const float *row = residuals + i * dim + d0;
-                for (uint32_t b = 0; b < m; b++)
-                    scratch[(size_t)b * n + i] = row[b];
-            }
-            for (uint32_t b = 0; b < m; b++)
-                table_from_values(scratch + (size_t)b * n, (size_t)n, nb,
-                                  c->cutoffs + (size_t)(d0 + b) * nc,
-                                  c->weights + (size_t)(d0 + b) * nb);
-        }
-    }
-    codec_finish(c);
-    free(scratch);
-    return TT_OK;
-fail:
-    free(scratch);
+oom:
     tt_codec_free(c);
-    return rc;
+    memset(c, 0, sizeof *c);
+    return TT_ENOMEM;
+}
+
+/* The runs of equal widths, and the cutoffs transposed per run: the encoder compares a
+ * run of consecutive positions with cutoff i at once, which wants cutoff i of each of
+ * them contiguous. */
+static void codec_finish(tt_codec *c) {
+    c->nruns = 0;
+    for (uint32_t k = 0; k < c->dim;) {
+        uint32_t e = k + 1;
+        while (e < c->dim && c->bits[e] == c->bits[k])
+            e++;
+        tt_codec_run *r = &c->runs[c->nruns++];
+        r->w = c->bits[k];
+        r->k0 = k;
+        r->n = e - k;
+        r->ct = NULL;
+        if (c->cutoffs_t && r->w) {
+            uint32_t nc = (1u << r->w) - 1;
+            float *t = c->cutoffs_t + c->coff[k];
+            for (uint32_t j = 0; j < r->n; j++)
+                for (uint32_t i = 0; i < nc; i++)
+                    t[(size_t)i * r->n + j] = c->cutoffs[c->coff[k + j] + i];
+            r->ct = t;
+        }
+        k = e;
+    }
+}
+
+/* Finite weights and finite ascending cutoffs, table by table. */
+static int check_tables(const tt_codec *c) {
+    for (uint32_t t = 0; t < c->ntables; t++) {
+        uint32_t b = c->bits[t], nb = 1u << b;
+        const float *ct = c->cutoffs + c->coff[t], *wt = c->weights + c->woff[t];
+        for (uint32_t i = 0; i < nb; i++)
+            if (!isfinite(wt[i]))
+                return tt_err(TT_ECORRUPT, "codec: table %u: weight %u is not finite", t, i);
+        for (uint32_t i = 0; i + 1 < nb; i++)
+            if (!isfinite(ct[i]) || (i > 0 && ct[i] < ct[i - 1]))
+                return tt_err(TT_ECORRUPT, "codec: table %u: cutoff %u is not finite or not "
+                              "ascending", t, i);
+    }
+    return TT_OK;
 }
 
 int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
@@ -323,25 +115,88 @@ int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
         (ntables != 1 && ntables != dim))
         return tt_err(TT_EINVAL, "codec: invalid table shape (dim=%u, nbits=%u, tables=%u)",
                       dim, nbits, ntables);
-    uint32_t nb = 1u << nbits, nc = nb - 1;
-    for (uint64_t t = 0; t < ntables; t++) {
-        const float *ct = cutoffs + t * nc, *wt = weights + t * nb;
-        for (uint32_t i = 0; i < nb; i++)
-            if (!isfinite(wt[i]))
-                return tt_err(TT_ECORRUPT, "codec: table %llu: weight %u is not finite",
-                              (unsigned long long)t, i);
-        for (uint32_t i = 0; i < nc; i++)
-            if (!isfinite(ct[i]) || (i > 0 && ct[i] < ct[i - 1]))
-                return tt_err(TT_ECORRUPT, "codec: table %llu: cutoff %u is not finite "
-                              "or not ascending", (unsigned long long)t, i);
-    }
-    int rc = codec_alloc(c, dim, nbits, ntables);
+    int rc = codec_alloc(c, dim, nbits, ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM, NULL);
     if (rc < 0)
         return rc;
-    memcpy(c->cutoffs, cutoffs, (size_t)ntables * nc * sizeof(float));
-    memcpy(c->weights, weights, (size_t)ntables * nb * sizeof(float));
+    memcpy(c->cutoffs, cutoffs, (size_t)c->ncutoffs * sizeof(float));
+    memcpy(c->weights, weights, (size_t)c->nweights * sizeof(float));
+    if ((rc = check_tables(c))) {
+        tt_codec_free(c);
+        memset(c, 0, sizeof *c);
+        return rc;
+    }
     codec_finish(c);
     return TT_OK;
+}
+
+int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint8_t *bits,
+                           const uint32_t *perm, const float *cutoffs, const float *weights) {
+    if (c)
+        memset(c, 0, sizeof *c);
+    if (!c || !bits || !perm || !cutoffs || !weights || dim == 0 || !valid_nbits(nbits))
+        return tt_err(TT_EINVAL, "codec: invalid adaptive codec (dim=%u, nbits=%u)", dim, nbits);
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < dim; k++) {
+        uint32_t b = bits[k];
+        if ((b != 0 && b != 1 && b != 2 && b != 4 && b != 8) || (k > 0 && b > bits[k - 1]))
+            return tt_err(TT_ECORRUPT, "codec: position %u: width %u (widths are 0, 1, 2, 4 "
+                          "or 8, in non-increasing order)", k, b);
+        sum += b;
+    }
+    if (sum > (uint64_t)nbits * dim)
+        return tt_err(TT_ECORRUPT, "codec: widths add up to %llu bits, more than %u x %u",
+                      (unsigned long long)sum, nbits, dim);
+    uint8_t *seen = tt_calloc(dim, 1, "codec positions");
+    if (!seen)
+        return TT_ENOMEM;
+    for (uint32_t k = 0; k < dim; k++) {
+        if (perm[k] >= dim || seen[perm[k]]) {
+            free(seen);
+            return tt_err(TT_ECORRUPT, "codec: position %u: input dimension %u is out of range "
+                          "or repeated", k, perm[k]);
+        }
+        seen[perm[k]] = 1;
+    }
+    free(seen);
+    int rc = codec_alloc(c, dim, nbits, TT_CODEC_ADAPTIVE, bits);
+    if (rc < 0)
+        return rc;
+    bool identity = true;
+    for (uint32_t k = 0; k < dim; k++)
+        identity = identity && perm[k] == k;
+    if (!identity && !(c->perm = tt_alloc(dim, sizeof *c->perm, "codec positions"))) {
+        tt_codec_free(c);
+        memset(c, 0, sizeof *c);
+        return TT_ENOMEM;
+    }
+    if (c->perm)
+        memcpy(c->perm, perm, (size_t)dim * sizeof *perm);
+    memcpy(c->cutoffs, cutoffs, (size_t)c->ncutoffs * sizeof(float));
+    memcpy(c->weights, weights, (size_t)c->nweights * sizeof(float));
+    if ((rc = check_tables(c))) {
+        tt_codec_free(c);
+        memset(c, 0, sizeof *c);
+        return rc;
+    }
+    codec_finish(c);
+    return TT_OK;
+}
+
+int tt_codec_clone(tt_codec *dst, const tt_codec *src) {
+    if (src->kind != TT_CODEC_ADAPTIVE)
+        return tt_codec_init(dst, src->dim, src->nbits, src->ntables, src->cutoffs,
+                             src->weights);
+    uint32_t *id = NULL;
+    if (!src->perm) {
+        if (!(id = tt_alloc(src->dim, sizeof *id, "codec positions")))
+            return TT_ENOMEM;
+        for (uint32_t k = 0; k < src->dim; k++)
+            id[k] = k;
+    }
+    int rc = tt_codec_init_adaptive(dst, src->dim, src->nbits, src->bits,
+                                    src->perm ? src->perm : id, src->cutoffs, src->weights);
+    free(id);
+    return rc;
 }
 
 void tt_codec_free(tt_codec *c) {
@@ -350,7 +205,33 @@ void tt_codec_free(tt_codec *c) {
     free(c->cutoffs);
     free(c->weights);
     free(c->cutoffs_t);
+    free(c->bits);
+    free(c->bitoff);
+    free(c->woff);
+    free(c->coff);
+    free(c->perm);
     c->cutoffs = c->weights = c->cutoffs_t = NULL;
+    c->bits = NULL;
+    c->bitoff = c->woff = c->coff = c->perm = NULL;
+    c->nruns = 0;
+}
+
+void tt_codec_to_positions(const tt_codec *c, const float *x, float *out) {
+    if (!c->perm) {
+        memcpy(out, x, (size_t)c->dim * sizeof *x);
+        return;
+    }
+    for (uint32_t k = 0; k < c->dim; k++)
+        out[k] = x[c->perm[k]];
+}
+
+void tt_codec_to_input(const tt_codec *c, const float *x, float *out) {
+    if (!c->perm) {
+        memcpy(out, x, (size_t)c->dim * sizeof *x);
+        return;
+    }
+    for (uint32_t k = 0; k < c->dim; k++)
+        out[c->perm[k]] = x[k];
 }
 
 /* ============================================================ encode/decode */
@@ -431,7 +312,31 @@ static inline void pack_codes(const int32_t *c, uint32_t m, uint32_t nbits, uint
     }
 }
 
+/* Adaptive: run by run (one width each), each code then or-ed in at its bit offset. */
+static void encode_adaptive(const tt_codec *c, const float *residual, uint8_t *packed) {
+    int32_t codes[TT_CODEC_CHUNK];
+    memset(packed, 0, c->bytes_per_vec);
+    for (uint32_t r = 0; r < c->nruns; r++) {
+        const tt_codec_run *run = &c->runs[r];
+        if (run->w == 0)
+            continue;
+        const uint32_t nc = (1u << run->w) - 1;
+        for (uint32_t j0 = 0; j0 < run->n; j0 += TT_CODEC_CHUNK) {
+            uint32_t m = TT_MIN(TT_CODEC_CHUNK, run->n - j0);
+            bucket_codes(residual + run->k0 + j0, m, run->ct + j0, run->n, nc, codes);
+            for (uint32_t t = 0; t < m; t++) {
+                uint32_t off = c->bitoff[run->k0 + j0 + t];
+                packed[off >> 3] |= (uint8_t)((uint32_t)codes[t] << (8 - run->w - (off & 7)));
+            }
+        }
+    }
+}
+
 void tt_codec_encode(const tt_codec *c, const float *residual, uint8_t *packed) {
+    if (c->kind == TT_CODEC_ADAPTIVE) {
+        encode_adaptive(c, residual, packed);
+        return;
+    }
     int32_t codes[TT_CODEC_CHUNK + 8];
     uint32_t nc = c->nbuckets - 1, dim = c->dim;
     for (uint32_t d0 = 0; d0 < dim; d0 += TT_CODEC_CHUNK) {
@@ -492,6 +397,11 @@ static inline TT_CODEC_INLINE void decode_bytes(const uint8_t *p, uint32_t nbyte
 }
 
 void tt_codec_decode(const tt_codec *c, const uint8_t *packed, float *out) {
+    if (c->kind == TT_CODEC_ADAPTIVE) { /* the scalar definition; search uses tt_resdec */
+        for (uint32_t k = 0; k < c->dim; k++)
+            out[k] = tt_codec_value(c, packed, k);
+        return;
+    }
     uint32_t nbits = c->nbits, per = 8 / nbits, dim = c->dim;
     size_t stride = c->ntables == 1 ? 0 : c->nbuckets;
     uint32_t full = dim / per; /* bytes whose every code belongs to a dimension */
@@ -525,9 +435,34 @@ static void nibble_table(const tt_codec *c, const float *q, uint32_t d0, float n
     }
 }
 
+/* Adaptive: each position adds q[k] * its weight to the 256 entries of its byte; the
+ * 0-bit positions' constant goes to byte 0's. */
+static void build_lut_adaptive(const tt_codec *c, const float *q, float *lut) {
+    memset(lut, 0, (size_t)c->bytes_per_vec * 256 * sizeof *lut);
+    float cst = 0;
+    for (uint32_t k = 0; k < c->dim; k++) {
+        const uint32_t w = c->bits[k], off = c->bitoff[k];
+        const float *wt = c->weights + c->woff[k];
+        if (w == 0) {
+            cst += q[k] * wt[0];
+            continue;
+        }
+        const uint32_t sh = 8 - w - (off & 7), mask = (1u << w) - 1;
+        float *L = lut + (size_t)(off >> 3) * 256;
+        for (uint32_t x = 0; x < 256; x++)
+            L[x] += q[k] * wt[(x >> sh) & mask];
+    }
+    for (uint32_t x = 0; x < 256; x++)
+        lut[x] += cst;
+}
+
 /* Each byte's 256 entries are (high-nibble sum) + (low-nibble sum): two 16-entry
  * tables and 256 additions, vectorized, instead of 256*(8/nbits) multiply-adds. */
 void tt_codec_build_lut(const tt_codec *c, const float *q, float *lut) {
+    if (c->kind == TT_CODEC_ADAPTIVE) {
+        build_lut_adaptive(c, q, lut);
+        return;
+    }
     uint32_t per = 8 / c->nbits;
     float hi[16], lo[16];
     for (uint32_t b = 0; b < c->bytes_per_vec; b++) {

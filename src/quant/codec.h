@@ -1,39 +1,85 @@
-/* Residual codec (ColBERTv2): each dimension of r = v - c(v) is quantized to one of
- * 2^nbits buckets; bucket cutoffs and reconstruction weights are exact quantiles of
- * held-out residuals, either one table for all dimensions (ColBERTv2) or one table
- * per dimension.
+/* Residual codec: each dimension of r = v - c(v) is quantized to one of the buckets of
+ * its table; a bucket is decoded to its weight. Three kinds (TT_CODEC_* of tartan.h):
+ *
+ *  - shared (ColBERTv2): one table of 2^nbits buckets for every dimension;
+ *  - per-dim: one table of 2^nbits buckets per dimension;
+ *  - adaptive: each dimension gets its own width b in {0, 1, 2, 4, 8} and a table of
+ *    2^b buckets; the widths add up to at most nbits * dim bits, allocated by greedy
+ *    water-filling on w_j * D_j(b) (D_j the dimension's measured distortion at width
+ *    b, w_j its importance: the mean square of the dimension over the documents, a
+ *    stand-in for how much queries weigh it). A 0-bit dimension decodes to a constant.
+ *
+ * Tables start at exact quantiles of held-out residuals (cutoffs at i/2^b, weights at
+ * (i+0.5)/2^b, as ColBERTv2) and may then be refined by Lloyd-Max rounds (weights <-
+ * the mean of their bucket, cutoffs <- midpoints of adjacent weights), which never
+ * increase the held-out error: the best table seen is kept.
+ *
+ * Positions. The codec works on "positions": the dimensions of the index's own space.
+ * For shared and per-dim codecs position k is input dimension k. An adaptive codec
+ * orders the positions by decreasing width (ties by input dimension): perm[k] is the
+ * input dimension at position k, and an index stores its centroids, residuals and
+ * originals in position order, so that search decodes whole runs of equal widths
+ * and permutes only the query (inner products do not change under a permutation
+ * applied to both sides). tt_codec_to_positions/to_input move a vector between the
+ * two orders.
  *
  * Bucket of a value x: the number of cutoffs strictly below x (torch.bucketize with
  * right=False, as ColBERTv2's ResidualCodec.binarize): a value equal to a cutoff goes to
  * the lower bucket; NaN goes to bucket 0.
  *
  * Bit layout of a packed vector (bytes_per_vec = ceil(dim*nbits/8)): the code of
- * dimension j occupies bits [j*nbits, (j+1)*nbits) counting from the most significant
- * bit of byte 0 (MSB-first, as numpy.packbits); unused trailing bits are zero. Within
- * its field a code is written most significant bit first, so byte b holds the codes of
- * dimensions b*8/nbits.. in order: nbits=4 -> code0<<4 | code1; nbits=2 ->
+ * position k occupies bits [bitoff[k], bitoff[k] + bits[k]) counting from the most
+ * significant bit of byte 0 (MSB-first, as numpy.packbits), bitoff[k] the sum of the
+ * widths before it; unused trailing bits are zero. Within its field a code is written
+ * most significant bit first. With one width (shared, per-dim) byte b holds the codes of
+ * positions b*8/nbits.. in order: nbits=4 -> code0<<4 | code1; nbits=2 ->
  * c0<<6 | c1<<4 | c2<<2 | c3; nbits=1 -> c0<<7 | ... | c7. This equals
  * numpy.packbits(np.unpackbits(codes[:, None], axis=1)[:, 8-nbits:]). (ColBERTv2 itself
  * expands each code LSB first before packbits, i.e. its fields are bit-reversed; tartan
- * does not read ColBERTv2 residual files, so the plain order is used.)
- *
- * Only nbits in {1, 2, 4} is supported: a code then never straddles a byte, which the
- * per-byte lookup tables rely on. */
+ * does not read ColBERTv2 residual files, so the plain order is used.) Widths are powers
+ * of two in non-increasing order, so a code never straddles a byte, which the per-byte
+ * lookup tables and the decoder's runs rely on. nbits (the average) is 1, 2 or 4. */
 #ifndef TT_CODEC_H
 #define TT_CODEC_H
 
 #include "common/common.h"
 
+/* A run of consecutive positions of one width (an adaptive codec has up to five). */
+typedef struct tt_codec_run {
+    uint32_t w, k0, n;            /* width, first position, positions */
+    const float *ct;              /* cutoffs transposed: cutoff i of position k0 + j at
+                                   * ct[i * n + j] (NULL for width 0 and shared codecs) */
+} tt_codec_run;
+
 typedef struct tt_codec {
-    uint32_t dim, nbits, ntables; /* ntables = 1 (shared) or dim (per dimension) */
-    uint32_t nbuckets;            /* 2^nbits */
+    uint32_t dim, nbits, ntables; /* ntables = 1 (shared) or dim (per-dim, adaptive) */
+    int kind;                     /* TT_CODEC_SHARED, TT_CODEC_PER_DIM, TT_CODEC_ADAPTIVE */
+    uint32_t nbuckets;            /* 2^nbits (for adaptive: of the average width) */
     uint32_t bytes_per_vec;
-    float *cutoffs;               /* ntables * (nbuckets-1), ascending per table */
-    float *weights;               /* ntables * nbuckets */
-    float *cutoffs_t;             /* per-dim codecs only: cutoffs transposed, (nbuckets-1) *
-                                   * dim, so encoding compares consecutive dims at once;
-                                   * NULL for a shared table (owned, set by train/init) */
+    float *cutoffs;               /* per table (position), ascending: 2^bits - 1 each */
+    float *weights;               /* per table (position): 2^bits each */
+    float *cutoffs_t;             /* per-dim and adaptive codecs: cutoffs transposed per
+                                   * run (see tt_codec_run), so encoding compares
+                                   * consecutive positions at once; NULL for a shared
+                                   * table (owned, set by train/init) */
+    /* The layout, for every kind (shared: woff = coff = 0). */
+    uint8_t *bits;                /* dim: width of each position */
+    uint32_t *bitoff;             /* dim: first bit of its code */
+    uint32_t *woff, *coff;        /* dim: where its weights and cutoffs start */
+    uint64_t nweights, ncutoffs;  /* table sizes */
+    uint32_t *perm;               /* adaptive: input dimension of each position (dim);
+                                   * NULL: the identity */
+    uint32_t nruns;
+    tt_codec_run runs[5];
 } tt_codec;
+
+/* How to train a codec. */
+typedef struct tt_codec_params {
+    int kind;                     /* TT_CODEC_SHARED, TT_CODEC_PER_DIM, TT_CODEC_ADAPTIVE */
+    int nbits;                    /* bits per dimension (adaptive: on average): 1, 2, 4 */
+    int lloyd_rounds;             /* Lloyd-Max refinement rounds; 0: quantile tables */
+    const float *importance;      /* adaptive: w_j per input dimension (NULL: all 1) */
+} tt_codec_params;
 
 /* Exact q-quantile (0 <= q <= 1) of x[0..n) with linear interpolation between order
  * statistics (numpy/torch 'linear': pos = q*(n-1), lo = floor(pos),
@@ -42,12 +88,16 @@ typedef struct tt_codec {
  * x must not contain NaN (the result is then unspecified, but memory-safe). */
 float tt_quantile(float *x, uint64_t n, double q);
 
-/* Trains the tables from n held-out residual vectors (n*dim; not modified).
- * Cutoffs are the quantiles at i/nbuckets (i = 1..nbuckets-1), weights the quantiles
- * at (i+0.5)/nbuckets, as ColBERTv2. per_dim = 0: one table over all n*dim values
- * (ColBERTv2; copies them: n*dim*4 bytes of scratch); per_dim != 0: one table per
- * dimension over its n values (scratch n*64*4 bytes). On failure *c is zeroed.
- * Errors: TT_EINVAL (n or dim 0, nbits not 1/2/4), TT_EVALUE (NaN/Inf), TT_ENOMEM. */
+/* Trains a codec from n held-out residual vectors (n*dim, input order; not modified).
+ * Shared: one table over all n*dim values (copies and sorts them: n*dim*4 bytes of
+ * scratch); per-dim and adaptive: tables per dimension over its n values (scratch
+ * about n*64*4 bytes; adaptive also trains every width of every dimension to measure
+ * its distortion). On failure *c is zeroed.
+ * Errors: TT_EINVAL (n or dim 0, nbits not 1/2/4, unknown kind), TT_EVALUE (NaN/Inf),
+ * TT_ENOMEM. */
+int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim,
+                      const tt_codec_params *p);
+/* The ColBERTv2 tables: quantiles only (lloyd_rounds 0), shared (per_dim 0) or per-dim. */
 int tt_codec_train(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim, int nbits,
                    int per_dim);
 /* Fills a codec from stored tables (copies them): cutoffs ntables*(2^nbits-1),
@@ -56,20 +106,46 @@ int tt_codec_train(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim
  * TT_ENOMEM. */
 int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
                   const float *cutoffs, const float *weights);
+/* Fills an adaptive codec from stored tables (copies them): bits[dim] (each 0, 1, 2, 4
+ * or 8, non-increasing, summing to at most nbits*dim), perm[dim] (a permutation), then
+ * per position its 2^bits - 1 cutoffs and 2^bits weights, concatenated. On failure *c
+ * is zeroed. Errors: TT_EINVAL (nbits, dim), TT_ECORRUPT (widths, permutation, tables),
+ * TT_ENOMEM. */
+int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint8_t *bits,
+                           const uint32_t *perm, const float *cutoffs, const float *weights);
+/* A copy of src (any kind). TT_ENOMEM. */
+int tt_codec_clone(tt_codec *dst, const tt_codec *src);
 /* Frees the tables (c may be NULL or zeroed); the struct itself is the caller's. */
 void tt_codec_free(tt_codec *c);
 
 /* Encode, decode and the LUT functions only read the codec: any number of threads may
  * share one. */
 
-/* Quantizes and packs one residual vector (dim floats) into bytes_per_vec bytes. */
+/* x (dim floats, input order) in position order, and back; copies for the identity.
+ * out must not alias x. */
+void tt_codec_to_positions(const tt_codec *c, const float *x, float *out);
+void tt_codec_to_input(const tt_codec *c, const float *x, float *out);
+
+/* Quantizes and packs one residual vector (dim floats, position order) into
+ * bytes_per_vec bytes. */
 void tt_codec_encode(const tt_codec *c, const float *residual, uint8_t *packed);
-/* Unpacks one vector into dim floats: out[j] = weight of its bucket. */
+/* Unpacks one vector into dim floats (position order): out[k] = weight of its bucket. */
 void tt_codec_decode(const tt_codec *c, const uint8_t *packed, float *out);
 
+/* The code and the decoded value of position k of a packed vector (the scalar
+ * definition, for references and tests). */
+static inline uint32_t tt_codec_code(const tt_codec *c, const uint8_t *packed, uint32_t k) {
+    uint32_t w = c->bits[k], off = c->bitoff[k];
+    return w ? ((uint32_t)packed[off >> 3] >> (8 - w - (off & 7))) & ((1u << w) - 1) : 0;
+}
+static inline float tt_codec_value(const tt_codec *c, const uint8_t *packed, uint32_t k) {
+    return c->weights[c->woff[k] + tt_codec_code(c, packed, k)];
+}
+
 /* Per-query-vector lookup table over packed bytes: lut[b*256 + byte] = sum over the
- * dims stored in byte b of q[d] * weight(d, bucket). Size bytes_per_vec*256 floats.
- * Then <q, decode(packed)> = sum_b lut[b*256 + packed[b]]. */
+ * positions stored in byte b of q[k] * weight(k, bucket) (q in position order; the
+ * constant of 0-bit positions is added to byte 0's entries). Size bytes_per_vec*256
+ * floats. Then <q, decode(packed)> = sum_b lut[b*256 + packed[b]]. */
 void tt_codec_build_lut(const tt_codec *c, const float *q, float *lut);
 float tt_codec_dot_lut(const float *lut, const uint8_t *packed, uint32_t bytes_per_vec);
 

@@ -153,7 +153,9 @@ void tt_search_ctx_reset_stats(tt_search_ctx *ctx) {
     tt_fetcher_stats_reset(ctx->fetch);
 }
 
-/* Takes the query: copies it zero-padded to nqp rows and sizes the per-query buffers. */
+/* Takes the query: copies it zero-padded to nqp rows, in the codec's position order
+ * (where the index keeps centroids, residuals and originals), and sizes the per-query
+ * buffers. */
 int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     const tt_index *idx = c->idx;
     const uint32_t nqp = tt_qpad(nq), dim = idx->dim;
@@ -176,7 +178,8 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
         }
         c->nqp_cap = nqp;
     }
-    memcpy(c->Qp, Q, (size_t)nq * dim * sizeof *Q);
+    for (uint32_t i = 0; i < nq; i++)
+        tt_codec_to_positions(&idx->codec, Q + (size_t)i * dim, c->Qp + (size_t)i * dim);
     memset(c->Qp + (size_t)nq * dim, 0, (size_t)(nqp - nq) * dim * sizeof *Q);
     c->nq = nq;
     c->nqp = nqp;

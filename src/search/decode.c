@@ -10,53 +10,104 @@
  * stays in L2 (dim <= 512 at any nbits). */
 #define RESDEC_TABLE_BYTES (512u << 10)
 
+/* Bucket indices of every byte value at width w: (8/w) per byte, MSB-first. */
+static int bucket_table(tt_resdec *d, uint32_t w) {
+    if (d->bucket[w])
+        return TT_OK;
+    const uint32_t pb = 8 / w, mask = (1u << w) - 1;
+    if (!(d->bucket[w] = tt_alloc(256 * pb, 1, "residual decode table")))
+        return TT_ENOMEM;
+    for (uint32_t x = 0; x < 256; x++)
+        for (uint32_t t = 0; t < pb; t++)
+            d->bucket[w][x * pb + t] = (uint8_t)((x >> (8 - w * (t + 1))) & mask);
+    return TT_OK;
+}
+
+static uint64_t ptab_bytes(const tt_resdec_run *r) {
+    return (uint64_t)r->nbytes * 256 * r->pb * sizeof(float);
+}
+
+/* Expands a run's weights per byte position: decoding is then one table row copy per
+ * byte, as with a shared table. */
+static int expand_run(tt_resdec_run *r) {
+    if (!(r->ptab = tt_alloc((uint64_t)r->nbytes * 256 * r->pb, sizeof *r->ptab,
+                             "residual decode table")))
+        return TT_ENOMEM;
+    for (uint32_t b = 0; b < r->nbytes; b++)
+        for (uint32_t x = 0; x < 256; x++)
+            for (uint32_t t = 0; t < r->pb; t++)
+                r->ptab[((uint64_t)b * 256 + x) * r->pb + t] =
+                    r->weights[(uint64_t)(b * r->pb + t) * r->nb + r->bucket[x * r->pb + t]];
+    return TT_OK;
+}
+
 int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
     memset(d, 0, sizeof *d);
-    if (c->nbits != 1 && c->nbits != 2 && c->nbits != 4)
-        return tt_err(TT_EINVAL, "residual decoder: nbits %u not in {1, 2, 4}", c->nbits);
     d->dim = c->dim;
     d->nbits = c->nbits;
     d->bytes_per_vec = c->bytes_per_vec;
-    d->per_byte = 8 / c->nbits;
-    d->nbuckets = 1u << c->nbits;
-    d->shared = c->ntables == 1;
-    d->weights = c->weights;
-    const uint32_t pb = d->per_byte, mask = d->nbuckets - 1;
+    d->codec = c;
+    d->shared = c->kind == TT_CODEC_SHARED;
+    int st;
     if (d->shared) {
+        if (c->nbits != 1 && c->nbits != 2 && c->nbits != 4)
+            return tt_err(TT_EINVAL, "residual decoder: nbits %u not in {1, 2, 4}", c->nbits);
+        const uint32_t pb = d->per_byte = 8 / c->nbits, mask = (1u << c->nbits) - 1;
+        d->weights = c->weights;
         d->tab = tt_alloc(256 * pb, sizeof *d->tab, "residual decode table");
         if (!d->tab)
             return TT_ENOMEM;
         for (uint32_t x = 0; x < 256; x++)
             for (uint32_t t = 0; t < pb; t++)
                 d->tab[x * pb + t] = c->weights[(x >> (8 - c->nbits * (t + 1))) & mask];
-    } else if ((uint64_t)d->bytes_per_vec * 256 * pb * sizeof(float) <= RESDEC_TABLE_BYTES) {
-        /* Per-dimension tables, small enough to expand per byte position: decoding is
-         * then one table row copy per byte, as with a shared table. */
-        d->ptab = tt_alloc((uint64_t)d->bytes_per_vec * 256 * pb, sizeof *d->ptab,
-                           "residual decode table");
-        if (!d->ptab)
-            return TT_ENOMEM;
-        for (uint32_t b = 0; b < d->bytes_per_vec; b++)
-            for (uint32_t x = 0; x < 256; x++)
-                for (uint32_t t = 0; t < pb; t++) {
-                    uint32_t j = b * pb + t;
-                    d->ptab[((uint64_t)b * 256 + x) * pb + t] =
-                        j < d->dim ? c->weights[(uint64_t)j * d->nbuckets +
-                                                ((x >> (8 - c->nbits * (t + 1))) & mask)]
-                                   : 0.0f;
-                }
-    } else {
-        d->bucket = tt_alloc(256 * pb, 1, "residual decode table");
-        if (!d->bucket)
-            return TT_ENOMEM;
-        for (uint32_t x = 0; x < 256; x++)
-            for (uint32_t t = 0; t < pb; t++)
-                d->bucket[x * pb + t] = (uint8_t)((x >> (8 - c->nbits * (t + 1))) & mask);
-#ifdef TT_AVX512
-        __builtin_cpu_init();
-        d->avx512 = __builtin_cpu_supports("avx512f");
-#endif
+        return TT_OK;
     }
+    /* Runs: each codec run's codes that fill whole bytes of their own; the others are
+     * loose. */
+    if (!(d->loose = tt_alloc(c->dim, sizeof *d->loose, "residual decoder")))
+        return TT_ENOMEM;
+    for (uint32_t i = 0; i < c->nruns; i++) {
+        const tt_codec_run *cr = &c->runs[i];
+        uint32_t a = 0;
+        if (cr->w)
+            while (a < cr->n && (c->bitoff[cr->k0 + a] & 7))
+                a++;
+        uint32_t nbytes = cr->w ? (cr->n - a) * cr->w / 8 : 0, covered = nbytes * 8 / TT_MAX(cr->w, 1u);
+        for (uint32_t j = 0; j < cr->n; j++)
+            if (j < a || j >= a + covered)
+                d->loose[d->nloose++] = cr->k0 + j;
+        if (!nbytes)
+            continue;
+        tt_resdec_run *r = &d->runs[d->nruns++];
+        r->w = cr->w;
+        r->pb = 8 / cr->w;
+        r->nb = 1u << cr->w;
+        r->k0 = cr->k0 + a;
+        r->byte0 = c->bitoff[r->k0] / 8;
+        r->nbytes = nbytes;
+        r->weights = c->weights + c->woff[r->k0];
+        if ((st = bucket_table(d, cr->w)))
+            return st;
+        r->bucket = d->bucket[cr->w];
+    }
+    /* Expanded tables, smallest runs first, while they fit in RESDEC_TABLE_BYTES. */
+    uint64_t used = 0;
+    for (;;) {
+        tt_resdec_run *best = NULL;
+        for (uint32_t i = 0; i < d->nruns; i++)
+            if (!d->runs[i].ptab && used + ptab_bytes(&d->runs[i]) <= RESDEC_TABLE_BYTES &&
+                (!best || ptab_bytes(&d->runs[i]) < ptab_bytes(best)))
+                best = &d->runs[i];
+        if (!best)
+            break;
+        if ((st = expand_run(best)))
+            return st;
+        used += ptab_bytes(best);
+    }
+#ifdef TT_AVX512
+    __builtin_cpu_init();
+    d->avx512 = __builtin_cpu_supports("avx512f");
+#endif
     return TT_OK;
 }
 
@@ -64,8 +115,11 @@ void tt_resdec_free(tt_resdec *d) {
     if (!d)
         return;
     free(d->tab);
-    free(d->ptab);
-    free(d->bucket);
+    for (uint32_t i = 0; i < d->nruns; i++)
+        free(d->runs[i].ptab);
+    free(d->loose);
+    for (uint32_t w = 0; w < 9; w++)
+        free(d->bucket[w]);
     memset(d, 0, sizeof *d);
 }
 
@@ -100,16 +154,15 @@ static inline void add_floats(float *o, const float *c, const float *r, uint32_t
     }
 
 #ifdef TT_AVX512
-/* Per-dimension weights without expanded tables (dim > 512 at 2 bits), 1- and 2-bit
- * codes: 16 dimensions (2 * nbits bytes, byte-aligned) at a time. Lane j's bucket is a
- * shift of the chunk read as a little-endian word (fields are MSB-first), and its
- * weight weights[(d0 + j) * nbuckets + bucket] one of the chunk's 16 * nbuckets
- * consecutive weights (32 or 64 floats), picked with vpermi2ps; then the centroid is
- * added, as in the scalar loop, so both write the same floats. Returns the dimensions
- * done (a multiple of 16). */
-AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec *d, const uint8_t *p,
+/* A run of 1- or 2-bit codes without expanded tables: 16 positions (2 * w bytes,
+ * byte-aligned) at a time. Lane j's bucket is a shift of the chunk read as a
+ * little-endian word (fields are MSB-first), and its weight weights[(d0 + j) * nb +
+ * bucket] one of the chunk's 16 * nb consecutive weights (32 or 64 floats), picked with
+ * vpermi2ps; then the centroid is added, as in the scalar loop, so both write the same
+ * floats. Returns the positions done (a multiple of 16). */
+AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec_run *run, const uint8_t *p,
                                                const float *c, float *o) {
-    const uint32_t nbits = d->nbits, nb = d->nbuckets, full = d->dim / 16 * 16;
+    const uint32_t nbits = run->w, nb = run->nb, full = run->nbytes * run->pb / 16 * 16;
     if (nbits > 2)
         return 0;
     int32_t sh[16], lane[16];
@@ -131,7 +184,7 @@ AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec *d, const uint8_t
         }
         const __m512i idx = _mm512_add_epi32(
             lanev, _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), shv), mask));
-        const float *t = d->weights + (uint64_t)d0 * nb;
+        const float *t = run->weights + (uint64_t)d0 * nb;
         __m512 r = _mm512_permutex2var_ps(_mm512_loadu_ps(t), idx, _mm512_loadu_ps(t + 16));
         if (nb == 4) {
             __m512 hi =
@@ -146,10 +199,38 @@ AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec *d, const uint8_t
 }
 #endif
 
+/* One run of one vector: p, c and o start at the run's first byte and position. */
+static inline void decode_run(const tt_resdec *d, const tt_resdec_run *run, const uint8_t *p,
+                              const float *c, float *o) {
+    const uint32_t full = run->nbytes, pb = run->pb, nb = run->nb;
+    if (run->ptab) {
+        const float *t = run->ptab;
+        switch (pb) {
+        case 1: DECODE_ROWS(1, t + (b * 256 + p[b])) break;
+        case 2: DECODE_ROWS(2, t + (b * 256 + p[b]) * 2) break;
+        case 4: DECODE_ROWS(4, t + (b * 256 + p[b]) * 4) break;
+        default: DECODE_ROWS(8, t + (b * 256 + p[b]) * 8) break;
+        }
+        return;
+    }
+    uint32_t b0 = 0;
+#ifdef TT_AVX512
+    if (d->avx512)
+        b0 = decode_bucket_avx512(run, p, c, o) / pb;
+#else
+    (void)d;
+#endif
+    for (uint32_t b = b0; b < full; b++) {
+        const uint8_t *bk = run->bucket + p[b] * pb;
+        const float *w = run->weights + (uint64_t)b * pb * nb;
+        for (uint32_t j = 0; j < pb; j++)
+            o[b * pb + j] = (c ? c[b * pb + j] : 0.0f) + w[j * nb + bk[j]];
+    }
+}
+
 void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                           const float *centroids, const uint32_t *codes, float *out) {
-    const uint32_t dim = d->dim, pb = d->per_byte, nb = d->nbuckets;
-    const uint32_t full = dim / pb, rem = dim % pb;
+    const uint32_t dim = d->dim;
     for (uint64_t v = 0; v < n; v++) {
         const uint8_t *p = packed + v * d->bytes_per_vec;
         const float *c = centroids ? centroids + (uint64_t)codes[v] * dim : NULL;
@@ -157,38 +238,28 @@ void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
         /* Centroid rows are random reads: ask for the one four vectors ahead. */
         if (c && v + 4 < n)
             prefetch_row(centroids + (uint64_t)codes[v + 4] * dim, dim);
-        if (d->shared || d->ptab) {
-            /* Shared: one table for every byte; else one per byte position. */
-            const float *t = d->shared ? d->tab : d->ptab;
-            const uint64_t step = d->shared ? 0 : 256;
+        if (d->shared) {
+            const uint32_t pb = d->per_byte, full = dim / pb, rem = dim % pb;
+            const float *t = d->tab;
             switch (pb) {
-            case 2: DECODE_ROWS(2, t + (b * step + p[b]) * 2) break;
-            case 4: DECODE_ROWS(4, t + (b * step + p[b]) * 4) break;
-            default: DECODE_ROWS(8, t + (b * step + p[b]) * 8) break;
+            case 2: DECODE_ROWS(2, t + p[b] * 2) break;
+            case 4: DECODE_ROWS(4, t + p[b] * 4) break;
+            default: DECODE_ROWS(8, t + p[b] * 8) break;
             }
             if (rem) {
-                const float *r = t + ((uint64_t)full * step + p[full]) * pb;
+                const float *r = t + p[full] * pb;
                 for (uint32_t j = 0; j < rem; j++)
                     o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + r[j];
             }
-        } else {
-            uint32_t b0 = 0;
-#ifdef TT_AVX512
-            if (d->avx512)
-                b0 = decode_bucket_avx512(d, p, c, o) / pb;
-#endif
-            for (uint32_t b = b0; b < full; b++) {
-                const uint8_t *bk = d->bucket + p[b] * pb;
-                const float *w = d->weights + (uint64_t)b * pb * nb;
-                for (uint32_t j = 0; j < pb; j++)
-                    o[b * pb + j] = (c ? c[b * pb + j] : 0.0f) + w[j * nb + bk[j]];
-            }
-            if (rem) {
-                const uint8_t *bk = d->bucket + p[full] * pb;
-                const float *w = d->weights + (uint64_t)full * pb * nb;
-                for (uint32_t j = 0; j < rem; j++)
-                    o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + w[j * nb + bk[j]];
-            }
+            continue;
+        }
+        for (uint32_t i = 0; i < d->nruns; i++) {
+            const tt_resdec_run *run = &d->runs[i];
+            decode_run(d, run, p + run->byte0, c ? c + run->k0 : NULL, o + run->k0);
+        }
+        for (uint32_t i = 0; i < d->nloose; i++) {
+            uint32_t k = d->loose[i];
+            o[k] = (c ? c[k] : 0.0f) + tt_codec_value(d->codec, p, k);
         }
     }
 }

@@ -5,19 +5,33 @@
 
 #include "quant/codec.h"
 
-/* Residual decoder: unpacks packed residuals (layout of codec.h) to floats through
- * byte tables: one 256-entry table of (8/nbits) floats for a shared codec; for
- * per-dimension codecs one such table per byte position when they fit in 512 KiB,
- * else bucket indices + per-dimension weights. */
+/* The whole bytes of one width of a packed vector, decoded together. */
+typedef struct tt_resdec_run {
+    uint32_t w, pb, nb;        /* width, codes per byte (8 / w), buckets (2^w) */
+    uint32_t k0, byte0, nbytes; /* first position, its byte, whole bytes */
+    const float *weights;      /* position k0's weights, nb per position (the codec's) */
+    float *ptab;               /* expanded: nbytes * 256 * pb weights, or NULL */
+    const uint8_t *bucket;     /* 256 * pb bucket indices of a byte */
+} tt_resdec_run;
+
+/* Residual decoder: unpacks packed residuals (layout of quant/codec.h) to floats in
+ * position order through byte tables: one 256-entry table of (8/nbits) floats for a
+ * shared codec; otherwise, for each run of one width (a per-dim codec has one, an
+ * adaptive one up to five), one such table per byte position while they fit in 512 KiB
+ * together, else bucket indices + per-position weights. Codes that share a byte with
+ * another width, a partial last byte and 0-bit positions are decoded one by one. */
 typedef struct tt_resdec {
-    uint32_t dim, nbits, bytes_per_vec, per_byte;  /* per_byte = 8 / nbits */
+    uint32_t dim, nbits, bytes_per_vec, per_byte;  /* per_byte = 8 / nbits (shared) */
     int shared;
     float *tab;            /* shared: 256 * per_byte weights */
-    float *ptab;           /* per-dim, small: bytes_per_vec * 256 * per_byte weights */
-    uint8_t *bucket;       /* per-dim: 256 * per_byte bucket indices */
-    const float *weights;  /* per-dim: dim * nbuckets (borrowed from the codec) */
-    uint32_t nbuckets;
-    int avx512;            /* per-dim without tables, 1-2 bits: 16 dimensions at a time */
+    const float *weights;  /* shared: the codec's table */
+    uint32_t nruns;
+    tt_resdec_run runs[5];
+    uint32_t nloose;
+    uint32_t *loose;       /* positions decoded one by one */
+    const tt_codec *codec; /* borrowed: must outlive the decoder */
+    uint8_t *bucket[9];    /* by width 1, 2, 4, 8: 256 * (8/w) bucket indices */
+    int avx512;            /* runs of 1-2 bits without tables: 16 positions at a time */
 } tt_resdec;
 
 /* d->avx512 is set where the CPU has AVX-512; a test may clear it to compare with the
@@ -26,8 +40,8 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c);
 void tt_resdec_free(tt_resdec *d);
 /* Unpacks n packed vectors (n * bytes_per_vec bytes) into n * dim floats. */
 void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, float *out);
-/* The same, adding centroid codes[v] (rows of centroids, dim floats) to vector v: the
- * decompressed vectors c + r. */
+/* The same, adding centroid codes[v] (rows of centroids, dim floats in position order)
+ * to vector v: the decompressed vectors c + r. */
 void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                           const float *centroids, const uint32_t *codes, float *out);
 

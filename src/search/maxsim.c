@@ -38,7 +38,6 @@ void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, c
 double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,
                            const tt_codec *c, const uint32_t *codes, const uint8_t *packed,
                            uint32_t doclen) {
-    const uint32_t nb = 1u << c->nbits, mask = nb - 1;
     double total = 0;
     for (uint32_t i = 0; i < nq; i++) {
         double best = -INFINITY;
@@ -46,12 +45,8 @@ double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const floa
             const uint8_t *p = packed + (uint64_t)j * c->bytes_per_vec;
             const float *cen = centroids + (uint64_t)codes[j] * dim;
             double s = 0;
-            for (uint32_t k = 0; k < dim; k++) {
-                uint32_t bit = k * c->nbits;
-                uint32_t bucket = (p[bit / 8] >> (8 - c->nbits - bit % 8)) & mask;
-                double w = c->weights[(c->ntables == 1 ? 0 : k) * nb + bucket];
-                s += (double)Q[(uint64_t)i * dim + k] * ((double)cen[k] + w);
-            }
+            for (uint32_t k = 0; k < dim; k++)
+                s += (double)Q[(uint64_t)i * dim + k] * ((double)cen[k] + tt_codec_value(c, p, k));
             if (s > best)
                 best = s;
         }

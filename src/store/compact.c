@@ -284,7 +284,7 @@ typedef struct live_reader {
     const live_set *l;
     uint32_t cur;             /* the mapped segment, or UINT32_MAX */
     seg_files f;
-    float *res;               /* dim floats */
+    float *res;               /* 2 * dim floats */
 } live_reader;
 
 static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
@@ -302,11 +302,14 @@ static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
         }
         uint64_t skip = v - l->doc_vec0[d], take = TT_MIN((uint64_t)l->doclens[d] - skip, n);
         uint64_t sv = l->vec[d] + skip; /* first vector within the segment */
+        /* The index holds vectors in its codec's position order; a build reads them
+         * in the input's. */
+        float *pos = r->res + dim;
         for (uint64_t j = 0; j < take; j++, out += dim) {
             if (r->f.originals.payload) {
                 const uint8_t *p = r->f.originals.payload + (sv + j) * 2 * dim;
                 for (uint32_t k = 0; k < dim; k++)
-                    out[k] = tt_f16_to_f32(tt_rd16(p + 2 * k));
+                    pos[k] = tt_f16_to_f32(tt_rd16(p + 2 * k));
             } else {
                 const uint8_t *cp = r->f.codes.payload + (sv + j) * r->cb->code_bytes;
                 uint32_t c = r->cb->code_bytes == 2 ? tt_rd16(cp) : tt_rd32(cp);
@@ -316,8 +319,9 @@ static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
                                 r->f.residuals.payload + (sv + j) * r->cb->res_bytes, r->res);
                 const float *cen = r->cb->centroids + (uint64_t)c * dim;
                 for (uint32_t k = 0; k < dim; k++)
-                    out[k] = cen[k] + r->res[k];
+                    pos[k] = cen[k] + r->res[k];
             }
+            tt_codec_to_input(&r->cb->codec, pos, out);
         }
         v += take;
         n -= take;
@@ -379,7 +383,7 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
         goto done;
 
     if (s.o.retrain) {
-        if (!(rd.res = tt_alloc(cb->dim, sizeof *rd.res, "decoded residual"))) {
+        if (!(rd.res = tt_alloc(2 * (uint64_t)cb->dim, sizeof *rd.res, "decoded residual"))) {
             st = TT_ENOMEM;
             goto done;
         }

@@ -97,7 +97,8 @@ void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_op
     tt_build_options_init(bo);
     bo->normalize = cb->normalized;
     bo->keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
-    bo->codec_tables = cb->codec.ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+    bo->codec_tables = cb->codec.kind;
+    bo->lloyd_max_rounds = cb->info.lloyd_max_rounds;
     bo->nbits = (int)cb->nbits;
     bo->assign = cb->info.assign;
     bo->seed = cb->info.seed;
