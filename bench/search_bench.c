@@ -18,8 +18,8 @@
  * than wall time on a loaded machine; 0 with --threads). --run writes the hits as a TREC
  * run (for recall).
  *
- * Uses the internal index struct only to reach the residual mapping and descriptor
- * for eviction. Build: see bench/search_bench.sh. */
+ * Uses the internal index struct only to reach the segments' residual mappings and
+ * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
 #include "search/search.h"
 #include "benchutil.h"
 
@@ -45,23 +45,28 @@ static long majflt(void) {
     return ru.ru_majflt;
 }
 
-/* Drops the residual file from the page cache (and from our mapping). */
+/* Drops every segment's residual file from the page cache (and from our mapping). */
 static int evict(const tt_index *idx) {
-    if (idx->res_map) {
-        const uint8_t *base = idx->f_residuals.base;
-        if (madvise((void *)base, (size_t)idx->f_residuals.size, MADV_DONTNEED))
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        if (sg->res_map && madvise((void *)sg->f_residuals.base, (size_t)sg->f_residuals.size,
+                                   MADV_DONTNEED))
+            return -1;
+        if (posix_fadvise(sg->f_residuals.fd, 0, 0, POSIX_FADV_DONTNEED))
             return -1;
     }
-    return posix_fadvise(idx->f_residuals.fd, 0, 0, POSIX_FADV_DONTNEED) ? -1 : 0;
+    return 0;
 }
 
-/* Reads the residual file once so that a warm run starts warm. */
+/* Reads the residual files once so that a warm run starts warm. */
 static void warm_up(const tt_index *idx) {
     static uint8_t buf[1 << 20];
-    uint64_t off = 0;
-    ssize_t r;
-    while ((r = pread(idx->f_residuals.fd, buf, sizeof buf, (off_t)off)) > 0)
-        off += (uint64_t)r;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        uint64_t off = 0;
+        ssize_t r;
+        while ((r = pread(idx->seg[s].f_residuals.fd, buf, sizeof buf, (off_t)off)) > 0)
+            off += (uint64_t)r;
+    }
 }
 
 int main(int argc, char **argv) {
