@@ -85,6 +85,12 @@ static void make_batch(batch *b, uint64_t ndocs, uint64_t seed) {
     }
     b->v = malloc(b->nvecs * DIM * sizeof *b->v);
     tu_clustered(b->v, b->nvecs, DIM, 12, 0.3f, 1000 + seed / 7, NULL);
+    /* Two dimensions with a large shared offset (LLM-like): an adaptive codec gives
+     * them most bits and reorders the positions. */
+    for (uint64_t i = 0; i < b->nvecs; i++) {
+        b->v[i * DIM + 3] += 2.0f + 0.3f * (float)tt_rng_uniform(&r);
+        b->v[i * DIM + 11] -= 2.0f + 0.3f * (float)tt_rng_uniform(&r);
+    }
 }
 
 static void free_batch(batch *b) {
@@ -241,6 +247,7 @@ static void assert_clean(const char *dir) {
     tt_manifest_free(&m);
 }
 
+/* Run with each codec kind (_i: per-dim, adaptive). */
 START_TEST(random_changes_match_model) {
     char *dir = tu_tmpdir(), base[600], live[600], ref[600], cb[600], prefix[600];
     snprintf(base, sizeof base, "%s/base", dir);
@@ -259,8 +266,15 @@ START_TEST(random_changes_match_model) {
     o.memory_bytes = 128ull << 20;
     o.num_centroids = 16;
     o.keep_originals = TT_KEEP_F16;
+    o.codec_tables = _i ? TT_CODEC_ADAPTIVE : TT_CODEC_PER_DIM;
     ck_assert_int_eq(tt_build(live, in, &o, NULL), TT_OK);
     ck_assert_int_eq(tt_build(cb, in, &o, NULL), TT_OK); /* the same codebook, kept apart */
+    if (_i) {
+        tt_index *ci;
+        ck_assert_int_eq(tt_index_open(&ci, cb, NULL), TT_OK);
+        ck_assert_ptr_nonnull(ci->codec.perm);
+        tt_index_close(ci);
+    }
     tt_input_free(in);
     uint64_t v = 0;
     for (uint64_t d = 0; d < b0.ndocs; d++) {
@@ -459,6 +473,40 @@ START_TEST(failed_changes_leave_nothing) {
 }
 END_TEST
 
+/* A retrain from decompressed vectors keeps the build's held-out error as the drift
+ * baseline (its own, on vectors already quantized once, would be far too low). */
+START_TEST(retrain_without_originals_keeps_baseline) {
+    char *dir = tu_tmpdir(), idx[600], prefix[600];
+    snprintf(idx, sizeof idx, "%s/idx", dir);
+    batch b;
+    make_batch(&b, 60, 3);
+    snprintf(prefix, sizeof prefix, "%s/base", dir);
+    tt_input *in = batch_input(&b, prefix, false);
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.memory_bytes = 128ull << 20;
+    o.num_centroids = 8;
+    tt_build_stats bs;
+    ck_assert_int_eq(tt_build(idx, in, &o, &bs), TT_OK);
+    tt_input_free(in);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.retrain = 1;
+    tt_change_stats cs;
+    ck_assert_int_eq(tt_index_compact(idx, &co, &cs), TT_OK);
+    tt_index *ix;
+    ck_assert_int_eq(tt_index_open(&ix, idx, NULL), TT_OK);
+    tt_index_info info;
+    tt_index_get_info(ix, &info);
+    ck_assert_double_eq_tol(info.heldout_mse, bs.heldout_mse, 1e-8 * bs.heldout_mse);
+    tt_index_close(ix);
+    free_batch(&b);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* One writer: a second one meets the lock and is told who holds it. */
 START_TEST(one_writer_at_a_time) {
     char *dir = tu_tmpdir(), idx[600], prefix[600];
@@ -579,7 +627,8 @@ int main(void) {
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, random_changes_match_model);
+    tcase_add_loop_test(tc, random_changes_match_model, 0, 2);
+    tcase_add_test(tc, retrain_without_originals_keeps_baseline);
     tcase_add_test(tc, failed_changes_leave_nothing);
     tcase_add_test(tc, one_writer_at_a_time);
     tcase_add_test(tc, format1_index);

@@ -51,6 +51,18 @@ int cmd_compact(int argc, char **argv) {
         return cli_usage_error("compact", "unexpected argument '%s'", argv[optind]);
     if (!index || !*index)
         return cli_usage_error("compact", "--index is required");
+    if (o.retrain) {
+        tt_index *idx = NULL;
+        tt_index_info info;
+        if (tt_index_open(&idx, index, NULL) == TT_OK && tt_index_get_info(idx, &info) == TT_OK &&
+            !info.keep_originals)
+            fprintf(stderr, "tartan compact: warning: %s keeps no original vectors: the new "
+                    "codebook is trained on, and every document re-encoded from, decompressed "
+                    "vectors, which are then quantized a second time and lose effectiveness "
+                    "(doc/benchmarks.md, \"Living index\"); a build from the original vectors "
+                    "does not\n", index);
+        tt_index_close(idx);
+    }
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
     cli_progress_state ps;
