@@ -62,6 +62,13 @@ static float sqdist_scalar(const float *a, const float *b, uint32_t dim) {
 }
 
 #ifdef TT_SSE2
+/* The tree on four registers holding lanes 0-3, 4-7, 8-11, 12-15. */
+static inline float reduce_sse2(const __m128 *s) {
+    __m128 s4 = _mm_add_ps(_mm_add_ps(s[0], s[2]), _mm_add_ps(s[1], s[3]));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
 static float sqdist_sse2(const float *a, const float *b, uint32_t dim) {
     __m128 s[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     uint32_t j = 0;
@@ -70,6 +77,8 @@ static float sqdist_sse2(const float *a, const float *b, uint32_t dim) {
             __m128 t = _mm_sub_ps(_mm_loadu_ps(a + j + 4 * q), _mm_loadu_ps(b + j + 4 * q));
             s[q] = _mm_add_ps(s[q], _mm_mul_ps(t, t));
         }
+    if (j == dim)
+        return reduce_sse2(s);
     float acc[16];
     for (int q = 0; q < 4; q++)
         _mm_storeu_ps(acc + 4 * q, s[q]);
@@ -78,16 +87,56 @@ static float sqdist_sse2(const float *a, const float *b, uint32_t dim) {
 #endif
 
 #ifdef TT_AVX512
+/* The tree in registers: 8 + 8 lanes, 4 + 4, 2 + 2, 1 + 1. */
+AVX512_FN static inline float reduce_avx512(__m512 s) {
+    __m256 lo = _mm512_castps512_ps256(s);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* One step of 16 dimensions (fewer at the end: masked loads add +0 to the other lanes,
+ * as the scalar loop leaves them). No FMA: the scalar path's rounding. */
+#define AVX512_STEP(s, va, bp, j, m)                                                              \
+    do {                                                                                          \
+        __m512 t_ = _mm512_sub_ps(va, _mm512_maskz_loadu_ps(m, (bp) + (j)));                    \
+        s = _mm512_add_ps(s, _mm512_mul_ps(t_, t_));                                              \
+    } while (0)
+
 AVX512_FN static float sqdist_avx512(const float *a, const float *b, uint32_t dim) {
     __m512 s = _mm512_setzero_ps();
-    uint32_t j = 0;
-    for (; j + 16 <= dim; j += 16) {
-        __m512 t = _mm512_sub_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j));
-        s = _mm512_add_ps(s, _mm512_mul_ps(t, t)); /* no FMA: the scalar path's rounding */
+    for (uint32_t j = 0; j < dim; j += 16) {
+        __mmask16 m = dim - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (dim - j)) - 1);
+        __m512 va = _mm512_maskz_loadu_ps(m, a + j);
+        AVX512_STEP(s, va, b, j, m);
     }
-    float acc[16];
-    _mm512_storeu_ps(acc, s);
-    return tail16(acc, a, b, j, dim);
+    return reduce_avx512(s);
+}
+
+/* a against the m rows at b, four at a time (a's loads shared, four sums in flight). */
+AVX512_FN static void sqdist_rows_avx512(const float *a, const float *b, uint32_t m, uint32_t dim,
+                                         float *out) {
+    uint32_t r = 0;
+    for (; r + 4 <= m; r += 4) {
+        const float *b0 = b + (uint64_t)r * dim, *b1 = b0 + dim, *b2 = b1 + dim, *b3 = b2 + dim;
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (uint32_t j = 0; j < dim; j += 16) {
+            __mmask16 mk = dim - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (dim - j)) - 1);
+            __m512 va = _mm512_maskz_loadu_ps(mk, a + j);
+            AVX512_STEP(s0, va, b0, j, mk);
+            AVX512_STEP(s1, va, b1, j, mk);
+            AVX512_STEP(s2, va, b2, j, mk);
+            AVX512_STEP(s3, va, b3, j, mk);
+        }
+        out[r] = reduce_avx512(s0);
+        out[r + 1] = reduce_avx512(s1);
+        out[r + 2] = reduce_avx512(s2);
+        out[r + 3] = reduce_avx512(s3);
+    }
+    for (; r < m; r++)
+        out[r] = sqdist_avx512(a, b + (uint64_t)r * dim, dim);
 }
 #endif
 
@@ -104,6 +153,19 @@ float tt_pool_sqdist(const float *a, const float *b, uint32_t dim, int simd) {
     return sqdist_scalar(a, b, dim);
 }
 
+/* a against the m rows at b (dim floats each), into out. */
+static void sqdist_rows(const float *a, const float *b, uint32_t m, uint32_t dim, int simd,
+                        float *out) {
+#ifdef TT_AVX512
+    if (simd == TT_POOL_AVX512) {
+        sqdist_rows_avx512(a, b, m, dim, out);
+        return;
+    }
+#endif
+    for (uint32_t r = 0; r < m; r++)
+        out[r] = tt_pool_sqdist(a, b + (uint64_t)r * dim, dim, simd);
+}
+
 /* Exact in double, for the pairs whose float sum overflowed (huge raw vectors). */
 static double sqdist_double(const float *a, const float *b, uint32_t dim) {
     double s = 0;
@@ -118,14 +180,15 @@ static double sqdist_double(const float *a, const float *b, uint32_t dim) {
 static void pairwise(tt_pool_work *w, const float *x, uint32_t n) {
     const uint32_t dim = w->dim;
     double *d = w->d;
+    float *row = w->row;
     for (uint32_t i = 0; i < n; i++) {
         const float *xi = x + (uint64_t)i * dim;
-        d[(uint64_t)i * n + i] = 0;
+        d[(uint64_t)i * n + i] = INFINITY; /* no cluster is its own neighbour */
+        sqdist_rows(xi, xi + dim, n - i - 1, dim, w->simd, row);
         for (uint32_t j = i + 1; j < n; j++) {
-            const float *xj = x + (uint64_t)j * dim;
-            double v = tt_pool_sqdist(xi, xj, dim, w->simd);
+            double v = row[j - i - 1];
             if (!(v < INFINITY))
-                v = sqdist_double(xi, xj, dim);
+                v = sqdist_double(xi, x + (uint64_t)j * dim, dim);
             d[(uint64_t)i * n + j] = d[(uint64_t)j * n + i] = v;
         }
     }
@@ -135,7 +198,7 @@ static void pairwise(tt_pool_work *w, const float *x, uint32_t n) {
 
 /* The arrays of a work space, in allocation order: their element sizes and counts. */
 static uint64_t work_bytes(uint64_t n, uint64_t dim) {
-    return n * n * sizeof(double) + n * sizeof(double) + 6 * n * sizeof(uint32_t) +
+    return n * n * sizeof(double) + n * sizeof(double) + 7 * n * sizeof(uint32_t) +
            n * sizeof(tt_pool_merge) + n * dim * sizeof(double);
 }
 
@@ -173,10 +236,11 @@ int tt_pool_work_init(tt_pool_work *w, uint32_t max_n, uint32_t dim) {
     w->chain = tt_alloc(max_n, sizeof *w->chain, what);
     w->parent = tt_alloc(max_n, sizeof *w->parent, what);
     w->label = tt_alloc(max_n, sizeof *w->label, what);
+    w->row = tt_alloc(max_n, sizeof *w->row, what);
     w->merges = tt_alloc(max_n, sizeof *w->merges, what);
     w->sum = tt_alloc((uint64_t)max_n * dim, sizeof *w->sum, what);
     if (!w->d || !w->height || !w->size || !w->active || !w->chain || !w->parent || !w->label ||
-        !w->merges || !w->sum) {
+        !w->row || !w->merges || !w->sum) {
         tt_pool_work_free(w);
         return TT_ENOMEM;
     }
@@ -193,6 +257,7 @@ void tt_pool_work_free(tt_pool_work *w) {
     free(w->chain);
     free(w->parent);
     free(w->label);
+    free(w->row);
     free(w->merges);
     free(w->sum);
     memset(w, 0, sizeof *w);
@@ -226,12 +291,12 @@ static void nn_chain(tt_pool_work *w, uint32_t n) {
                 y = UINT32_MAX;
                 cur = INFINITY;
             }
-            for (uint32_t t = 0; t < nact; t++) {
+            for (uint32_t t = 0; t < nact; t++) { /* branch-free: the row is noise */
                 uint32_t i = active[t];
-                if (row[i] < cur && i != x) {
-                    cur = row[i];
-                    y = i;
-                }
+                double v = row[i]; /* row[x] is +inf: never chosen */
+                bool lt = v < cur;
+                cur = lt ? v : cur;
+                y = lt ? i : y;
             }
             if (y == UINT32_MAX) { /* not reachable with finite distances; stay total */
                 y = active[0] == x ? active[1] : active[0];

@@ -34,6 +34,7 @@ typedef struct tt_pool_work {
     uint32_t *chain;        /* the nearest-neighbour chain */
     uint32_t *parent;       /* union-find over slots for the cut */
     uint32_t *label;        /* per vector: its cluster */
+    float *row;             /* distances of one vector to the later ones */
     struct tt_pool_merge *merges; /* max_n - 1 */
     double *sum;            /* max_n * dim: the clusters' sums */
 } tt_pool_work;
