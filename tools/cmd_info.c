@@ -5,6 +5,9 @@
 
 static const char *assign_name(int a) { return a == TT_ASSIGN_EXACT ? "exact" : "two-level"; }
 
+/* The input's vectors (before token pooling) as float16: what the index replaces. */
+static uint64_t input_f16(const tt_index_info *in) { return in->input_vectors * in->dim * 2; }
+
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
     cli_json_string(stdout, dir);
@@ -14,11 +17,13 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     cli_json_string(stdout, in->created);
     printf(",\n  \"num_docs\": %llu,\n  \"num_vectors\": %llu,\n  \"dim\": %u,\n"
            "  \"nbits\": %u,\n  \"num_centroids\": %u,\n  \"normalized\": %s,\n"
-           "  \"codec_tables\": \"%s\",\n  \"has_ids\": %s,\n  \"keep_originals\": %s,\n",
+           "  \"codec_tables\": \"%s\",\n  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
+           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
            in->codec_tables == TT_CODEC_PER_DIM ? "per-dim" : "shared",
-           in->has_ids ? "true" : "false", in->keep_originals ? "\"f16\"" : "null");
+           in->has_ids ? "true" : "false", in->keep_originals ? "\"f16\"" : "null",
+           in->pool_factor, (unsigned long long)in->input_vectors);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
@@ -30,9 +35,11 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->bytes_originals);
     printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
            "  \"uncompressed_f32_bytes\": %llu,\n  \"ratio_f16\": %.3f,\n  \"ratio_f32\": %.3f,\n"
+           "  \"input_f16_bytes\": %llu,\n  \"ratio_input_f16\": %.3f,\n"
            "  \"resident_bytes\": %llu,\n",
            in->bits_per_dim, (unsigned long long)in->bytes_f16, (unsigned long long)in->bytes_f32,
-           in->ratio_f16, in->ratio_f32, (unsigned long long)in->resident_bytes);
+           in->ratio_f16, in->ratio_f32, (unsigned long long)input_f16(in),
+           (double)input_f16(in) / (double)in->bytes_index, (unsigned long long)in->resident_bytes);
     printf("  \"build\": {\"seed\": %llu, \"sample_factor\": %g, \"train_vectors\": %llu, "
            "\"heldout_vectors\": %llu, \"kmeans_iters\": %u, \"threads\": %u, \"assign\": \"%s\", "
            "\"seconds\": %.3f, \"heldout_mse\": %.6g},\n  \"encoder\": ",
@@ -78,6 +85,13 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->num_vectors,
            (double)in->num_vectors / (double)in->num_docs, in->dim,
            in->normalized ? " (L2-normalised)" : " (raw)");
+    if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
+        printf("pooling      factor %u (tartan add's default): %llu vectors before, %llu after "
+               "(%.2fx fewer)\n", in->pool_factor, (unsigned long long)in->input_vectors,
+               (unsigned long long)in->num_vectors,
+               (double)in->input_vectors / (double)in->num_vectors);
+    else
+        printf("pooling      none (factor 1)\n");
     printf("centroids    %u\nresiduals    %u bits per dimension, %s bucket tables\n",
            in->num_centroids, in->nbits, in->codec_tables == TT_CODEC_PER_DIM ? "per-dimension" : "shared");
     printf("ids          %s\nencoder      %s\n", in->has_ids ? "external" : "row numbers",
@@ -101,6 +115,10 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
            "%.2fx than float32 (%s)\n",
            in->bits_per_dim, in->ratio_f16, cli_human_bytes(in->bytes_f16, h1, sizeof h1),
            in->ratio_f32, cli_human_bytes(in->bytes_f32, h2, sizeof h2));
+    if (in->input_vectors != in->num_vectors)
+        printf("             %.2fx smaller than the float16 vectors before pooling (%s)\n",
+               (double)input_f16(in) / (double)in->bytes_index,
+               cli_human_bytes(input_f16(in), h1, sizeof h1));
     printf("search RAM   %s resident (everything but residuals%s); residuals are read per query\n",
            cli_human_bytes(in->resident_bytes, h3, sizeof h3),
            in->bytes_originals ? " and originals" : "");
@@ -143,7 +161,8 @@ int cmd_info(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: tartan info [--json] DIR\n\nCounts, dimensions, bytes by component, "
                    "bits per dimension, compression against\nfloat16/float32, the memory search "
-                   "keeps resident, build parameters, encoder.\n");
+                   "keeps resident, build parameters, encoder,\ntoken pooling (vectors before "
+                   "and after), segments and drift.\n");
             return CLI_OK;
         } else if (argv[i][0] == '-' || dir) {
             return cli_usage_error("info", "unexpected argument '%s'", argv[i]);

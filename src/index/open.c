@@ -150,6 +150,14 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     U64("threads", 0, 100000, in->threads);
     U64("assign", 0, 1, in->assign);
 #undef U64
+    /* Token pooling: absent before tartan pooled (factor 1). */
+    char present[2];
+    in->pool_factor = 1;
+    if (tt_meta_get(m, "pool_factor", present, sizeof present)) {
+        if ((st = tt_meta_u64(m, "pool_factor", 1, INT32_MAX, &v)))
+            return st;
+        in->pool_factor = (uint32_t)v;
+    }
     if (idx->nbits == 3)
         return tt_err(TT_ECORRUPT, "%s: nbits 3 is not a valid value", m->path);
     if (*meta_vectors < *meta_docs)
@@ -361,6 +369,22 @@ static int open_segment(tt_index *idx, tt_segment *sg) {
         ((st = open_file(idx, &sg->f_idmap, name, "IDMP", TT_MAP_WHOLE, RESIDENT)) ||
          (st = load_idmap(sg))))
         return st;
+    /* The lengths before token pooling, if its documents were pooled: only the header
+     * is read (the total); tt_index_verify checks the lengths. */
+    sg->input_vectors = sg->num_vectors;
+    seg_name(sg, TT_F_INLENS, name, sizeof name);
+    if (tt_manifest_find(&idx->man, name)) {
+        tt_fmap f = {.fd = -1};
+        if ((st = open_file(idx, &f, name, "INLN", TT_MAP_NONE, STREAMED)) ||
+            (st = expect_size(&f, sg->num_docs, f.h.b, sg->num_docs * 4)) ||
+            (st = expect(&f, f.h.b >= sg->num_vectors, "fewer vectors before pooling than after"))) {
+            tt_fmap_close(&f);
+            return st;
+        }
+        sg->input_vectors = f.h.b;
+        sg->inlens_bytes = f.size;
+        tt_fmap_close(&f);
+    }
     uint64_t rbytes;
     if (!tt_mul_ok(sg->num_vectors, idx->res_bytes, &rbytes))
         return tt_err(TT_ECORRUPT, "%s: residual size overflows", idx->dir);
@@ -566,6 +590,8 @@ static void fill_info(tt_index *idx) {
         in->bytes_originals += sg->f_originals.size;
         in->added_vectors += sg->added_vectors;
         mse_sum += sg->added_mse * (double)sg->added_vectors;
+        in->bytes_doclens += sg->inlens_bytes;
+        in->input_vectors += sg->input_vectors;
     }
     for (uint32_t i = 0; i < idx->man.n; i++)
         if (!memcmp(idx->man.e[i].kind, "TOMB", 4))
@@ -814,7 +840,7 @@ int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
 
 static uint64_t segment_bytes(const tt_segment *sg) {
     return sg->f_doclens.size + sg->f_codes.size + sg->f_residuals.size + sg->f_ivf.size +
-           sg->f_ids.size + sg->f_idmap.size;
+           sg->f_ids.size + sg->f_idmap.size + sg->inlens_bytes;
 }
 
 int tt_index_segment_info(const tt_index *idx, uint32_t i, tt_segment_info *out) {
