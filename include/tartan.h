@@ -140,6 +140,14 @@ typedef struct tt_build_options {
                                  * share a codebook encode a vector alike */
     int lloyd_max_rounds;       /* Lloyd-Max refinement rounds of the codec tables, at most
                                  * (default 100; 0: ColBERTv2's quantile tables as they are) */
+    int pool_factor;            /* token pooling (doc/pooling.md): each document's vectors
+                                 * are clustered by Ward's method into max(1, floor(n / F))
+                                 * clusters, each replaced by its mean (renormalised when the
+                                 * index normalises), before anything else sees them. 1
+                                 * (default; 0 too): no pooling. Stored in the index as the
+                                 * factor tt_index_add uses. Queries are never pooled. A
+                                 * document of n vectors needs about 8 n^2 bytes per thread
+                                 * within a quarter of memory_bytes (TT_ENOMEM naming it) */
 } tt_build_options;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
@@ -202,7 +210,7 @@ typedef struct tt_index_info {
     int normalized, codec_tables, keep_originals;
     int has_ids;                      /* 1: ids from the build's ids file; 0: row numbers */
     int io;                           /* residual I/O path in use (TT_IO_URING / TT_IO_MMAP) */
-    /* bytes on disk by component */
+    /* bytes on disk by component (bytes_doclens: with the lengths before pooling) */
     uint64_t bytes_meta, bytes_centroids, bytes_codec, bytes_doclens, bytes_codes,
              bytes_residuals, bytes_ivf, bytes_ids, bytes_originals, bytes_manifest;
     uint64_t bytes_index;             /* everything except the kept originals */
@@ -232,6 +240,11 @@ typedef struct tt_index_info {
     int lloyd_max_rounds;             /* refinement rounds of its tables (0: quantiles) */
     uint32_t dims_by_width[9];        /* dimensions coded with 0..8 bits (adaptive: the
                                        * allocation; otherwise all at nbits) */
+    /* token pooling (doc/pooling.md) */
+    uint32_t pool_factor;             /* the index's: what tt_index_add pools with by default
+                                       * (1: not pooled) */
+    uint64_t input_vectors;           /* the documents' vectors before pooling (all rows, as
+                                       * num_vectors counts them after) */
 } tt_index_info;
 
 /* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals
@@ -297,6 +310,11 @@ typedef struct tt_change_options {
     void *progress_user;
     const volatile int *cancel; /* may be NULL; set: the change stops with TT_ECANCELED and
                                  * publishes nothing */
+    int pool_factor;            /* add: token pooling factor of the new documents
+                                 * (tt_build_options.pool_factor); 0 (default): the index's
+                                 * own (1 for indexes built before pooling existed). A
+                                 * compaction never pools again: it keeps pooled vectors as
+                                 * they are, and retraining re-encodes them */
 } tt_change_options;
 
 TT_API void tt_change_options_init(tt_change_options *opt);
@@ -315,7 +333,8 @@ typedef struct tt_change_stats {
 
 /* Adds the documents of `in` to the index at dir as a new segment, encoded with the
  * index's centroids and codec (no training; vectors are normalised as the index's
- * were). Ids come from in's ids file: one already in the index is TT_EEXIST naming it,
+ * were, and token-pooled with opt->pool_factor, else the index's factor). Ids come from
+ * in's ids file: one already in the index is TT_EEXIST naming it,
  * unless opt->upsert. Without ids, new documents get decimal ids counting up from the
  * index's next free number, skipping any id ever used. Streams like tt_build: memory
  * is bounded by opt->memory_bytes. stats may be NULL.
@@ -333,7 +352,9 @@ TT_API int tt_index_delete(const char *dir, const char *const *ids, size_t n,
 /* Merges every segment into one, leaving out deleted documents: the live documents in
  * row order with their codes, residuals and ids as they were, and a new IVF, exactly
  * what a build over the same documents with this codebook writes. With opt->retrain, a
- * new codebook is trained first (doc/format.md). Streams segment by segment.
+ * new codebook is trained first (doc/format.md). Pooled documents stay as they are (a
+ * retraining re-encodes their pooled vectors; nothing is pooled twice). Streams segment
+ * by segment.
  * Errors: TT_EBUSY, TT_ECORRUPT, TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED. */
 TT_API int tt_index_compact(const char *dir, const tt_change_options *opt,
                             tt_change_stats *stats);

@@ -1,9 +1,10 @@
 /* Build + open + info + verify: synthetic corpora with known structure, the real
  * ColBERTv2 vectors, every bad input the build must refuse without leaving an index,
- * and a flipped byte in every file of an index. */
+ * a flipped byte in every file of an index, and token pooling. */
 #include "testutil.h"
 
 #include "quant/codec.h"
+#include "quant/pool.h"
 #include "io/dir.h"
 #include "io/file.h"
 #include "index/index.h"
@@ -612,6 +613,207 @@ START_TEST(build_nanofiqa) {
 }
 END_TEST
 
+/* Writes PREFIX.vectors.npy and PREFIX.doclens.npy for documents of the given lengths
+ * (clustered unit vectors); returns the vectors (caller frees) and their count. */
+static float *write_corpus_lens(const char *prefix, const int64_t *lens, uint64_t ndocs,
+                                uint32_t dim, uint64_t seed, uint64_t *nvec) {
+    uint64_t n = 0;
+    for (uint64_t d = 0; d < ndocs; d++)
+        n += (uint64_t)lens[d];
+    float *x = malloc(n * dim * sizeof *x);
+    tu_clustered(x, n, dim, 20, 0.35f, seed, NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s.vectors.npy", prefix);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, n), TT_OK);
+    snprintf(path, sizeof path, "%s.doclens.npy", prefix);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_I64, 0, lens, ndocs), TT_OK);
+    *nvec = n;
+    return x;
+}
+
+/* meta.tt's lines, without those that name the moment or the threads of a build. */
+static char *meta_stable(const char *dir) {
+    tt_fmap m;
+    ck_assert_int_eq(tt_fmap_open(&m, dir, TT_F_META, "META", TT_MAP_WHOLE), TT_OK);
+    char *out = calloc(m.h.payload_bytes + 1, 1);
+    const char *p = (const char *)m.payload, *end = p + m.h.payload_bytes;
+    size_t o = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = (size_t)((nl ? nl + 1 : end) - p);
+        if (strncmp(p, "created=", 8) && strncmp(p, "build_seconds=", 14) &&
+            strncmp(p, "threads=", 8)) {
+            memcpy(out + o, p, len);
+            o += len;
+        }
+        p += len;
+    }
+    tt_fmap_close(&m);
+    return out;
+}
+
+/* Every file but meta.tt the same (name, size, payload), meta.tt the same but for the
+ * moment and the threads of the build. */
+static void assert_same_index(const char *a, const char *b) {
+    tt_manifest ma, mb;
+    ck_assert_int_eq(tt_manifest_read(a, &ma), TT_OK);
+    ck_assert_int_eq(tt_manifest_read(b, &mb), TT_OK);
+    ck_assert_uint_eq(ma.n, mb.n);
+    for (uint32_t i = 0; i < ma.n; i++) {
+        if (!strcmp(ma.e[i].name, TT_F_META))
+            continue;
+        const tt_manifest_entry *e = tt_manifest_find(&mb, ma.e[i].name);
+        ck_assert_msg(e && e->size == ma.e[i].size && e->payload_hash == ma.e[i].payload_hash,
+                      "%s differs between %s and %s", ma.e[i].name, a, b);
+    }
+    ck_assert(!memcmp(ma.seg, mb.seg, ma.nseg * sizeof *ma.seg));
+    char *ta = meta_stable(a), *tb = meta_stable(b);
+    ck_assert_str_eq(ta, tb);
+    free(ta);
+    free(tb);
+    tt_manifest_free(&ma);
+    tt_manifest_free(&mb);
+}
+
+/* Token pooling in the build (doc/pooling.md): factor 1 is the build without pooling, bit
+ * for bit (also for a caller that predates the option); a pooled build is the same on
+ * any number of threads, keeps max(1, floor(n/F)) vectors per document, stores the
+ * normalised means of the Ward clusters of the normalised vectors (as originals too),
+ * and its lengths before pooling, which verify checks; a NaN or all-zero vector is
+ * reported at its own file and row, not in a mean; a document too long for the memory
+ * budget is refused before any work. */
+START_TEST(pooled_build) {
+    char *dir = tu_tmpdir(), prefix[512], out[512], path[700];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    const uint32_t dim = 32, factor = 3;
+    const uint64_t ndocs = 150;
+    int64_t lens[150];
+    for (uint64_t d = 0; d < ndocs; d++) /* n < F, n = F, n = 1 and longer ones */
+        lens[d] = d % 7 == 0 ? 1 : d % 11 == 0 ? 3 : d % 13 == 0 ? 2 : 4 + (int64_t)(d * 37 % 50);
+    uint64_t n;
+    float *x = write_corpus_lens(prefix, lens, ndocs, dim, 4, &n);
+    tt_input *in = open_corpus(prefix, NULL);
+    tt_build_options o = small_opts();
+    o.num_centroids = 32;
+    o.keep_originals = TT_KEEP_F16;
+
+    /* factor 1: the index without pooling, whoever asks */
+    char plain[3][512];
+    for (int i = 0; i < 3; i++) {
+        snprintf(plain[i], sizeof plain[i], "%s/plain%d", dir, i);
+        tt_build_options p = o;
+        if (i == 1)
+            p.pool_factor = 0;
+        if (i == 2) /* built against a tartan.h without pool_factor */
+            p.struct_size = (uint32_t)offsetof(tt_build_options, pool_factor);
+        ck_assert_int_eq(o.pool_factor, 1);
+        ck_assert_msg(tt_build(plain[i], in, &p, NULL) == TT_OK, "%s", tt_last_error());
+        if (i)
+            assert_same_index(plain[0], plain[i]);
+    }
+    tt_manifest m;
+    ck_assert_int_eq(tt_manifest_read(plain[0], &m), TT_OK);
+    ck_assert_ptr_null(tt_manifest_find(&m, TT_F_INLENS));
+    tt_manifest_free(&m);
+
+    /* factor 3 on 1, 2 and 3 threads: the same index */
+    char pooled[3][512];
+    for (int t = 0; t < 3; t++) {
+        snprintf(pooled[t], sizeof pooled[t], "%s/pooled%d", dir, t);
+        tt_build_options p = o;
+        p.pool_factor = (int)factor;
+        p.threads = t + 1;
+        ck_assert_msg(tt_build(pooled[t], in, &p, NULL) == TT_OK, "%s", tt_last_error());
+        if (t)
+            assert_same_index(pooled[0], pooled[t]);
+    }
+    ck_assert_int_eq(tt_index_verify(pooled[0], NULL, NULL), TT_OK);
+    tt_index *idx;
+    ck_assert_int_eq(tt_index_open(&idx, pooled[0], NULL), TT_OK);
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    ck_assert_uint_eq(info.pool_factor, factor);
+    ck_assert_uint_eq(info.input_vectors, n);
+    ck_assert_uint_eq(info.num_docs, ndocs);
+    uint64_t kept = 0;
+    for (uint64_t d = 0; d < ndocs; d++) {
+        uint32_t k = lens[d] / factor ? (uint32_t)(lens[d] / factor) : 1;
+        ck_assert_uint_eq(idx->doclens[d], k);
+        kept += k;
+    }
+    ck_assert_uint_eq(info.num_vectors, kept);
+    /* the originals are the normalised means of the pooled normalised vectors */
+    tt_pool_work w;
+    ck_assert_int_eq(tt_pool_work_init(&w, 60, dim), TT_OK);
+    float *doc = malloc(60 * dim * sizeof *doc), *mean = malloc(60 * dim * sizeof *mean);
+    uint64_t v = 0;
+    for (uint64_t d = 0; d < ndocs; d++) {
+        memcpy(doc, x + v * dim, (size_t)lens[d] * dim * sizeof *doc);
+        tt_normalize_rows(doc, (uint64_t)lens[d], dim);
+        uint32_t k = tt_pool_ward(&w, doc, (uint32_t)lens[d], factor, mean, NULL);
+        tt_normalize_rows(mean, k, dim);
+        for (uint32_t i = 0; i < k * dim; i++)
+            ck_assert_msg(fabsf(tt_f16_to_f32(idx->seg[0].originals[idx->doc_vec0[d] * dim + i]) -
+                                mean[i]) < 2e-3f, "document %llu value %u",
+                          (unsigned long long)d, i);
+        v += (uint64_t)lens[d];
+    }
+    tt_pool_work_free(&w);
+    free(doc);
+    free(mean);
+    tt_index_close(idx);
+    /* the lengths before pooling are checked by verify */
+    snprintf(path, sizeof path, "%s/%s", pooled[1], TT_F_INLENS);
+    flip(path, -2);
+    ck_assert_int_eq(tt_index_verify(pooled[1], NULL, NULL), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_INLENS));
+    tt_input_free(in);
+
+    /* a NaN, then an all-zero vector, in the source of a pooled build: named where it is */
+    o.pool_factor = 2;
+    snprintf(path, sizeof path, "%s.vectors.npy", prefix);
+    snprintf(out, sizeof out, "%s/bad", dir);
+    for (int kind = 0; kind < 2; kind++) {
+        float keep[32];
+        memcpy(keep, x + 101 * dim, sizeof keep);
+        if (kind == 0)
+            x[101 * dim + 5] = NAN;
+        else
+            memset(x + 101 * dim, 0, dim * sizeof *x);
+        ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, n), TT_OK);
+        in = open_corpus(prefix, NULL);
+        ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), "c.vectors.npy: vector 101 (document"));
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), kind ? "all zeros" : "NaN"));
+        ck_assert_int_ne(access(out, F_OK), 0);
+        tt_input_free(in);
+        memcpy(x + 101 * dim, keep, sizeof keep);
+    }
+    free(x);
+
+    /* a document whose work space does not fit in a quarter of the budget */
+    int64_t long_lens[3] = {5, 1500, 5};
+    x = write_corpus_lens(prefix, long_lens, 3, 8, 5, &n);
+    in = open_corpus(prefix, NULL);
+    o.memory_bytes = 64ull << 20;
+    o.num_centroids = 4;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "document 1 has 1500 vectors"));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "--memory"));
+    ck_assert_int_ne(access(out, F_OK), 0);
+    assert_no_tmp(dir, "bad");
+    o.memory_bytes = 256ull << 20; /* enough */
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    o.pool_factor = -2;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "pool factor"));
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(compression_ratio_128d_2bit) {
     /* Large enough that per-index constants (centroids) are amortised as in practice:
      * 50k vectors x 128-d with 64 centroids. The 2-bit index must be >= 7x smaller
@@ -650,6 +852,7 @@ int main(void) {
     tcase_add_test(tc, float64_input);
     tcase_add_test(tc, build_nanofiqa);
     tcase_add_test(tc, compression_ratio_128d_2bit);
+    tcase_add_test(tc, pooled_build);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

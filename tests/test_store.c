@@ -1,8 +1,9 @@
 /* The living index (src/store/): random add / upsert / delete / compact sequences checked
  * against a model after every step (search in every mode and I/O path equals a fresh
  * build over the model's live documents with the same codebook; a compaction writes the
- * same files as that build), ids stable across deletes, bad changes that leave the index
- * as it was, the writer lock, and format-1 indexes. */
+ * same files as that build), without and with token pooling, ids stable across deletes,
+ * pooled adds with each factor and what compaction keeps of them, bad changes that leave
+ * the index as it was, the writer lock, and format-1 indexes. */
 #include "testutil.h"
 
 #include "index/index.h"
@@ -19,7 +20,7 @@
 /* The model: every document ever added (vectors kept), and which are live, in the
  * index's row order. */
 typedef struct mdoc {
-    char id[32];
+    char id[48];
     uint32_t len;
     float *v;      /* len * DIM */
     bool live;
@@ -69,7 +70,7 @@ typedef struct batch {
     uint64_t ndocs, nvecs;
     float *v;
     int64_t *lens;
-    char (*ids)[32];
+    char (*ids)[48]; /* room for any "s<int>-<u64>" */
 } batch;
 
 static void make_batch(batch *b, uint64_t ndocs, uint64_t seed) {
@@ -120,9 +121,10 @@ static tt_input *batch_input(const batch *b, const char *prefix, bool with_ids) 
     return in;
 }
 
-/* Builds the model's live documents, in order, with the codebook of `codebook`. */
+/* Builds the model's live documents, in order, with the codebook of `codebook`, pooled
+ * with pool_factor. */
 static void build_reference(const model *m, const char *dir, const char *out,
-                            const char *codebook) {
+                            const char *codebook, int pool_factor) {
     batch b;
     memset(&b, 0, sizeof b);
     for (size_t i = 0; i < m->n; i++)
@@ -152,6 +154,7 @@ static void build_reference(const model *m, const char *dir, const char *out,
     o.memory_bytes = 128ull << 20;
     o.keep_originals = TT_KEEP_F16;
     o.codebook = codebook;
+    o.pool_factor = pool_factor;
     tu_rmrf(out);
     ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
     tt_input_free(in);
@@ -207,14 +210,16 @@ static void assert_same_results(const char *live_dir, const char *ref_dir, const
     }
 }
 
-/* After a compaction: the segment files hold what the reference build's do. */
-static void assert_same_files(const char *live_dir, const char *ref_dir) {
-    static const char *const kinds[] = {"CODE", "RESI", "IVF_", "DOCL", "IDS_", "IDMP", "ORIG"};
+/* After a compaction: the segment files hold what the reference build's do (with the
+ * lengths before pooling when pooled). */
+static void assert_same_files(const char *live_dir, const char *ref_dir, bool pooled) {
+    static const char *const kinds[] = {"CODE", "RESI", "IVF_", "DOCL", "IDS_", "IDMP", "ORIG",
+                                        "INLN"};
     tt_manifest a, b;
     ck_assert_int_eq(tt_manifest_read(live_dir, &a), TT_OK);
     ck_assert_int_eq(tt_manifest_read(ref_dir, &b), TT_OK);
     ck_assert_uint_eq(a.nseg, 1);
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] - !pooled; k++) {
         const tt_manifest_entry *x = NULL, *y = NULL;
         for (uint32_t i = 0; i < a.n; i++)
             if (!memcmp(a.e[i].kind, kinds[k], 4))
@@ -247,7 +252,8 @@ static void assert_clean(const char *dir) {
     tt_manifest_free(&m);
 }
 
-/* Run with each codec kind (_i: per-dim, adaptive). */
+/* _i: bit 0 the codec kind (per-dim, adaptive), bits 1.. the pool factor minus 1 of the
+ * build (and so of every add). */
 START_TEST(random_changes_match_model) {
     char *dir = tu_tmpdir(), base[600], live[600], ref[600], cb[600], prefix[600];
     snprintf(base, sizeof base, "%s/base", dir);
@@ -266,10 +272,13 @@ START_TEST(random_changes_match_model) {
     o.memory_bytes = 128ull << 20;
     o.num_centroids = 16;
     o.keep_originals = TT_KEEP_F16;
-    o.codec_tables = _i ? TT_CODEC_ADAPTIVE : TT_CODEC_PER_DIM;
+    const bool adaptive = _i & 1;
+    const int pool = 1 + (_i >> 1);
+    o.codec_tables = adaptive ? TT_CODEC_ADAPTIVE : TT_CODEC_PER_DIM;
+    o.pool_factor = pool;
     ck_assert_int_eq(tt_build(live, in, &o, NULL), TT_OK);
     ck_assert_int_eq(tt_build(cb, in, &o, NULL), TT_OK); /* the same codebook, kept apart */
-    if (_i) {
+    if (adaptive) {
         tt_index *ci;
         ck_assert_int_eq(tt_index_open(&ci, cb, NULL), TT_OK);
         ck_assert_ptr_nonnull(ci->codec.perm);
@@ -365,10 +374,10 @@ START_TEST(random_changes_match_model) {
             ck_assert_uint_eq(cs.segments, 1);
             snprintf(when, sizeof when, "step %d (compact)", step);
         }
-        build_reference(&m, dir, ref, cb);
+        build_reference(&m, dir, ref, cb, pool);
         assert_same_results(live, ref, Q, nqv, nq, when);
         if (op >= 8)
-            assert_same_files(live, ref);
+            assert_same_files(live, ref, pool > 1);
         ck_assert_msg(tt_index_verify(live, NULL, NULL) == TT_OK, "%s: %s", when,
                       tt_last_error());
         assert_clean(live);
@@ -379,10 +388,117 @@ START_TEST(random_changes_match_model) {
         for (size_t i = 0; i < m.n; i++)
             live_docs += m.d[i].live;
         ck_assert_uint_eq(idx->num_live, live_docs);
+        ck_assert_uint_eq(idx->info.pool_factor, pool);
         tt_index_close(idx);
     }
     free(Q);
     model_free(&m);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Adds to a pooled index pool with its factor unless told otherwise, each segment keeps
+ * its documents' lengths before pooling (or none when not pooled), and compactions, with
+ * and without retraining, keep the pooled vectors and the counts of the live documents. */
+static uint64_t pooled_len(const batch *b, uint32_t factor, uint64_t *input) {
+    uint64_t v = 0;
+    *input = 0;
+    for (uint64_t d = 0; d < b->ndocs; d++) {
+        uint64_t k = (uint64_t)b->lens[d] / factor;
+        v += k ? k : 1;
+        *input += (uint64_t)b->lens[d];
+    }
+    return v;
+}
+
+static void assert_counts(const char *dir, uint32_t factor, uint64_t vectors, uint64_t input) {
+    tt_index *x;
+    ck_assert_int_eq(tt_index_open(&x, dir, NULL), TT_OK);
+    tt_index_info info;
+    tt_index_get_info(x, &info);
+    ck_assert_uint_eq(info.pool_factor, factor);
+    ck_assert_uint_eq(info.num_vectors, vectors);
+    ck_assert_uint_eq(info.input_vectors, input);
+    tt_index_close(x);
+    ck_assert_msg(tt_index_verify(dir, NULL, NULL) == TT_OK, "%s", tt_last_error());
+}
+
+START_TEST(pooled_adds_and_compaction) {
+    char *dir = tu_tmpdir(), idx[600], prefix[600];
+    snprintf(idx, sizeof idx, "%s/idx", dir);
+    batch b[4];
+    uint64_t vec = 0, inp = 0, in_v;
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.memory_bytes = 128ull << 20;
+    o.num_centroids = 8;
+    o.keep_originals = TT_KEEP_F16;
+    o.pool_factor = 2;
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.memory_bytes = 128ull << 20;
+    /* the build (factor 2), then adds with the index's factor, 1 (none) and 3 */
+    const int factors[4] = {2, 0, 1, 3};
+    for (int i = 0; i < 4; i++) {
+        make_batch(&b[i], 30, 40 + (uint64_t)i);
+        snprintf(prefix, sizeof prefix, "%s/b%d", dir, i);
+        tt_input *in = batch_input(&b[i], prefix, false);
+        tt_change_stats cs;
+        co.pool_factor = factors[i];
+        if (i == 0)
+            ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
+        else
+            ck_assert_msg(tt_index_add(idx, in, &co, &cs) == TT_OK, "%s", tt_last_error());
+        tt_input_free(in);
+        vec += pooled_len(&b[i], factors[i] ? (uint32_t)factors[i] : 2, &in_v);
+        inp += in_v;
+        assert_counts(idx, 2, vec, inp);
+    }
+    tt_manifest m;
+    ck_assert_int_eq(tt_manifest_read(idx, &m), TT_OK);
+    ck_assert_ptr_nonnull(tt_manifest_find(&m, TT_F_INLENS));
+    ck_assert_ptr_nonnull(tt_manifest_find(&m, "g000002.inlens.tt"));
+    ck_assert_ptr_null(tt_manifest_find(&m, "g000003.inlens.tt")); /* factor 1: not pooled */
+    ck_assert_ptr_nonnull(tt_manifest_find(&m, "g000004.inlens.tt"));
+    tt_manifest_free(&m);
+    /* the first document of each segment deleted (row numbers are their ids) */
+    const char *del[] = {"0", "30", "60", "90"};
+    tt_change_stats cs;
+    co.pool_factor = 0;
+    ck_assert_int_eq(tt_index_delete(idx, del, 4, &co, &cs), TT_OK);
+    ck_assert_uint_eq(cs.deleted, 4);
+    assert_counts(idx, 2, vec, inp); /* deleted rows still count until compacted */
+    const uint32_t f_used[4] = {2, 2, 1, 3};
+    for (int i = 0; i < 4; i++) {
+        uint64_t k = (uint64_t)b[i].lens[0] / f_used[i];
+        vec -= k ? k : 1;
+        inp -= (uint64_t)b[i].lens[0];
+    }
+    ck_assert_int_eq(tt_index_compact(idx, &co, &cs), TT_OK);
+    assert_counts(idx, 2, vec, inp);
+    co.retrain = 1; /* re-encodes the pooled vectors: pools nothing again */
+    ck_assert_int_eq(tt_index_compact(idx, &co, &cs), TT_OK);
+    assert_counts(idx, 2, vec, inp);
+    co.retrain = 0;
+    /* and the index's factor still applies to the next add */
+    snprintf(prefix, sizeof prefix, "%s/b4", dir);
+    batch extra;
+    make_batch(&extra, 10, 50);
+    tt_input *in = batch_input(&extra, prefix, false);
+    ck_assert_int_eq(tt_index_add(idx, in, &co, &cs), TT_OK);
+    tt_input_free(in);
+    vec += pooled_len(&extra, 2, &in_v);
+    inp += in_v;
+    assert_counts(idx, 2, vec, inp);
+    /* a negative factor is refused */
+    co.pool_factor = -1;
+    ck_assert_int_eq(tt_index_compact(idx, &co, &cs), TT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "pool factor"));
+    free_batch(&extra);
+    for (int i = 0; i < 4; i++)
+        free_batch(&b[i]);
     tu_rmrf(dir);
     free(dir);
 }
@@ -561,6 +677,8 @@ START_TEST(format1_index) {
     tt_index_get_info(x, &info);
     ck_assert_uint_eq(info.format_version, 1);
     ck_assert_uint_eq(info.num_segments, 1);
+    ck_assert_uint_eq(info.pool_factor, 1); /* before pooling existed: not pooled */
+    ck_assert_uint_eq(info.input_vectors, info.num_vectors);
     ck_assert_uint_eq(info.num_docs, 60);
     /* the run tartan 0.1.0 wrote, query by query */
     char qp[700];
@@ -627,8 +745,9 @@ int main(void) {
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, random_changes_match_model, 0, 2);
+    tcase_add_loop_test(tc, random_changes_match_model, 0, 4);
     tcase_add_test(tc, retrain_without_originals_keeps_baseline);
+    tcase_add_test(tc, pooled_adds_and_compaction);
     tcase_add_test(tc, failed_changes_leave_nothing);
     tcase_add_test(tc, one_writer_at_a_time);
     tcase_add_test(tc, format1_index);

@@ -65,6 +65,15 @@ int cli_threads_arg(const char *cmd, const char *arg, int *out) {
     return CLI_OK;
 }
 
+int cli_pool_factor_arg(const char *cmd, const char *arg, int *out) {
+    uint64_t u;
+    if (!cli_parse_u64(arg, &u) || u == 0 || u > INT32_MAX)
+        return cli_usage_error(cmd, "--pool-factor must be a whole number >= 1 (1: no "
+                               "pooling; got '%s')", arg);
+    *out = (int)u;
+    return CLI_OK;
+}
+
 int cli_memory_arg(const char *cmd, const char *arg, uint64_t *out) {
     if (!cli_parse_size(arg, out))
         return cli_usage_error(cmd, "--memory: bad size '%s'", arg);

@@ -38,6 +38,8 @@ bool cli_parse_double(const char *s, double *out);
  * CLI_OK, or CLI_USAGE after printing the usage error for cmd. */
 int cli_threads_arg(const char *cmd, const char *arg, int *out);
 int cli_memory_arg(const char *cmd, const char *arg, uint64_t *out);
+/* --pool-factor: a whole number >= 1 (CLI_USAGE otherwise, as above). */
+int cli_pool_factor_arg(const char *cmd, const char *arg, int *out);
 /* Splits a comma-separated list into a NULL-terminated malloc'd array of malloc'd
  * strings (free with cli_free_list); *n receives the count. */
 char **cli_split_commas(const char *s, size_t *n);

@@ -26,6 +26,8 @@ static void usage(FILE *f) {
         "  --encoder CMD        encode --corpus with this encoder (doc/encoder-protocol.md)\n"
         "  --corpus FILE        the texts to encode (BEIR corpus.jsonl or id<TAB>text TSV)\n"
         "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
+        "  --pool-factor F      token pooling of the new documents (as tartan build; 1: none)\n"
+        "                       default: the index's own factor (tartan info shows it)\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --threads T          worker threads (default: all CPUs)\n"
         "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n");
@@ -45,6 +47,21 @@ static int run_add(const char *index, tt_input *in, tt_change_options *o) {
         return cli_fail("add", st);
     printf("added %llu documents (%llu vectors", (unsigned long long)cs.added,
            (unsigned long long)tt_input_num_vectors(in));
+    /* Pooled (by the option, else the index's factor): the new segment, the last one,
+     * says what was kept. */
+    tt_open_options oo;
+    tt_open_options_init(&oo);
+    oo.io = TT_IO_MMAP;
+    tt_index *idx;
+    tt_index_info ii;
+    tt_segment_info si;
+    if (tt_index_open(&idx, index, &oo) == TT_OK) {
+        tt_index_get_info(idx, &ii);
+        int factor = o->pool_factor ? o->pool_factor : (int)ii.pool_factor;
+        if (factor > 1 && tt_index_segment_info(idx, ii.num_segments - 1, &si) == TT_OK)
+            printf(" pooled by %d to %llu", factor, (unsigned long long)si.num_vectors);
+        tt_index_close(idx);
+    }
     if (cs.replaced)
         printf(", %llu replacing documents with their ids", (unsigned long long)cs.replaced);
     printf(") to %s in %.2f s: generation %llu, %llu segments, %llu live documents\n", index,
@@ -62,8 +79,8 @@ int cmd_add(int argc, char **argv) {
         {"upsert", no_argument, 0, 'u'},        {"encoder", required_argument, 0, 'E'},
         {"corpus", required_argument, 0, 'C'},  {"encoder-timeout", required_argument, 0, 'T'},
         {"bf16", no_argument, 0, 'B'},          {"threads", required_argument, 0, 't'},
-        {"memory", required_argument, 0, 'm'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"memory", required_argument, 0, 'm'},  {"pool-factor", required_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *index = NULL, *vectors = NULL, *doclens = NULL, *ids = NULL;
     const char *encoder = NULL, *corpus = NULL;
     uint32_t timeout_ms = 0;
@@ -95,6 +112,10 @@ int cmd_add(int argc, char **argv) {
             break;
         case 'm':
             if ((rc_arg = cli_memory_arg("add", optarg, &o.memory_bytes)))
+                return rc_arg;
+            break;
+        case 'P':
+            if ((rc_arg = cli_pool_factor_arg("add", optarg, &o.pool_factor)))
                 return rc_arg;
             break;
         case 'h': usage(stdout); return CLI_OK;

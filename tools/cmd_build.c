@@ -44,6 +44,10 @@ static void usage(FILE *f) {
         "                       within 32..256 vectors per centroid and half of --memory\n"
         "  --keep-originals f16 also store the vectors as float16 for exact scoring\n"
         "  --no-normalize       keep raw vectors (inner-product encoders); default L2-normalises\n"
+        "  --pool-factor F      token pooling: cluster each document's n vectors (Ward) into\n"
+        "                       max(1, floor(n/F)) means, about F times fewer vectors to store\n"
+        "                       and search (default 1: none; doc/pooling.md). Queries are\n"
+        "                       never pooled; tartan add uses the index's factor\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --describe TEXT      encoder description stored in the index\n");
 }
@@ -61,14 +65,26 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
         return CLI_FAIL; /* the caller dies of the signal after its own cleanup */
     if (st)
         return cli_fail("build", st);
-    char h1[32], h2[32];
-
-    printf("built %s: %llu documents, %llu vectors x %u dims, %u centroids, %d-bit residuals\n",
-           out, (unsigned long long)tt_input_num_docs(in),
-           (unsigned long long)tt_input_num_vectors(in), tt_input_dim(in), bs.num_centroids,
-           o->nbits);
+    char h1[32], h2[32], pooled[96] = "";
+    uint64_t stored = tt_input_num_vectors(in);
+    if (o->pool_factor > 1) { /* what pooling kept: the index knows */
+        tt_open_options oo;
+        tt_open_options_init(&oo);
+        oo.io = TT_IO_MMAP;
+        tt_index *idx;
+        tt_index_info ii;
+        if (tt_index_open(&idx, out, &oo) == TT_OK && tt_index_get_info(idx, &ii) == TT_OK) {
+            stored = ii.num_vectors;
+            snprintf(pooled, sizeof pooled, " (pooled by %d from %llu)", o->pool_factor,
+                     (unsigned long long)tt_input_num_vectors(in));
+            tt_index_close(idx);
+        }
+    }
+    printf("built %s: %llu documents, %llu vectors%s x %u dims, %u centroids, %d-bit residuals\n",
+           out, (unsigned long long)tt_input_num_docs(in), (unsigned long long)stored, pooled,
+           tt_input_dim(in), bs.num_centroids, o->nbits);
     uint64_t f16 = tt_input_num_vectors(in) * tt_input_dim(in) * 2;
-    printf("index %s (float16 vectors: %s, %.2fx smaller) in %.2f s "
+    printf("index %s (float16 input vectors: %s, %.2fx smaller) in %.2f s "
            "(train %.2f s, encode %.2f s, ivf %.2f s)\n",
            cli_human_bytes(bs.index_bytes, h1, sizeof h1), cli_human_bytes(f16, h2, sizeof h2),
            (double)f16 / (double)bs.index_bytes, bs.seconds_total, bs.seconds_train,
@@ -104,7 +120,7 @@ int cmd_build(int argc, char **argv) {
         {"keep-originals", required_argument, 0, 'K'}, {"no-normalize", no_argument, 0, 'N'},
         {"bf16", no_argument, 0, 'B'},           {"describe", required_argument, 0, 'd'},
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
-        {"encoder-timeout", required_argument, 0, 'T'},
+        {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
@@ -186,6 +202,10 @@ int cmd_build(int argc, char **argv) {
             o.keep_originals = TT_KEEP_F16;
             break;
         case 'N': o.normalize = 0; break;
+        case 'P':
+            if ((rc_arg = cli_pool_factor_arg("build", optarg, &o.pool_factor)))
+                return rc_arg;
+            break;
         case 'B': io.bf16_from_uint16 = 1; break;
         case 'd': o.encoder = optarg; break;
         case 'E': encoder = optarg; break;

@@ -8,6 +8,8 @@ static const char *assign_name(int a) { return a == TT_ASSIGN_EXACT ? "exact" : 
 static const char *codec_name(int c) {
     return c == TT_CODEC_ADAPTIVE ? "adaptive" : c == TT_CODEC_PER_DIM ? "per-dim" : "shared";
 }
+/* The input's vectors (before token pooling) as float16: what the index replaces. */
+static uint64_t input_f16(const tt_index_info *in) { return in->input_vectors * in->dim * 2; }
 
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
@@ -20,13 +22,15 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            "  \"nbits\": %u,\n  \"num_centroids\": %u,\n  \"normalized\": %s,\n"
            "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n"
            "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"4\": %u, \"8\": %u},\n"
-           "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n",
+           "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
+           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
            codec_name(in->codec_tables), in->lloyd_max_rounds, in->dims_by_width[0],
            in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
-           in->keep_originals ? "\"f16\"" : "null");
+           in->keep_originals ? "\"f16\"" : "null", in->pool_factor,
+           (unsigned long long)in->input_vectors);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
@@ -38,9 +42,11 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->bytes_originals);
     printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
            "  \"uncompressed_f32_bytes\": %llu,\n  \"ratio_f16\": %.3f,\n  \"ratio_f32\": %.3f,\n"
+           "  \"input_f16_bytes\": %llu,\n  \"ratio_input_f16\": %.3f,\n"
            "  \"resident_bytes\": %llu,\n",
            in->bits_per_dim, (unsigned long long)in->bytes_f16, (unsigned long long)in->bytes_f32,
-           in->ratio_f16, in->ratio_f32, (unsigned long long)in->resident_bytes);
+           in->ratio_f16, in->ratio_f32, (unsigned long long)input_f16(in),
+           (double)input_f16(in) / (double)in->bytes_index, (unsigned long long)in->resident_bytes);
     printf("  \"build\": {\"seed\": %llu, \"sample_factor\": %g, \"train_vectors\": %llu, "
            "\"heldout_vectors\": %llu, \"kmeans_iters\": %u, \"threads\": %u, \"assign\": \"%s\", "
            "\"seconds\": %.3f, \"heldout_mse\": %.6g},\n  \"encoder\": ",
@@ -102,6 +108,13 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     }
     if (in->lloyd_max_rounds)
         printf("             tables refined by up to %d Lloyd-Max rounds\n", in->lloyd_max_rounds);
+    if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
+        printf("pooling      factor %u (tartan add's default): %llu vectors before, %llu after "
+               "(%.2fx fewer)\n", in->pool_factor, (unsigned long long)in->input_vectors,
+               (unsigned long long)in->num_vectors,
+               (double)in->input_vectors / (double)in->num_vectors);
+    else
+        printf("pooling      none (factor 1)\n");
     printf("ids          %s\nencoder      %s\n", in->has_ids ? "external" : "row numbers",
            in->encoder[0] ? in->encoder : "(not described)");
     printf("\nbytes on disk\n");
@@ -123,6 +136,10 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
            "%.2fx than float32 (%s)\n",
            in->bits_per_dim, in->ratio_f16, cli_human_bytes(in->bytes_f16, h1, sizeof h1),
            in->ratio_f32, cli_human_bytes(in->bytes_f32, h2, sizeof h2));
+    if (in->input_vectors != in->num_vectors)
+        printf("             %.2fx smaller than the float16 vectors before pooling (%s)\n",
+               (double)input_f16(in) / (double)in->bytes_index,
+               cli_human_bytes(input_f16(in), h1, sizeof h1));
     printf("search RAM   %s resident (everything but residuals%s); residuals are read per query\n",
            cli_human_bytes(in->resident_bytes, h3, sizeof h3),
            in->bytes_originals ? " and originals" : "");
@@ -165,7 +182,8 @@ int cmd_info(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: tartan info [--json] DIR\n\nCounts, dimensions, bytes by component, "
                    "bits per dimension, compression against\nfloat16/float32, the memory search "
-                   "keeps resident, build parameters, encoder.\n");
+                   "keeps resident, build parameters, encoder,\ntoken pooling (vectors before "
+                   "and after), segments and drift.\n");
             return CLI_OK;
         } else if (argv[i][0] == '-' || dir) {
             return cli_usage_error("info", "unexpected argument '%s'", argv[i]);

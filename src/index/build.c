@@ -41,6 +41,7 @@ void tt_build_options_init(tt_build_options *o) {
     o->max_train_per_centroid = 256;
     o->kmeans_iters = 4;
     o->lloyd_max_rounds = 100;
+    o->pool_factor = 1;
 }
 
 int tt_build_cancelled(const builder *b) {
@@ -87,51 +88,41 @@ int tt_build_write_small(builder *b, const char *file, const char *kind, const v
     return st;
 }
 
-/* Names the file and row of global vector v for error messages. */
-static void locate_vector(const tt_input *in, uint64_t v, const char **path, uint64_t *row,
-                          uint64_t *doc) {
-    size_t f = 0;
-    while (f + 1 < in->nfiles && in->file_vec0[f + 1] <= v)
-        f++;
-    *path = in->nfiles ? in->files[f].path : in->source;
-    *row = in->nfiles ? v - in->file_vec0[f] : v;
-    *doc = tt_find_le(in->doc_vec0, in->num_docs, v);
-}
-
-/* Normalises (if asked) and validates n vectors that start at global vector v0. */
-int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n) {
+/* Normalises (if asked) and validates n vectors of `in` that start at its vector v0. */
+int tt_prepare_vectors(const tt_input *in, uint32_t dim, int normalize, int f16_range, float *x,
+                       uint64_t v0, uint64_t n) {
     const char *path;
     uint64_t row, doc;
-    int64_t bad = tt_find_nonfinite(x, n, b->dim);
+    int64_t bad = tt_find_nonfinite(x, n, dim);
     if (bad >= 0) {
-        locate_vector(b->in, v0 + (uint64_t)bad, &path, &row, &doc);
+        tt_input_locate(in, v0 + (uint64_t)bad, &path, &row, &doc);
         return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) contains NaN or Inf", path,
                       (unsigned long long)row, (unsigned long long)doc);
     }
     int64_t zero;
-    if (b->o->normalize) {
-        zero = tt_normalize_rows(x, n, b->dim);
+    if (normalize) {
+        zero = tt_normalize_rows(x, n, dim);
     } else {
         zero = -1;
         for (uint64_t i = 0; i < n && zero < 0; i++) {
             uint32_t j = 0;
-            while (j < b->dim && x[i * b->dim + j] == 0.0f)
+            while (j < dim && x[i * dim + j] == 0.0f)
                 j++;
-            if (j == b->dim)
+            if (j == dim)
                 zero = (int64_t)i;
         }
     }
     if (zero >= 0) {
-        locate_vector(b->in, v0 + (uint64_t)zero, &path, &row, &doc);
+        tt_input_locate(in, v0 + (uint64_t)zero, &path, &row, &doc);
         return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) is all zeros", path,
                       (unsigned long long)row, (unsigned long long)doc);
     }
     /* Kept originals are float16: a value it cannot hold would be stored as infinity
      * (and every exact score would be NaN). 65520 and above round to infinity. */
-    if (b->o->keep_originals == TT_KEEP_F16) {
-        for (uint64_t i = 0; i < n * b->dim; i++) {
+    if (f16_range) {
+        for (uint64_t i = 0; i < n * dim; i++) {
             if (fabsf(x[i]) >= 65520.0f) {
-                locate_vector(b->in, v0 + i / b->dim, &path, &row, &doc);
+                tt_input_locate(in, v0 + i / dim, &path, &row, &doc);
                 return tt_err(TT_EVALUE, "%s: vector %llu (document %llu) has the value %g, "
                               "beyond float16's range (65504): --keep-originals f16 cannot "
                               "store it (scale the vectors, or build without originals)", path,
@@ -140,6 +131,11 @@ int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n) {
         }
     }
     return TT_OK;
+}
+
+int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n) {
+    return tt_prepare_vectors(b->in, b->dim, b->o->normalize,
+                              b->o->keep_originals == TT_KEEP_F16, x, v0, n);
 }
 
 /* ------------------------------------------------------------ small files */
@@ -165,14 +161,17 @@ int tt_build_write_meta(builder *b, double seconds) {
                      "keep_originals=%d\nhas_ids=%d\nseed=%llu\nsample_factor=%.6g\n"
                      "train_vectors=%llu\nheldout_vectors=%llu\nkmeans_iters=%d\nthreads=%d\n"
                      "assign=%d\nbuild_seconds=%.3f\nheldout_mse=%.9g\nlloyd_max_rounds=%d\n"
-                     "encoder=%s\n",
+                     "encoder=%s\npool_factor=%d\ninput_vectors=%llu\n",
                      TT_VERSION_STRING, created, b->dim, b->nbits,
                      (unsigned long long)b->in->num_docs, (unsigned long long)b->in->num_vectors,
                      b->K, o->normalize ? 1 : 0, o->codec_tables, o->keep_originals,
                      b->in->ids_blob ? 1 : 0, (unsigned long long)o->seed, o->sample_factor,
                      (unsigned long long)b->st.train_vectors,
                      (unsigned long long)b->st.heldout_vectors, o->kmeans_iters, b->threads,
-                     o->assign, seconds, b->st.heldout_mse, o->lloyd_max_rounds, enc);
+                     o->assign, seconds, b->st.heldout_mse, o->lloyd_max_rounds, enc,
+                     TT_MAX(o->pool_factor, 1),
+                     (unsigned long long)(b->in->input_lens ? b->in->input_vectors
+                                                            : b->in->num_vectors));
     if (n < 0 || (size_t)n >= sizeof text)
         return tt_err(TT_EINVAL, "index metadata too long");
     return tt_build_write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
@@ -247,6 +246,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     b.lock.fd = -1;
     b.tmp_fd = -1;
     tt_build_options defaults;
+    tt_pooled *pool = NULL;
     int st;
     double t0 = tt_now();
 
@@ -289,6 +289,10 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "at most 2^24 centroids (got %u)", o->num_centroids);
     if (o->threads < 0)
         return tt_err(TT_EINVAL, "threads must be >= 0");
+    if (o->pool_factor < 0)
+        return tt_err(TT_EINVAL, "the pool factor must be >= 1 (got %d)", o->pool_factor);
+    if (o->pool_factor == 0)
+        defaults.pool_factor = 1;
 
     /* A codebook taken from another index fixes what training would choose. */
     tt_index *cb = NULL;
@@ -314,7 +318,6 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     }
 
     b.o = o;
-    b.in = in;
     b.dim = in->dim;
     b.nbits = (uint32_t)o->nbits;
     b.threads = o->threads ? o->threads : tt_default_threads();
@@ -325,6 +328,12 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     /* The output first: a bad OUT fails now, not after hours of training. */
     if ((st = tt_build_prepare_output(&b, out_dir)))
         goto fail;
+    /* Token pooling: the build reads the pooled documents (index/pooled.c). */
+    if (o->pool_factor > 1 &&
+        (st = tt_pooled_open(&pool, in, (uint32_t)o->pool_factor, o->normalize, b.threads,
+                             o->memory_bytes)))
+        goto fail;
+    b.in = pool ? tt_pooled_input(pool) : in;
     b.wdir = b.tmp;
     if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)) ||
         (st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
@@ -333,7 +342,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))
         goto fail;
     /* Generation 1: one segment, the build's, with the files' plain names. */
-    tt_manifest_segment seg = {.id = 0, .num_docs = in->num_docs, .num_vectors = in->num_vectors};
+    tt_manifest_segment seg = {.id = 0, .num_docs = b.in->num_docs,
+                               .num_vectors = b.in->num_vectors};
     b.man.generation = 1;
     b.man.next_auto_id = in->num_docs;
     if ((st = tt_manifest_add_segment(&b.man, &seg)) ||
@@ -353,6 +363,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
 fail:
     tt_build_discard(&b, st);
     tt_build_free(&b);
+    tt_pooled_free(pool);
     tt_index_close(cb);
     return st;
 }

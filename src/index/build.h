@@ -52,6 +52,11 @@ int tt_build_add_manifest(builder *b, const tt_fwriter *w, const char *name, uin
 const char *tt_build_name(const builder *b, const char *file, char *buf);
 /* Normalises (if asked) and validates n vectors that start at global vector v0. */
 int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n);
+/* The same for n vectors of `in` from its vector v0: NaN/Inf and all-zero vectors are
+ * refused (TT_EVALUE) naming their file, row and document; with f16_range, so are
+ * values float16 cannot hold. */
+int tt_prepare_vectors(const tt_input *in, uint32_t dim, int normalize, int f16_range, float *x,
+                       uint64_t v0, uint64_t n);
 /* Writes a whole small file of the segment (named with the prefix) in one go. */
 int tt_build_write_small(builder *b, const char *file, const char *kind, const void *data,
                          size_t n, uint64_t a, uint64_t bb, uint64_t c);
@@ -85,6 +90,19 @@ int tt_build_write_ids(builder *b, uint64_t num_docs, const char *blob, const ui
 int tt_build_make_assigner(builder *b);
 /* Frees what the builder allocated (not the input, the lock or the output path). */
 void tt_build_free(builder *b);
+/* pooled.c: token pooling as an input transform. The input whose documents are src's,
+ * each pooled with factor (>= 2; quant/pool.h) when it is read: its doclens are the
+ * pooled lengths, its input_lens src's; ids are src's (lent: src must outlive it and
+ * keep them). Source vectors are validated and, with normalize, L2-normalised before
+ * they are clustered; the means are left as they are (the build normalises what it
+ * reads). Documents are pooled on up to `threads` threads, in batches that, with the
+ * work spaces, fit in a quarter of memory_bytes; a document too long for that is
+ * TT_ENOMEM naming it. Errors when reading: those of src and of tt_prepare_vectors. */
+typedef struct tt_pooled tt_pooled;
+int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normalize, int threads,
+                   uint64_t memory_bytes);
+tt_input *tt_pooled_input(tt_pooled *p);
+void tt_pooled_free(tt_pooled *p);
 /* publish.c: resolves and locks OUT, checks what is there (before any work), removes
  * killed builds' leftovers and creates the build directory; publishes it; and at the
  * end (status: the build's result, whose message is kept) removes what is left of the

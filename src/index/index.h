@@ -18,6 +18,9 @@ typedef struct tt_segment {
     uint64_t num_deleted;
     uint64_t added_vectors;    /* an add's measured vectors and their residual error */
     double added_mse;
+    uint64_t input_vectors;    /* its documents' vectors before token pooling (inlens.tt's
+                                * total; num_vectors when it has none) */
+    uint64_t inlens_bytes;     /* size of its inlens.tt, 0 if none */
 
     tt_fmap f_doclens, f_codes, f_residuals, f_ivf, f_ids, f_idmap, f_originals;
 

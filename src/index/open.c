@@ -156,9 +156,13 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     in->sample_factor = meta_double(m, "sample_factor");
     in->build_seconds = meta_double(m, "build_seconds");
     in->heldout_mse = meta_double(m, "heldout_mse");
-    /* Before tartan 0.3 tables were quantiles only (no key). */
+    /* Before tartan 0.2 tables were quantiles only (no key). */
     if (tt_meta_get(m, "lloyd_max_rounds", (char[8]){0}, 8))
         U64("lloyd_max_rounds", 0, 1000, in->lloyd_max_rounds);
+    /* Token pooling: absent before tartan pooled (factor 1). */
+    in->pool_factor = 1;
+    if (tt_meta_get(m, "pool_factor", (char[2]){0}, 2))
+        U64("pool_factor", 1, INT32_MAX, in->pool_factor);
 #undef U64
     tt_meta_get(m, "encoder", in->encoder, sizeof in->encoder);
     tt_meta_get(m, "created", in->created, sizeof in->created);
@@ -385,6 +389,22 @@ static int open_segment(tt_index *idx, tt_segment *sg) {
         ((st = open_file(idx, &sg->f_idmap, name, "IDMP", TT_MAP_WHOLE, RESIDENT)) ||
          (st = load_idmap(sg))))
         return st;
+    /* The lengths before token pooling, if its documents were pooled: only the header
+     * is read (the total); tt_index_verify checks the lengths. */
+    sg->input_vectors = sg->num_vectors;
+    seg_name(sg, TT_F_INLENS, name, sizeof name);
+    if (tt_manifest_find(&idx->man, name)) {
+        tt_fmap f = {.fd = -1};
+        if ((st = open_file(idx, &f, name, "INLN", TT_MAP_NONE, STREAMED)) ||
+            (st = expect_size(&f, sg->num_docs, f.h.b, sg->num_docs * 4)) ||
+            (st = expect(&f, f.h.b >= sg->num_vectors, "fewer vectors before pooling than after"))) {
+            tt_fmap_close(&f);
+            return st;
+        }
+        sg->input_vectors = f.h.b;
+        sg->inlens_bytes = f.size;
+        tt_fmap_close(&f);
+    }
     uint64_t rbytes;
     if (!tt_mul_ok(sg->num_vectors, idx->res_bytes, &rbytes))
         return tt_err(TT_ECORRUPT, "%s: residual size overflows", idx->dir);
@@ -590,6 +610,8 @@ static void fill_info(tt_index *idx) {
         in->bytes_originals += sg->f_originals.size;
         in->added_vectors += sg->added_vectors;
         mse_sum += sg->added_mse * (double)sg->added_vectors;
+        in->bytes_doclens += sg->inlens_bytes;
+        in->input_vectors += sg->input_vectors;
     }
     for (uint32_t i = 0; i < idx->man.n; i++)
         if (!memcmp(idx->man.e[i].kind, "TOMB", 4))
@@ -838,7 +860,7 @@ int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
 
 static uint64_t segment_bytes(const tt_segment *sg) {
     return sg->f_doclens.size + sg->f_codes.size + sg->f_residuals.size + sg->f_ivf.size +
-           sg->f_ids.size + sg->f_idmap.size;
+           sg->f_ids.size + sg->f_idmap.size + sg->inlens_bytes;
 }
 
 int tt_index_segment_info(const tt_index *idx, uint32_t i, tt_segment_info *out) {

@@ -116,19 +116,27 @@ int tt_build_segment(builder *b) {
     return tt_build_segment_tables(b);
 }
 
+/* A u32 per document: doclens.tt, or inlens.tt (with the vectors they sum to in `b`). */
+static int write_lens(builder *b, const char *file, const char *kind, const uint32_t *lens,
+                      uint64_t bb) {
+    uint64_t D = b->in->num_docs;
+    uint8_t *buf = tt_alloc(D ? D : 1, 4, file);
+    if (!buf)
+        return TT_ENOMEM;
+    for (uint64_t d = 0; d < D; d++)
+        tt_wr32(buf + 4 * d, lens[d]);
+    int st = tt_build_write_small(b, file, kind, buf, (size_t)D * 4, D, bb, 0);
+    free(buf);
+    return st;
+}
+
 int tt_build_segment_tables(builder *b) {
     const tt_input *in = b->in;
     int st;
-    /* doclens: u32 per document */
-    uint8_t *buf = tt_alloc(in->num_docs, 4, "doclens");
-    if (!buf)
-        return TT_ENOMEM;
-    for (uint64_t d = 0; d < in->num_docs; d++)
-        tt_wr32(buf + 4 * d, in->doclens[d]);
-    st = tt_build_write_small(b, TT_F_DOCLENS, "DOCL", buf, (size_t)in->num_docs * 4,
-                              in->num_docs, 0, 0);
-    free(buf);
-    if (st)
+    /* doclens: u32 per document; pooled documents also keep their lengths before */
+    if ((st = write_lens(b, TT_F_DOCLENS, "DOCL", in->doclens, 0)) ||
+        (in->input_lens &&
+         (st = write_lens(b, TT_F_INLENS, "INLN", in->input_lens, in->input_vectors))))
         return st;
     /* Without an ids file the ids are the row numbers, stored all the same: every
      * segment has ids, and tt_index_doc_id never has to make strings. */

@@ -1,6 +1,9 @@
 /* tt_index_verify: every checksum of every file the current generation names, then every
- * structural invariant (a full open), then the kept originals' values. */
+ * structural invariant (a full open), then the kept originals' values and the lengths
+ * before token pooling. */
 #include "index/index.h"
+
+#include <stdio.h>
 
 int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
     tt_manifest man;
@@ -46,6 +49,31 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
                 break;
             }
         }
+    }
+    /* The lengths before token pooling: each document had at least the vectors it
+     * kept, and they add up to the total in the header (open reads only that). */
+    for (uint32_t s = 0; s < idx->nseg && !st; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        if (!sg->inlens_bytes)
+            continue;
+        char name[TT_MANIFEST_NAME_LEN + 16];
+        snprintf(name, sizeof name, "%s%s", sg->prefix, TT_F_INLENS);
+        tt_fmap f;
+        if ((st = tt_fmap_open(&f, dir, name, "INLN", TT_MAP_WHOLE)))
+            break;
+        const uint32_t *dl = (const uint32_t *)sg->f_doclens.payload;
+        uint64_t sum = 0;
+        for (uint64_t d = 0; d < sg->num_docs && !st; d++) {
+            uint32_t len = tt_rd32(f.payload + 4 * d);
+            sum += len;
+            if (len < dl[d])
+                st = tt_err(TT_ECORRUPT, "%s: document %llu had %u vectors before pooling but "
+                            "keeps %u", f.path, (unsigned long long)d, len, dl[d]);
+        }
+        if (!st && sum != f.h.b)
+            st = tt_err(TT_ECORRUPT, "%s: the lengths add up to %llu vectors, the header says "
+                        "%llu", f.path, (unsigned long long)sum, (unsigned long long)f.h.b);
+        tt_fmap_close(&f);
     }
     tt_index_close(idx);
     return st;

@@ -286,3 +286,11 @@ int tt_input_read(const tt_input *in, uint64_t v0, uint64_t n, float *out) {
     }
     return TT_OK;
 }
+
+void tt_input_locate(const tt_input *in, uint64_t v, const char **path, uint64_t *row,
+                     uint64_t *doc) {
+    size_t f = in->nfiles ? (size_t)tt_find_le(in->file_vec0, in->nfiles, v) : 0;
+    *path = in->nfiles ? in->files[f].path : in->source;
+    *row = in->nfiles ? v - in->file_vec0[f] : v;
+    *doc = tt_find_le(in->doc_vec0, in->num_docs, v);
+}

@@ -22,10 +22,19 @@ struct tt_input {
     int (*read_fn)(void *user, uint64_t v0, uint64_t n, float *out);
     void *read_user;
     const char *source;
+    /* Documents that were pooled (index/pooled.c, or a compaction of pooled segments):
+     * the number of vectors each had before pooling, and their sum; NULL when the
+     * documents were not pooled (their lengths are doclens). */
+    const uint32_t *input_lens;
+    uint64_t input_vectors;
 };
 
 /* Reads global vectors [v0, v0+n) (may span files) as float32 into out (n*dim floats).
  * Thread-safe. Errors: TT_EINVAL (range), and those of tt_vecfile_read. */
 int tt_input_read(const tt_input *in, uint64_t v0, uint64_t n, float *out);
+/* Where global vector v comes from, for messages: the file (or `source`) and the row in
+ * it, and the document holding it. */
+void tt_input_locate(const tt_input *in, uint64_t v, const char **path, uint64_t *row,
+                     uint64_t *doc);
 
 #endif

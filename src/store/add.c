@@ -65,6 +65,7 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     uint64_t *pairs = NULL, npairs = 0, next_auto;
     char *auto_blob = NULL;
     uint64_t *auto_off = NULL;
+    tt_pooled *pool = NULL;
     int st;
     memset(&b, 0, sizeof b);
     memset(&next, 0, sizeof next);
@@ -118,9 +119,16 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
         in->id_off = auto_off;
     }
 
-    /* The segment, as a build with this index's codebook would write it. */
+    /* The segment, as a build with this index's codebook would write it: from the
+     * documents pooled with the change's factor, else the index's. */
     tt_build_options bo;
-    tt_store_builder(&s, cb, in, &bo, &b);
+    uint32_t factor = s.o.pool_factor ? (uint32_t)s.o.pool_factor : cb->info.pool_factor;
+    if (factor > 1 && (st = tt_pooled_open(&pool, in, factor, cb->normalized,
+                                           s.o.threads ? s.o.threads : tt_default_threads(),
+                                           s.o.memory_bytes)))
+        goto done;
+    tt_input *seg_in = pool ? tt_pooled_input(pool) : in;
+    tt_store_builder(&s, cb, seg_in, &bo, &b);
     b.measure = 1;
     if ((st = tt_build_codebook_from(&b, cb)) || (st = tt_build_segment(&b)))
         goto done;
@@ -131,8 +139,8 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     for (uint32_t i = 0; i < b.man.n && !st; i++)
         st = tt_manifest_add(&next, &b.man.e[i]);
     tt_manifest_segment seg = {.id = s.gen, .num_docs = in->num_docs,
-                               .num_vectors = in->num_vectors,
-                               .added_vectors = in->num_vectors,
+                               .num_vectors = seg_in->num_vectors,
+                               .added_vectors = seg_in->num_vectors,
                                .added_mse = b.err_values ? b.err_sum / (double)b.err_values : 0};
     memcpy(seg.prefix, s.prefix, sizeof seg.prefix);
     next.next_auto_id = next_auto;
@@ -160,6 +168,7 @@ done:
     free(pairs);
     tt_manifest_free(&next);
     tt_build_free(&b);
+    tt_pooled_free(pool);
     tt_index_close(cb);
     return tt_store_end(&s, st);
 }

@@ -1,12 +1,13 @@
 /* tt_index_compact: every segment merged into one, deleted documents left out, the IVF
- * rebuilt. Without retraining, the live documents' codes, residuals, originals and ids
- * are copied as they are, in row order: a vector's encoding depends only on it and the
- * codebook, so this is what a build over the same documents with this codebook writes
- * (tests/test_store.c compares the two file by file). With retraining, a new codebook
- * is trained on a sample of the live documents (their kept originals, else their
- * decompressed vectors) and every live document re-encoded with it, through the build's
- * own pipeline. Both stream segment by segment: what stays in memory is per document
- * (lengths, ids, offsets) and per centroid, never the vectors. */
+ * rebuilt. Without retraining, the live documents' codes, residuals, originals, ids and
+ * lengths before token pooling are copied as they are, in row order: a vector's encoding
+ * depends only on it and the codebook, so this is what a build over the same documents
+ * with this codebook writes (tests/test_store.c compares the two file by file). With
+ * retraining, a new codebook is trained on a sample of the live documents (their kept
+ * originals, else their decompressed vectors) and every live document re-encoded with
+ * it, through the build's own pipeline (which never pools again: pooled vectors are
+ * re-encoded as they are). Both stream segment by segment: what stays in memory is per
+ * document (lengths, ids, offsets) and per centroid, never the vectors. */
 #include "store/store.h"
 
 #include <stdio.h>
@@ -14,7 +15,7 @@
 
 /* One segment's files, mapped while it is copied or read. */
 typedef struct seg_files {
-    tt_fmap doclens, codes, residuals, ids, originals;
+    tt_fmap doclens, codes, residuals, ids, originals, inlens;
     const uint64_t *id_off;
     const char *id_data;
     void *ids_made;
@@ -23,10 +24,12 @@ typedef struct seg_files {
 static void seg_files_init(seg_files *f) {
     memset(f, 0, sizeof *f);
     f->doclens.fd = f->codes.fd = f->residuals.fd = f->ids.fd = f->originals.fd = -1;
+    f->inlens.fd = -1;
 }
 
 static void seg_files_close(seg_files *f) {
-    tt_fmap *all[] = {&f->doclens, &f->codes, &f->residuals, &f->ids, &f->originals};
+    tt_fmap *all[] = {&f->doclens, &f->codes, &f->residuals, &f->ids, &f->originals,
+                      &f->inlens};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->path || all[i]->fd >= 0)
             tt_fmap_close(all[i]);
@@ -89,6 +92,14 @@ static int seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_seg
     } else if ((st = tt_row_ids(D, &f->ids_made, &f->id_off, &f->id_data))) {
         return st;
     }
+    /* Pooled documents: their lengths before pooling go with them. */
+    snprintf(name, sizeof name, "%s%s", m->prefix, TT_F_INLENS);
+    if (tt_manifest_find(&s->man, name)) {
+        if ((st = seg_file(s, m, &f->inlens, TT_F_INLENS, "INLN", true)))
+            return st;
+        if (f->inlens.h.a != D || f->inlens.h.payload_bytes != 4 * D)
+            return tt_err(TT_ECORRUPT, "%s: header disagrees with its size", f->inlens.path);
+    }
     if (cb->info.keep_originals) {
         if ((st = seg_file(s, m, &f->originals, TT_F_ORIGINALS, "ORIG", false)))
             return st;
@@ -110,6 +121,9 @@ typedef struct live_set {
     uint64_t *id_off;         /* ndocs + 1 */
     uint64_t ids_cap;
     uint64_t next_auto_id;    /* past every number a dropped document had as its id */
+    uint32_t *inlens;         /* vectors of each before token pooling */
+    uint64_t in_vecs;         /* their sum */
+    bool pooled;              /* some segment's documents were pooled (had inlens.tt) */
 } live_set;
 
 static void live_free(live_set *l) {
@@ -119,6 +133,7 @@ static void live_free(live_set *l) {
     free(l->vec);
     free(l->ids);
     free(l->id_off);
+    free(l->inlens);
     memset(l, 0, sizeof *l);
 }
 
@@ -150,7 +165,8 @@ static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
     l->seg = tt_alloc(D ? D : 1, sizeof *l->seg, "live documents");
     l->vec = tt_alloc(D ? D : 1, sizeof *l->vec, "live documents");
     l->id_off = tt_alloc(D + 1, sizeof *l->id_off, "live documents");
-    if (!l->doclens || !l->doc_vec0 || !l->seg || !l->vec || !l->id_off)
+    l->inlens = tt_alloc(D ? D : 1, sizeof *l->inlens, "live documents");
+    if (!l->doclens || !l->doc_vec0 || !l->seg || !l->vec || !l->id_off || !l->inlens)
         return TT_ENOMEM;
     uint64_t d = 0, pos = 0;
     for (uint32_t i = 0; i < s->man.nseg && !st; i++) {
@@ -181,6 +197,9 @@ static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
                 l->id_off[d] = pos;
                 pos += il + 1;
                 l->doclens[d] = len;
+                l->inlens[d] = f.inlens.payload ? tt_rd32(f.inlens.payload + 4 * r) : len;
+                l->in_vecs += l->inlens[d];
+                l->pooled = l->pooled || f.inlens.payload;
                 l->doc_vec0[d] = l->nvecs;
                 l->seg[d] = i;
                 l->vec[d] = v;
@@ -206,6 +225,10 @@ static void live_input(const live_set *l, uint32_t dim, tt_input *in) {
     in->doc_vec0 = l->doc_vec0;
     in->ids_blob = l->ids;
     in->id_off = l->id_off;
+    if (l->pooled) { /* kept as pooled: never pooled again */
+        in->input_lens = l->inlens;
+        in->input_vectors = l->in_vecs;
+    }
 }
 
 /* ------------------------------------------------------- copying (no retrain) */

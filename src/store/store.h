@@ -70,8 +70,9 @@ void tt_store_discard(tt_store *s);
  * files (keeping the error message of st); then closes the store. Returns st. */
 int tt_store_end(tt_store *s, int st);
 /* A builder that writes a segment like the index's, with codebook cb (options in bo,
- * owned by the caller): vectors normalised and originals kept as the index's, the
- * change's threads, memory, progress and cancel; files g<gen>.* in the index. */
+ * owned by the caller): vectors normalised and originals kept as the index's, its pool
+ * factor recorded (in is read as it is: pooling is the caller's), the change's threads,
+ * memory, progress and cancel; files g<gen>.* in the index. */
 void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_options *bo,
                       builder *b);
 /* Progress and the cancel flag, as tt_build_progress. */

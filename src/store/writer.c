@@ -39,6 +39,9 @@ int tt_store_options(const tt_change_options *in, tt_change_options *out) {
         return tt_err(TT_EINVAL, "change options: threads must be >= 0");
     if (out->memory_bytes < (64ull << 20))
         return tt_err(TT_EINVAL, "change options: the memory budget must be at least 64 MiB");
+    if (out->pool_factor < 0)
+        return tt_err(TT_EINVAL, "change options: the pool factor must be >= 1, or 0 for the "
+                      "index's own (got %d)", out->pool_factor);
     return TT_OK;
 }
 
@@ -108,6 +111,7 @@ void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_op
     if (cb->info.sample_factor > 0)
         bo->sample_factor = cb->info.sample_factor;
     bo->encoder = cb->info.encoder[0] ? cb->info.encoder : NULL;
+    bo->pool_factor = (int)cb->info.pool_factor; /* recorded; pooling is the add's to do */
     bo->threads = s->o.threads;
     bo->memory_bytes = s->o.memory_bytes;
     bo->progress = s->o.progress;

@@ -1,0 +1,182 @@
+/* Token pooling as an input transform (doc/pooling.md): a tt_input whose documents are
+ * another input's, each pooled (quant/pool.h) as it is read. Its document lengths are
+ * known from the source's alone (max(1, floor(n / factor))), so everything downstream
+ * (sampling, k-means, the codec, the encode pass, kept originals, the IVF) sees the
+ * pooled documents without knowing they were pooled, and no vector is held longer than
+ * the batch of whole documents being read. Source vectors are validated and normalised
+ * here, as the build does its input's, so that a NaN or an all-zero vector is reported
+ * at its own file, row and document, not hidden in a mean. */
+#include "index/build.h"
+#include "quant/pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct tt_pooled {
+    tt_input in;             /* what the build reads */
+    tt_input *src;
+    uint32_t factor, dim, max_n;
+    int normalize;
+    int nwork;               /* work spaces: documents pooled at once */
+    tt_pool_work *work;
+    float *cut;              /* per work space, max_n * dim: a document the request cuts */
+    float *buf;              /* source vectors of a batch of whole documents */
+    uint64_t buf_vectors;
+    char source[512];        /* names the pooled input in messages */
+};
+
+/* One batch: source documents [d0, d1), their vectors in buf, pooled into the request's
+ * range [v0, v0 + n) of pooled vectors at out. */
+typedef struct pool_job {
+    tt_pooled *p;
+    uint64_t d0, d1, v0, n;
+    float *out;
+} pool_job;
+
+static void pool_worker(void *arg, int t, int nt) {
+    pool_job *j = arg;
+    tt_pooled *p = j->p;
+    const uint32_t dim = p->dim;
+    const uint64_t base = p->src->doc_vec0[j->d0];
+    tt_pool_work *w = &p->work[t];
+    float *cut = p->cut + (uint64_t)t * p->max_n * dim;
+    /* Documents t, t + nt, ...: neighbours have unrelated lengths, so this balances. */
+    for (uint64_t d = j->d0 + (uint64_t)t; d < j->d1; d += (uint64_t)nt) {
+        const float *x = p->buf + (p->src->doc_vec0[d] - base) * dim;
+        uint64_t first = p->in.doc_vec0[d], len = p->in.doclens[d];
+        uint64_t lo = TT_MAX(first, j->v0), hi = TT_MIN(first + len, j->v0 + j->n);
+        if (lo >= hi)
+            continue;
+        float *dst = j->out + (lo - j->v0) * dim;
+        if (lo == first && hi == first + len) {
+            tt_pool_ward(w, x, p->src->doclens[d], p->factor, dst, NULL);
+        } else { /* the request starts or ends inside this document */
+            tt_pool_ward(w, x, p->src->doclens[d], p->factor, cut, NULL);
+            memcpy(dst, cut + (lo - first) * dim, (size_t)((hi - lo) * dim) * sizeof *dst);
+        }
+    }
+}
+
+static int read_pooled(void *user, uint64_t v0, uint64_t n, float *out) {
+    tt_pooled *p = user;
+    const tt_input *src = p->src;
+    const uint64_t D = p->in.num_docs, end = v0 + n;
+    int st;
+    uint64_t d = tt_find_le(p->in.doc_vec0, D, v0);
+    while (d < D && p->in.doc_vec0[d] < end) {
+        /* Whole source documents, as many as the buffer holds (at least one). */
+        uint64_t e = d, tot = 0;
+        while (e < D && p->in.doc_vec0[e] < end &&
+               (e == d || tot + src->doclens[e] <= p->buf_vectors))
+            tot += src->doclens[e++];
+        uint64_t s0 = src->doc_vec0[d];
+        if ((st = tt_input_read(src, s0, tot, p->buf)) ||
+            (st = tt_prepare_vectors(src, p->dim, p->normalize, 0, p->buf, s0, tot)))
+            return st;
+        pool_job job = {p, d, e, v0, n, out};
+        int nt = (int)TT_MIN((uint64_t)p->nwork, e - d);
+        tt_parallel(nt, pool_worker, &job);
+        d = e;
+    }
+    return TT_OK;
+}
+
+int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normalize, int threads,
+                   uint64_t memory_bytes) {
+    tt_pooled *p;
+    int st = TT_OK;
+    *out = NULL;
+    if (factor < 2)
+        return tt_err(TT_EINVAL, "token pooling: factor %u (1 does not pool)", factor);
+    if (!(p = tt_calloc(1, sizeof *p, "pooled input")))
+        return TT_ENOMEM;
+    const uint64_t D = src->num_docs;
+    p->src = src;
+    p->factor = factor;
+    p->dim = src->dim;
+    p->normalize = normalize;
+    tt_input *in = &p->in;
+    in->dim = src->dim;
+    in->num_docs = D;
+    in->doclens = tt_alloc(D ? D : 1, sizeof *in->doclens, "pooled document lengths");
+    in->doc_vec0 = tt_alloc(D + 1, sizeof *in->doc_vec0, "pooled document lengths");
+    if (!in->doclens || !in->doc_vec0) {
+        st = TT_ENOMEM;
+        goto fail;
+    }
+    uint64_t longest = 0;
+    in->doc_vec0[0] = 0;
+    for (uint64_t d = 0; d < D; d++) {
+        uint32_t len = src->doclens[d];
+        if (len > p->max_n) {
+            p->max_n = len;
+            longest = d;
+        }
+        in->doclens[d] = tt_pool_len(len, factor);
+        in->doc_vec0[d + 1] = in->doc_vec0[d] + in->doclens[d];
+    }
+    in->num_vectors = in->doc_vec0[D];
+    if (p->max_n == 0) /* no documents: nothing will be read */
+        p->max_n = 1;
+    in->ids_blob = src->ids_blob; /* lent: the source's */
+    in->id_off = src->id_off;
+    in->ids_path = src->ids_path;
+    in->input_lens = src->doclens;
+    in->input_vectors = src->num_vectors;
+    in->read_fn = read_pooled;
+    in->read_user = p;
+    snprintf(p->source, sizeof p->source, "%s (pooled by %u)",
+             src->nfiles ? src->files[0].path : src->source ? src->source : "input", factor);
+    in->source = p->source;
+
+    /* Memory: a quarter of the budget (the build's other phases use the rest) holds one
+     * work space per thread, at least one, and a buffer of at least the longest
+     * document. A document too long for that is refused before any work. */
+    const uint64_t budget = memory_bytes / 4, vec_bytes = (uint64_t)p->dim * sizeof(float);
+    /* (lengths < 2^31 and dim <= 2^20: a document's bytes fit in 64 bits) */
+    const uint64_t ws = tt_pool_work_bytes(p->max_n, p->dim), doc_bytes = p->max_n * vec_bytes;
+    if (ws > budget || 2 * doc_bytes > budget - ws) {
+        const char *path;
+        uint64_t row, doc;
+        tt_input_locate(src, src->doc_vec0[longest], &path, &row, &doc);
+        st = tt_err(TT_ENOMEM, "%s: document %llu has %u vectors; pooling it needs %.0f MiB, "
+                    "more than a quarter of the memory budget (%.0f MiB): raise the budget "
+                    "(--memory) or split the document", path, (unsigned long long)doc,
+                    p->max_n, ((double)ws + 2.0 * (double)doc_bytes) / 1048576.0,
+                    (double)memory_bytes / 1048576.0);
+        goto fail;
+    }
+    uint64_t per = ws + doc_bytes, left = budget - doc_bytes;
+    p->nwork = (int)TT_MAX((uint64_t)1, TT_MIN((uint64_t)(threads > 0 ? threads : 1), left / per));
+    left -= (uint64_t)p->nwork * per;
+    p->buf_vectors = TT_MAX((uint64_t)p->max_n, TT_MIN((uint64_t)1 << 16, left / vec_bytes));
+    if (!(p->work = tt_calloc((uint64_t)p->nwork, sizeof *p->work, "pooling work spaces")) ||
+        !(p->cut = tt_alloc((uint64_t)p->nwork * p->max_n, vec_bytes, "pooling work spaces")) ||
+        !(p->buf = tt_alloc(p->buf_vectors, vec_bytes, "pooling buffer"))) {
+        st = TT_ENOMEM;
+        goto fail;
+    }
+    for (int t = 0; t < p->nwork; t++)
+        if ((st = tt_pool_work_init(&p->work[t], p->max_n, p->dim)))
+            goto fail;
+    *out = p;
+    return TT_OK;
+fail:
+    tt_pooled_free(p);
+    return st;
+}
+
+tt_input *tt_pooled_input(tt_pooled *p) { return &p->in; }
+
+void tt_pooled_free(tt_pooled *p) {
+    if (!p)
+        return;
+    for (int t = 0; p->work && t < p->nwork; t++)
+        tt_pool_work_free(&p->work[t]);
+    free(p->work);
+    free(p->cut);
+    free(p->buf);
+    free(p->in.doclens);
+    free(p->in.doc_vec0);
+    free(p);
+}
