@@ -119,8 +119,10 @@ typedef struct tt_build_options {
     uint64_t seed;              /* sampling and k-means seed (default 42) */
     int normalize;              /* L2-normalise vectors (default 1); 0 keeps raw inner products */
     int keep_originals;         /* TT_KEEP_NONE (default) or TT_KEEP_F16: keep vectors for exact scoring */
-    int codec_tables;           /* TT_CODEC_PER_DIM (default), TT_CODEC_SHARED (ColBERTv2) or
-                                 * TT_CODEC_ADAPTIVE (bits allocated per dimension) */
+    int codec_tables;           /* TT_CODEC_ADAPTIVE (default: bits allocated per
+                                 * dimension; uniform, i.e. TT_CODEC_PER_DIM's layout, on
+                                 * isotropic vectors), TT_CODEC_PER_DIM or TT_CODEC_SHARED
+                                 * (ColBERTv2) */
     int assign;                 /* TT_ASSIGN_TWO_LEVEL (default) or TT_ASSIGN_EXACT */
     double sample_factor;       /* training docs = 1 + f*sqrt(120*num_docs) (default 16, ColBERTv2) */
     uint32_t min_train_per_centroid; /* grow the sample to at least this many vectors per centroid (default 32) */
@@ -148,6 +150,11 @@ typedef struct tt_build_options {
                                  * factor tt_index_add uses. Queries are never pooled. A
                                  * document of n vectors needs about 8 n^2 bytes per thread
                                  * within a quarter of memory_bytes (TT_ENOMEM naming it) */
+    int debias;                 /* 1 (default): scale each codec table's reconstruction
+                                 * weights so that a decoded residual's inner product with
+                                 * its own residual is unbiased over the held-out vectors
+                                 * (doc/format.md, "Debiased weights"); 0: the weights as
+                                 * trained (ColBERTv2's, with lloyd_max_rounds 0) */
 } tt_build_options;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
@@ -245,6 +252,7 @@ typedef struct tt_index_info {
                                        * (1: not pooled) */
     uint64_t input_vectors;           /* the documents' vectors before pooling (all rows, as
                                        * num_vectors counts them after) */
+    int debias;                       /* 1: the codec's weights are debiased */
 } tt_index_info;
 
 /* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals

@@ -612,6 +612,79 @@ static double weighted_error(const tt_codec *c, const float *x, uint64_t n, cons
     return s;
 }
 
+/* Debiased weights: for every codec kind and width, on the training values themselves,
+ * sum_i x_ij * decode(x_i)_j equals sum_i x_ij^2 in every dimension (the scaling's
+ * definition), where the plain Lloyd-Max weights fall short of it; cutoffs and codes
+ * are those of the plain codec, weights are the plain ones times one factor >= 1 per
+ * table, ascending still. */
+START_TEST(debias_makes_self_products_unbiased) {
+    const uint64_t n = 2000;
+    const uint32_t dim = 16;
+    tt_rng r;
+    tt_rng_seed(&r, 11);
+    float *x = malloc(n * dim * sizeof *x);
+    for (uint64_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < dim; j++) /* a few wide dimensions for the adaptive one */
+            x[i * dim + j] = (float)((j < 2 ? 1.0 : 0.05) * gauss(&r));
+    float imp[16];
+    for (uint32_t j = 0; j < dim; j++)
+        imp[j] = j < 2 ? 50.0f : 1.0f;
+    const int kinds[3] = {TT_CODEC_SHARED, TT_CODEC_PER_DIM, TT_CODEC_ADAPTIVE};
+    float *rp = malloc(2 * dim * sizeof *rp), *out = rp + dim;
+    uint8_t *pk = malloc(dim), *pk0 = malloc(dim);
+    for (int ki = 0; ki < 3; ki++)
+        for (int nbits = 1; nbits <= 4; nbits *= 2) {
+            tt_codec c0, c1;
+            tt_codec_params p = {.kind = kinds[ki], .nbits = nbits, .lloyd_rounds = 25,
+                                 .importance = imp};
+            ck_assert_int_eq(tt_codec_train_ex(&c0, x, n, dim, &p), TT_OK);
+            p.debias = 1;
+            ck_assert_int_eq(tt_codec_train_ex(&c1, x, n, dim, &p), TT_OK);
+            ck_assert_uint_eq(c0.bytes_per_vec, c1.bytes_per_vec);
+            double sxw0[16] = {0}, sxw1[16] = {0}, sxx[16] = {0};
+            for (uint64_t i = 0; i < n; i++) {
+                tt_codec_to_positions(&c1, x + i * dim, rp);
+                tt_codec_encode(&c0, rp, pk0);
+                tt_codec_encode(&c1, rp, pk);
+                ck_assert_mem_eq(pk, pk0, c1.bytes_per_vec); /* same cutoffs, same codes */
+                tt_codec_decode(&c1, pk, out);
+                for (uint32_t k = 0; k < dim; k++) {
+                    sxw1[k] += (double)rp[k] * out[k];
+                    sxx[k] += (double)rp[k] * rp[k];
+                }
+                tt_codec_decode(&c0, pk, out);
+                for (uint32_t k = 0; k < dim; k++)
+                    sxw0[k] += (double)rp[k] * out[k];
+            }
+            double all0 = 0, all1 = 0, allx = 0;
+            for (uint32_t k = 0; k < dim; k++) {
+                all0 += sxw0[k], all1 += sxw1[k], allx += sxx[k];
+                if (kinds[ki] == TT_CODEC_SHARED || (c1.bits && c1.bits[k] == 0))
+                    continue; /* one table for all dimensions; a 0-bit constant */
+                ck_assert_msg(fabs(sxw1[k] - sxx[k]) <= 1e-4 * sxx[k],
+                              "kind %d nbits %d position %u: %g vs %g", kinds[ki], nbits, k,
+                              sxw1[k], sxx[k]);
+                ck_assert_msg(sxw0[k] < sxx[k], "plain weights do not shrink (%u)", k);
+            }
+            if (kinds[ki] == TT_CODEC_SHARED)
+                ck_assert_msg(fabs(all1 - allx) <= 1e-4 * allx, "shared: %g vs %g", all1, allx);
+            ck_assert(all0 < allx);
+            /* weights: scaled by one factor >= 1 per table, still ascending */
+            for (uint64_t t = 0; t < c1.nweights; t++) {
+                ck_assert(isfinite(c1.weights[t]));
+                if (fabs(c0.weights[t]) > 1e-6)
+                    ck_assert(c1.weights[t] / c0.weights[t] >= 1.0 - 1e-6);
+            }
+            tt_codec_free(&c0);
+            tt_codec_free(&c1);
+        }
+    free(rp);
+    free(pk);
+    free(pk0);
+    free(x);
+}
+END_TEST
+
 /* Isotropic residuals: the allocation is uniform (today's per-dim codec, identity
  * order). Outlier dimensions (large spread, large importance): they get the 8 bits and
  * the first positions, in dimension order. Either way the widths add up to exactly
@@ -831,6 +904,7 @@ int main(void) {
     tcase_add_test(tc, lut_dot_equals_decoded_dot);
     tcase_add_test(tc, lut_entries_by_definition);
     tcase_add_test(tc, adaptive_allocation);
+    tcase_add_test(tc, debias_makes_self_products_unbiased);
     tcase_add_test(tc, lloyd_max_never_increases_error);
     tcase_add_test(tc, adaptive_encode_lut_and_init);
     tcase_set_timeout(tc, 120);

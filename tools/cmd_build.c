@@ -30,11 +30,15 @@ static void usage(FILE *f) {
         "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2)\n"
         "  --centroids K        number of centroids (default 2^floor(log2(16*sqrt(N))))\n"
         "  --codec shared|per-dim|adaptive   one bucket table for all dimensions\n"
-        "                       (ColBERTv2), one per dimension (default per-dim), or bits\n"
+        "                       (ColBERTv2), one per dimension, or (default) bits\n"
         "                       allocated per dimension (0-8, nbits on average) where the\n"
-        "                       vectors' energy is (LLM hidden states' outlier dimensions)\n"
+        "                       vectors' energy is (LLM hidden states' outlier dimensions;\n"
+        "                       on isotropic vectors the same as per-dim)\n"
         "  --lloyd-max-rounds N refine the bucket tables with up to N Lloyd-Max rounds\n"
-        "                       (default 100; 0: ColBERTv2's quantile tables as they are)\n"
+        "                       (default 100; 0: ColBERTv2's quantile tables)\n"
+        "  --no-debias          keep the tables' weights as trained (default: scaled so\n"
+        "                       that decoded residuals keep their inner product with the\n"
+        "                       original; with --lloyd-max-rounds 0, ColBERTv2's tables)\n"
         "  --assign two-level|exact  nearest-centroid search for encoding (default two-level)\n"
         "  --threads T          worker threads (default: all CPUs)\n"
         "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n"
@@ -121,7 +125,7 @@ int cmd_build(int argc, char **argv) {
         {"bf16", no_argument, 0, 'B'},           {"describe", required_argument, 0, 'd'},
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
-        {"lloyd-max-rounds", required_argument, 0, 'L'},
+        {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -165,6 +169,9 @@ int cmd_build(int argc, char **argv) {
             if (!cli_parse_u64(optarg, &u) || u > 1000)
                 return cli_usage_error("build", "--lloyd-max-rounds must be 0..1000");
             o.lloyd_max_rounds = (int)u;
+            break;
+        case 'D':
+            o.debias = 0;
             break;
         case 'a':
             if (!strcmp(optarg, "exact"))

@@ -20,13 +20,14 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     cli_json_string(stdout, in->created);
     printf(",\n  \"num_docs\": %llu,\n  \"num_vectors\": %llu,\n  \"dim\": %u,\n"
            "  \"nbits\": %u,\n  \"num_centroids\": %u,\n  \"normalized\": %s,\n"
-           "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n"
+           "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n  \"debias\": %s,\n"
            "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"4\": %u, \"8\": %u},\n"
            "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
            "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
-           codec_name(in->codec_tables), in->lloyd_max_rounds, in->dims_by_width[0],
+           codec_name(in->codec_tables), in->lloyd_max_rounds, in->debias ? "true" : "false",
+           in->dims_by_width[0],
            in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
            in->keep_originals ? "\"f16\"" : "null", in->pool_factor,
@@ -106,8 +107,11 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         printf("residuals    %u bits per dimension, %s bucket tables\n", in->nbits,
                in->codec_tables == TT_CODEC_PER_DIM ? "per-dimension" : "shared");
     }
+    char tables[64] = "quantile tables";
     if (in->lloyd_max_rounds)
-        printf("             tables refined by up to %d Lloyd-Max rounds\n", in->lloyd_max_rounds);
+        snprintf(tables, sizeof tables, "tables refined by up to %d Lloyd-Max rounds",
+                 in->lloyd_max_rounds);
+    printf("             %s%s\n", tables, in->debias ? ", weights debiased" : "");
     if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
         printf("pooling      factor %u (tartan add's default): %llu vectors before, %llu after "
                "(%.2fx fewer)\n", in->pool_factor, (unsigned long long)in->input_vectors,

@@ -34,7 +34,7 @@ void tt_build_options_init(tt_build_options *o) {
     o->seed = 42;
     o->normalize = 1;
     o->keep_originals = TT_KEEP_NONE;
-    o->codec_tables = TT_CODEC_PER_DIM;
+    o->codec_tables = TT_CODEC_ADAPTIVE;
     o->assign = TT_ASSIGN_TWO_LEVEL;
     o->sample_factor = 16.0;
     o->min_train_per_centroid = 32;
@@ -42,6 +42,7 @@ void tt_build_options_init(tt_build_options *o) {
     o->kmeans_iters = 4;
     o->lloyd_max_rounds = 100;
     o->pool_factor = 1;
+    o->debias = 1;
 }
 
 int tt_build_cancelled(const builder *b) {
@@ -161,7 +162,7 @@ int tt_build_write_meta(builder *b, double seconds) {
                      "keep_originals=%d\nhas_ids=%d\nseed=%llu\nsample_factor=%.6g\n"
                      "train_vectors=%llu\nheldout_vectors=%llu\nkmeans_iters=%d\nthreads=%d\n"
                      "assign=%d\nbuild_seconds=%.3f\nheldout_mse=%.9g\nlloyd_max_rounds=%d\n"
-                     "encoder=%s\npool_factor=%d\ninput_vectors=%llu\n",
+                     "encoder=%s\npool_factor=%d\ninput_vectors=%llu\ndebias=%d\n",
                      TT_VERSION_STRING, created, b->dim, b->nbits,
                      (unsigned long long)b->in->num_docs, (unsigned long long)b->in->num_vectors,
                      b->K, o->normalize ? 1 : 0, o->codec_tables, o->keep_originals,
@@ -171,7 +172,8 @@ int tt_build_write_meta(builder *b, double seconds) {
                      o->assign, seconds, b->st.heldout_mse, o->lloyd_max_rounds, enc,
                      TT_MAX(o->pool_factor, 1),
                      (unsigned long long)(b->in->input_lens ? b->in->input_vectors
-                                                            : b->in->num_vectors));
+                                                            : b->in->num_vectors),
+                     o->debias ? 1 : 0);
     if (n < 0 || (size_t)n >= sizeof text)
         return tt_err(TT_EINVAL, "index metadata too long");
     return tt_build_write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
@@ -293,6 +295,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "the pool factor must be >= 1 (got %d)", o->pool_factor);
     if (o->pool_factor == 0)
         defaults.pool_factor = 1;
+    if (o->debias != 0 && o->debias != 1)
+        return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
 
     /* A codebook taken from another index fixes what training would choose. */
     tt_index *cb = NULL;
@@ -311,6 +315,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         defaults.nbits = (int)cb->nbits;
         defaults.codec_tables = cb->codec.kind;
         defaults.lloyd_max_rounds = (int)cb->info.lloyd_max_rounds;
+        defaults.debias = cb->info.debias;
         defaults.normalize = cb->normalized;
         defaults.num_centroids = cb->num_centroids;
         defaults.assign = cb->info.assign;

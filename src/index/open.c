@@ -163,6 +163,10 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     in->pool_factor = 1;
     if (tt_meta_get(m, "pool_factor", (char[2]){0}, 2))
         U64("pool_factor", 1, INT32_MAX, in->pool_factor);
+    /* Debiased weights: absent before tartan 0.2 (0). */
+    in->debias = 0;
+    if (tt_meta_get(m, "debias", (char[2]){0}, 2))
+        U64("debias", 0, 1, in->debias);
 #undef U64
     tt_meta_get(m, "encoder", in->encoder, sizeof in->encoder);
     tt_meta_get(m, "created", in->created, sizeof in->created);

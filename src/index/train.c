@@ -157,7 +157,8 @@ int tt_build_train(builder *b) {
     }
     if (!st) {
         tt_codec_params cp = {.kind = o->codec_tables, .nbits = (int)b->nbits,
-                              .lloyd_rounds = o->lloyd_max_rounds, .importance = importance};
+                              .lloyd_rounds = o->lloyd_max_rounds, .importance = importance,
+                              .debias = o->debias ? 1 : 0};
         st = tt_codec_train_ex(&b->codec, res, nheld, b->dim, &cp);
     }
     free(importance);

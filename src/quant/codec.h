@@ -79,6 +79,10 @@ typedef struct tt_codec_params {
     int nbits;                    /* bits per dimension (adaptive: on average): 1, 2, 4 */
     int lloyd_rounds;             /* Lloyd-Max refinement rounds; 0: quantile tables */
     const float *importance;      /* adaptive: w_j per input dimension (NULL: all 1) */
+    int debias;                   /* 1: scale each table's weights by g = sum x^2 /
+                                   * sum x*decode(x) over its held-out values, so that a
+                                   * decoded residual's inner product with its own residual
+                                   * is unbiased (bucket means shrink it); cutoffs unchanged */
 } tt_codec_params;
 
 /* Exact q-quantile (0 <= q <= 1) of x[0..n) with linear interpolation between order

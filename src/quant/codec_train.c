@@ -248,10 +248,33 @@ static double table_error(const column *col, uint32_t nb, const float *cut, cons
     return e > 0 ? e : 0;
 }
 
+/* Scales the weights of a table by g = sum x^2 / sum x * w(x) over the column, which
+ * makes sum x * g w(x) = sum x^2: the decoded value's product with the value is
+ * unbiased. Bucket means (Lloyd-Max) and medians shrink towards the centre, so
+ * sum x * w(x) < sum x^2 and a document's best-matching vectors, the ones most like the
+ * query, lose the most score to compression; g (>= 1 for bucket means) gives it back.
+ * Order is kept (g > 0); nothing happens when the product is not positive. */
+static void debias_table(const column *col, uint32_t nb, const float *cut, float *w) {
+    double sxw = 0;
+    size_t lo = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        size_t hi = i + 1 < nb ? count_le(col, cut[i]) : col->n;
+        sxw += (double)w[i] * (col->s[hi] - col->s[lo]);
+        lo = hi;
+    }
+    if (!(sxw > 0))
+        return;
+    double g = col->s2[col->n] / sxw;
+    for (uint32_t i = 0; i < nb; i++)
+        w[i] = (float)((double)w[i] * g);
+}
+
 /* The table of 2^b buckets for a sorted column: the ColBERTv2 quantiles, then up to
  * `rounds` Lloyd-Max rounds, keeping the best table seen (so refinement never raises
- * the error on these values). Returns its squared error. */
-static double train_table(const column *col, uint32_t b, int rounds, float *cut, float *w) {
+ * the error on these values), then, with debias, its weights scaled (debias_table).
+ * Returns the squared error before that scaling (the one allocation compares). */
+static double train_table(const column *col, uint32_t b, int rounds, bool debias, float *cut,
+                          float *w) {
     const uint32_t nb = 1u << b;
     const size_t n = col->n;
     if (b == 0) { /* a constant: the mean */
@@ -290,6 +313,8 @@ static double train_table(const column *col, uint32_t b, int rounds, float *cut,
         if (done)
             break;
     }
+    if (debias)
+        debias_table(col, nb, cut, w);
     return best;
 }
 
@@ -404,7 +429,7 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
         memcpy(scratch, residuals, (size_t)total * sizeof(float));
         column_init(&col, scratch, (size_t)total, s, s2);
         float tc[15], tw[16];
-        train_table(&col, nbits, p->lloyd_rounds, tc, tw);
+        train_table(&col, nbits, p->lloyd_rounds, p->debias, tc, tw);
         rc = tt_codec_init(c, dim, nbits, 1, tc, tw);
         goto done;
     }
@@ -433,11 +458,12 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
             uint32_t d = d0 + b;
             column_init(&col, scratch + (size_t)b * n, (size_t)n, s, s2);
             if (!adaptive) {
-                train_table(&col, nbits, p->lloyd_rounds, cut + (size_t)d * ncut, w + (size_t)d * nw);
+                train_table(&col, nbits, p->lloyd_rounds, p->debias, cut + (size_t)d * ncut,
+                            w + (size_t)d * nw);
                 continue;
             }
             for (uint32_t k = 0; k < 5; k++)
-                err[d * 5 + k] = train_table(&col, widths[k], p->lloyd_rounds,
+                err[d * 5 + k] = train_table(&col, widths[k], p->lloyd_rounds, p->debias,
                                              cut + (size_t)d * ncut + cut_at[k],
                                              w + (size_t)d * nw + w_at[k]);
         }

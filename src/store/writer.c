@@ -102,6 +102,7 @@ void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_op
     bo->keep_originals = cb->info.keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
     bo->codec_tables = cb->codec.kind;
     bo->lloyd_max_rounds = cb->info.lloyd_max_rounds;
+    bo->debias = cb->info.debias;
     bo->nbits = (int)cb->nbits;
     bo->assign = cb->info.assign;
     bo->seed = cb->info.seed;
