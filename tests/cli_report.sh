@@ -22,7 +22,9 @@ R() {
         --ids "$WORK/c.ids.txt" --queries "$WORK/c.queries.npy" --query-ids "$WORK/c.qids.txt" \
         --qrels "$WORK/qrels.tsv" --centroids 64 --threads 2 --k 20 "$@"
 }
-VARS=original,1bit,2bit,4bit,2bit-shared
+# "exact" is the original's other name; 1bit-adaptive-pool2 is 1bit-pool2 (adaptive is
+# the default codec)
+VARS=exact,1bit,2bit,4bit,2bit-shared,1bit-adaptive-pool2
 METRICS=MRR@10,nDCG@10,Recall@20,P@5
 expect_ok "synthetic report" R --out "$WORK/syn" --variants $VARS --metrics $METRICS
 cp "$WORK/err" "$WORK/err1"
@@ -34,14 +36,14 @@ ls "$WORK/syn" "$WORK/syn/runs" | grep -q '\.tmp$' && bad "temporary files left"
 grep -q "2 of 17 judged queries .* have no query vectors" "$WORK/err1" &&
     grep -q "1 of 16 queries have no judgements" "$WORK/err1" &&
     ok "warnings about unmatched queries" || bad "unmatched-query warnings: $(cat "$WORK/err1")"
-[ "$(grep -c ': building ' "$WORK/err1")" -eq 5 ] && ok "five indexes built" ||
+[ "$(grep -c ': building ' "$WORK/err1")" -eq 6 ] && ok "six indexes built" ||
     bad "builds: $(cat "$WORK/err1")"
 
 # Each number of the report, recomputed from what it wrote: tartan eval -c on each
 # run (per-query values), a t-test written here (Student's t density integrated
 # numerically, independent of the library's incomplete beta), the top-k overlap of
 # the runs, and tartan info of each index.
-for v in original 1bit 2bit 4bit 2bit-shared; do
+for v in original 1bit 2bit 4bit 2bit-shared 1bit-pool2; do
     "$T" eval --qrels "$WORK/qrels.tsv" --run "$WORK/syn/runs/$v.run" -c --json --per-query \
         --digits 15 -m $METRICS >"$WORK/eval.$v.json" 2>/dev/null || bad "tartan eval on $v"
 done
@@ -53,7 +55,7 @@ import glob, json, math, os, sys
 w = sys.argv[1]
 rep = json.load(open(w + "/syn/report.json"))
 V = [v["name"] for v in rep["variants"]]
-assert V == ["original", "1bit", "2bit", "4bit", "2bit-shared"], V
+assert V == ["original", "1bit", "2bit", "4bit", "2bit-shared", "1bit-pool2"], V
 M = rep["metrics"]
 assert M == ["MRR@10", "nDCG@10", "Recall@20", "P@5"], M
 assert rep["queries"] == {"searched": 16, "evaluated": 17, "judged_without_vectors": 2,
@@ -111,7 +113,9 @@ for v in rep["variants"]:
     ov = sum(len(set(r[q]) & set(exact[q])) / len(exact[q]) for q in exact) / len(exact)
     assert abs(v["recall_vs_exact"] - ov) < 1e-6, (v["name"], v["recall_vs_exact"], ov)
     info = json.load(open(v["index"] + ".info.json"))
-    assert v["original_bytes"] == nv * dim * 2 == info["uncompressed_f16_bytes"]
+    assert v["original_bytes"] == nv * dim * 2 == info["input_f16_bytes"]
+    assert info["pool_factor"] == v["pool_factor"] and info["input_vectors"] == nv
+    assert (info["num_vectors"] < nv) == (v["pool_factor"] > 1), (v["name"], info["num_vectors"])
     if v["original"]:
         assert v["storage_bytes"] == nv * dim * 2 and v["ratio"] == 1 and v["bits_per_dim"] == 16
         assert info["keep_originals"] is not None
@@ -120,7 +124,7 @@ for v in rep["variants"]:
         assert info["nbits"] == v["nbits"] and info["keep_originals"] is None
         assert info["codec_tables"] == v["codec_tables"]
         assert abs(v["ratio"] - nv * dim * 2 / v["storage_bytes"]) < 1e-4
-        assert abs(v["bits_per_dim"] - info["bits_per_dim"]) < 1e-4
+        assert abs(v["bits_per_dim"] - v["storage_bytes"] * 8 / (nv * dim)) < 1e-4
     assert v["build_seconds"] > 0 and abs(v["build_seconds"] - info["build"]["seconds"]) < 2e-3
     assert v["latency_p50_ms"] > 0 and v["latency_queries"] == 16 and v["reused"] is False
 # Known answers: each query is its target document plus noise, so exact MaxSim ranks
@@ -138,7 +142,7 @@ d = sys.argv[1]
 rep = json.load(open(d + "/report.json"))
 md = open(d + "/report.md", encoding="utf-8").read()
 rows = [l for l in md.splitlines() if l.startswith("| ") and "\u2192" in l and "iB" in l]
-assert len(rows) == 4, rows
+assert len(rows) == 5, rows
 head = [l for l in md.splitlines() if l.startswith("| Variant") and "Bits/dim" in l][0]
 assert head.count("|") == 1 + 1 + 4 + 6, head
 for v in rep["variants"][1:]:
@@ -163,8 +167,8 @@ EOF
 # Reuse: the same command again finds every index and builds none (what that saves is a
 # benchmark matter, not a test: timings on a loaded machine prove nothing).
 expect_ok "second run" R --out "$WORK/syn" --variants $VARS --metrics $METRICS
-[ "$(grep -c ': reused ' "$WORK/err")" -eq 5 ] && ! grep -q ': building ' "$WORK/err" &&
-    ok "second run reuses all five indexes" || bad "reuse: $(cat "$WORK/err")"
+[ "$(grep -c ': reused ' "$WORK/err")" -eq 6 ] && ! grep -q ': building ' "$WORK/err" &&
+    ok "second run reuses all six indexes" || bad "reuse: $(cat "$WORK/err")"
 "$PY" -c "import json,sys; a,b=[json.load(open(sys.argv[i])) for i in (1,2)]
 assert all(x['reused'] for x in b['variants'])
 assert [x['metrics'] for x in a['variants']] == [x['metrics'] for x in b['variants']]" \
@@ -224,8 +228,11 @@ expect_fail "--out is a file" "file" R --out "$WORK/file" --variants 2bit
 B --variants original,3bit >/dev/null 2>"$WORK/err"
 [ $? -eq 2 ] && grep -q "unknown variant '3bit'" "$WORK/err" && ok "unknown variant" ||
     bad "unknown variant: $(cat "$WORK/err")"
-B --variants 2bit,2bit-perdim >/dev/null 2>&1
-[ $? -eq 2 ] && ok "variant listed twice" || bad "variant listed twice"
+B --variants 2bit,2bit-adaptive >/dev/null 2>&1
+[ $? -eq 2 ] && ok "variant listed twice (2bit is 2bit-adaptive)" || bad "variant listed twice"
+B --variants 2bit-pool0 >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q "unknown variant '2bit-pool0'" "$WORK/err" && ok "pool factor 0 refused" ||
+    bad "pool factor 0: $(cat "$WORK/err")"
 B --metrics nDCG@100 >/dev/null 2>"$WORK/err"
 [ $? -eq 2 ] && grep -q "at most --k 20" "$WORK/err" && ok "metric cutoff beyond k" ||
     bad "metric cutoff: $(cat "$WORK/err")"
@@ -314,8 +321,10 @@ for f in ("report.md", "report.csv", "report.json", "report.svg"):
     assert os.path.getsize(os.path.join(d, f)) > 0, f
 rep = json.load(open(d + "/report.json"))
 V = {v["name"]: v for v in rep["variants"]}
-want = ["original", "1bit", "2bit", "4bit", "1bit-shared", "2bit-shared", "4bit-shared"]
+want = ["original", "1bit", "2bit", "4bit", "2bit-perdim", "2bit-shared", "2bit-pool2"]
 assert list(V) == want, list(V)
+assert V["2bit"]["codec_tables"] == "adaptive" and V["2bit-perdim"]["codec_tables"] == "per-dim"
+assert V["2bit-pool2"]["pool_factor"] == 2 and V["2bit"]["pool_factor"] == 1
 o = V["original"]
 assert all(p is None or p == 1 for p in o["p_values"].values()) and o["ratio"] == 1
 assert o["storage_bytes"] == 4430 * 128 * 2 and o["bits_per_dim"] == 16
@@ -326,7 +335,9 @@ for n in want[1:]:
     assert 0 < v["recall_vs_exact"] <= 1
 S = {n: V[n]["storage_bytes"] for n in want}
 assert S["1bit"] < S["2bit"] < S["4bit"] < S["original"], S
-assert S["1bit-shared"] < S["2bit-shared"] < S["4bit-shared"] < S["original"], S
+assert S["2bit-pool2"] < S["2bit"], S
+# bits per dimension are over the vectors as given, pooled or not
+assert V["2bit-pool2"]["bits_per_dim"] < V["2bit"]["bits_per_dim"], V["2bit-pool2"]
 # every document is relevant to one of the 5 queries: exact MaxSim finds them
 assert o["metrics"]["Recall@100"] == 1 and o["metrics"]["MRR@10"] == 1, o["metrics"]
 svg = E.parse(d + "/report.svg")

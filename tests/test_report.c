@@ -25,22 +25,52 @@ static size_t count(const char *s, const char *needle) {
 START_TEST(variant_names) {
     rp_variant v;
     char lab[64];
+    tt_build_options bo;
+    tt_build_options_init(&bo);
     ck_assert(rp_parse_variant("original", &v));
-    ck_assert(v.original && v.nbits == 0 && !v.shared);
+    ck_assert(v.original && v.nbits == 0 && v.pool == 1);
     ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "original (float16)");
     ck_assert(isnan(v.p[0]) && isnan(v.recall));
+    ck_assert(rp_parse_variant("exact", &v));
+    ck_assert(v.original);
+    ck_assert_str_eq(v.name, "original");
+    /* No codec named: the library's default, and the canonical name leaves it out. */
     ck_assert(rp_parse_variant("2bit", &v));
-    ck_assert(!v.original && v.nbits == 2 && !v.shared);
+    ck_assert(!v.original && v.nbits == 2 && v.codec == bo.codec_tables && v.pool == 1);
     ck_assert_str_eq(v.name, "2bit");
-    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "2-bit (per-dim tables)");
     ck_assert(rp_parse_variant("4bit-perdim", &v));
-    ck_assert_str_eq(v.name, "4bit");
+    ck_assert(v.codec == TT_CODEC_PER_DIM);
+    ck_assert(rp_parse_variant("4bit-per-dim", &v));
+    ck_assert(v.codec == TT_CODEC_PER_DIM);
+    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "4-bit (per-dim tables)");
     ck_assert(rp_parse_variant("1bit-shared", &v));
-    ck_assert(v.nbits == 1 && v.shared);
+    ck_assert(v.nbits == 1 && v.codec == TT_CODEC_SHARED);
     ck_assert_str_eq(v.name, "1bit-shared");
     ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "1-bit (shared table)");
+    ck_assert(rp_parse_variant("2bit-adaptive", &v));
+    ck_assert(v.nbits == 2 && v.codec == TT_CODEC_ADAPTIVE && v.pool == 1);
+    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "2-bit (adaptive bits)");
+    ck_assert(rp_parse_variant("2bit-adaptive-pool3", &v));
+    ck_assert(v.codec == TT_CODEC_ADAPTIVE && v.pool == 3);
+    ck_assert_str_eq(v.name, bo.codec_tables == TT_CODEC_ADAPTIVE ? "2bit-pool3"
+                                                                   : "2bit-adaptive-pool3");
+    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "2-bit (adaptive bits, pool 3)");
+    ck_assert(rp_parse_variant("1bit-pool2", &v));
+    ck_assert(v.nbits == 1 && v.codec == bo.codec_tables && v.pool == 2);
+    ck_assert_str_eq(v.name, "1bit-pool2");
+    ck_assert(rp_parse_variant("2bit-shared-pool64", &v));
+    ck_assert(v.pool == 64 && v.codec == TT_CODEC_SHARED);
+    ck_assert_str_eq(v.name, "2bit-shared-pool64");
+    /* pool1 is no pooling: the same variant as without it. */
+    ck_assert(rp_parse_variant("2bit-pool1", &v));
+    ck_assert(v.pool == 1);
+    ck_assert_str_eq(v.name, "2bit");
     static const char *const bad[] = {"", "3bit", "8bit", "2bits", "2bit-", "2bit-foo", "bit",
-                                      "Original", "2", "original-shared", "12bit"};
+                                      "Original", "2", "original-shared", "12bit",
+                                      "2bit-pool", "2bit-pool0", "2bit-pool02", "2bit-pool65",
+                                      "2bit-pool2x", "2bit-pool2-shared", "2bit-adaptivex",
+                                      "2bit-shared-adaptive", "exact-pool2", "2bit-pool-2",
+                                      "2bit-pool99999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(!rp_parse_variant(bad[i], &v), "accepted '%s'", bad[i]);
 }
@@ -114,7 +144,7 @@ END_TEST
 static void make_report(rp_report *r, rp_variant *v) {
     memset(r, 0, sizeof *r);
     ck_assert(rp_parse_variant("original", &v[0]));
-    ck_assert(rp_parse_variant("2bit", &v[1]));
+    ck_assert(rp_parse_variant("2bit-perdim", &v[1]));
     ck_assert(rp_parse_variant("2bit-shared", &v[2]));
     const double vals[3][2] = {{0.5, 0.25}, {0.4, 0.25}, {0.45, 0.2}};
     const double ps[3][2] = {{NAN, NAN}, {0.01, 1.0}, {0.2, 0.0499}};
@@ -207,14 +237,14 @@ START_TEST(csv) {
     rp_variant v[3];
     make_report(&r, v);
     char *s = render(rp_write_csv, &r);
-    ck_assert_ptr_nonnull(strstr(s, "variant,label,nbits,codec_tables,search,nDCG@10,"
+    ck_assert_ptr_nonnull(strstr(s, "variant,label,nbits,codec_tables,pool_factor,search,nDCG@10,"
                                     "nDCG@10_original,nDCG@10_p,Recall@100,"));
     ck_assert_ptr_nonnull(strstr(s, "recall@100_vs_exact,"));
     /* missing values are empty fields; the original has no p */
-    ck_assert_ptr_nonnull(strstr(s, "\noriginal,original (float16),0,,exact,0.500000,0.500000,,"
+    ck_assert_ptr_nonnull(strstr(s, "\noriginal,original (float16),0,,1,exact,0.500000,0.500000,,"
                                     "0.250000,0.250000,,1048576,1048576,1.0000,16.0000,1.000000,"
                                     "1.5000,10,2.500,false,"));
-    ck_assert_ptr_nonnull(strstr(s, "\n2bit,2-bit (per-dim tables),2,per-dim,plaid,0.400000,"
+    ck_assert_ptr_nonnull(strstr(s, "\n2bit-perdim,2-bit (per-dim tables),2,per-dim,1,plaid,0.400000,"
                                     "0.500000,0.01,0.250000,0.250000,1,262144,1048576,4.0000,"
                                     "4.0000,0.950000,3.0000,10,2.500,false,"));
     ck_assert_ptr_nonnull(strstr(s, ",0.0499,524288,1048576,2.0000,8.0000,,4.5000,"));
@@ -232,7 +262,7 @@ START_TEST(csv) {
         line = end + 1;
     }
     ck_assert_uint_eq(lines, 4);
-    ck_assert_uint_eq(want, 5 + 2 * 3 + 11);
+    ck_assert_uint_eq(want, 6 + 2 * 3 + 11);
     free(s);
 }
 END_TEST
@@ -265,8 +295,8 @@ START_TEST(json) {
         "import json, sys\n"
         "j = json.load(open(sys.argv[1]))\n"
         "v = {x[\"name\"]: x for x in j[\"variants\"]}\n"
-        "assert list(v) == [\"original\", \"2bit\", \"2bit-shared\"]\n"
-        "o, a, b = v[\"original\"], v[\"2bit\"], v[\"2bit-shared\"]\n"
+        "assert list(v) == [\"original\", \"2bit-perdim\", \"2bit-shared\"]\n"
+        "o, a, b = v[\"original\"], v[\"2bit-perdim\"], v[\"2bit-shared\"]\n"
         "assert o[\"p_values\"] == {\"nDCG@10\": None, \"Recall@100\": None}\n"
         "assert o[\"ratio\"] == 1 and o[\"bits_per_dim\"] == 16\n"
         "assert a[\"ratio\"] == 4 and a[\"bits_per_dim\"] == 4 and a[\"storage_bytes\"] == 262144\n"
@@ -305,9 +335,9 @@ START_TEST(svg) {
         "t = E.parse(sys.argv[1])\n"
         "pts = [e for e in t.iter() if e.get(\"class\") == \"point\"]\n"
         "names = [p.get(\"data-variant\") for p in pts]\n"
-        "assert names == [\"original\", \"2bit\", \"2bit-shared\"]\n"
+        "assert names == [\"original\", \"2bit-perdim\", \"2bit-shared\"]\n"
         "labels = [e.text for e in t.iter() if e.get(\"class\") == \"label\"]\n"
-        "assert labels == [\"original\", \"2bit\", \"2bit-shared\"], labels\n");
+        "assert labels == [\"original\", \"2bit-perdim\", \"2bit-shared\"], labels\n");
     /* Points: higher storage further right, higher value further up. */
     double x[3], y[3];
     const char *p = s;
@@ -329,6 +359,49 @@ START_TEST(svg) {
     ck_assert(y[0] < y[2] && y[2] < y[1]); /* 0.5 above 0.45 above 0.4 (SVG y grows down) */
     /* log scale: 256 KiB -> 512 KiB -> 1 MiB are equal steps */
     ck_assert(fabs((x[2] - x[1]) - (x[0] - x[2])) < 0.2);
+    free(s);
+}
+END_TEST
+
+/* Adaptive and pooled variants: a marker per codec (adaptive: triangles), pooled ones
+ * hollow and joined by their own line, and a legend entry for each. */
+START_TEST(svg_series) {
+    rp_report r;
+    rp_variant v[5];
+    make_report(&r, v);
+    ck_assert(rp_parse_variant("2bit-adaptive", &v[1]));
+    ck_assert(rp_parse_variant("2bit-adaptive-pool2", &v[2]));
+    ck_assert(rp_parse_variant("1bit-adaptive-pool2", &v[3]));
+    ck_assert(rp_parse_variant("2bit-shared-pool2", &v[4]));
+    const uint64_t bytes[5] = {1048576, 262144, 131072, 65536, 131072};
+    for (int i = 1; i < 5; i++) {
+        v[i].bytes = bytes[i];
+        v[i].value[0] = 0.5 - 0.02 * i;
+    }
+    r.nvariants = 5;
+    r.variants = v;
+    char *s = render(rp_write_svg, &r);
+    ck_assert_uint_eq(count(s, "class=\"point\""), 5);
+    ck_assert_ptr_nonnull(strstr(s, ">adaptive bits per dimension</text>"));
+    ck_assert_ptr_nonnull(strstr(s, ">hollow: token-pooled</text>"));
+    ck_assert_ptr_nonnull(strstr(s, ">one shared codec table (ColBERTv2)</text>"));
+    ck_assert_ptr_null(strstr(s, ">per-dimension codec tables</text>"));
+    /* one line: the two pooled adaptive variants (the others are alone in their series) */
+    ck_assert_uint_eq(count(s, "<polyline"), 1);
+    python_check(s,
+        "import sys, xml.etree.ElementTree as E\n"
+        "t = E.parse(sys.argv[1])\n"
+        "pts = {e.get(\"data-variant\"): e for e in t.iter() if e.get(\"class\") == \"point\"}\n"
+        "names = [\"original\", \"2bit-adaptive\", \"2bit-adaptive-pool2\",\n"
+        "         \"1bit-adaptive-pool2\", \"2bit-shared-pool2\"]\n"
+        "names = [n.replace(\"-adaptive\", \"\") for n in names] if \"2bit\" in pts else names\n"
+        "assert sorted(pts) == sorted(names), sorted(pts)\n"
+        "a, p = pts[names[1]], pts[names[2]]\n"
+        "assert a.tag.endswith(\"path\") and a.get(\"fill\") == \"#2b8a3e\"\n"
+        "assert p.tag.endswith(\"path\") and p.get(\"fill\") == \"#fff\"\n"
+        "assert p.get(\"stroke\") == \"#2b8a3e\"\n"
+        "q = pts[\"2bit-shared-pool2\"]\n"
+        "assert q.tag.endswith(\"rect\") and q.get(\"stroke\") == \"#d9480f\"\n");
     free(s);
 }
 END_TEST
@@ -367,6 +440,7 @@ int main(void) {
     tcase_add_test(tc, csv);
     tcase_add_test(tc, json);
     tcase_add_test(tc, svg);
+    tcase_add_test(tc, svg_series);
     tcase_add_test(tc, svg_degenerate);
     suite_add_tcase(s, tc);
     return tu_run(s);

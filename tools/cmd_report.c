@@ -24,7 +24,7 @@ static int oom(void) {
     fprintf(stderr, "tartan report: error: out of memory\n");
     return REPORTED;
 }
-#define DEFAULT_VARIANTS "original,1bit,2bit,4bit,1bit-shared,2bit-shared,4bit-shared"
+#define DEFAULT_VARIANTS "original,1bit,2bit,4bit,2bit-perdim,2bit-shared,2bit-pool2"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -57,10 +57,13 @@ static void usage(FILE *f) {
         "  --out DIR            report directory (created if missing)\n"
         "  --variants LIST      comma-separated, default\n"
         "                       " DEFAULT_VARIANTS "\n"
-        "                       original: float16 vectors, exact MaxSim (always included: it\n"
-        "                       is the reference); Nbit: N-bit residuals with per-dimension\n"
-        "                       codec tables; Nbit-shared: one table for all dimensions\n"
-        "                       (ColBERTv2); N is 1, 2 or 4\n"
+        "                       original (or exact): float16 vectors, exact MaxSim (always\n"
+        "                       included: it is the reference); Nbit: N-bit residuals (N 1,\n"
+        "                       2 or 4) with the default codec; Nbit-perdim: per-dimension\n"
+        "                       tables; Nbit-shared: one table for all dimensions\n"
+        "                       (ColBERTv2); Nbit-adaptive: bits allocated per dimension;\n"
+        "                       a -poolF suffix (2bit-pool2, 2bit-adaptive-pool3) pools\n"
+        "                       each document's vectors by a factor F first\n"
         "  --metrics LIST       default MRR@10,nDCG@10,Recall@100 (cutoffs at most --k); the\n"
         "                       first one is plotted\n"
         "  --k N                results per query (default 100)\n"
@@ -130,9 +133,9 @@ static uint64_t variant_hash(const build_cfg *c, const rp_variant *v) {
     char buf[256];
     uint64_t h = 0xcbf29ce484222325ull;
     /* The library version is part of the name: a new release may build differently. */
-    snprintf(buf, sizeof buf, "tartan-report-1 %s nbits=%d shared=%d keep=%d centroids=%u "
-             "seed=%llu normalize=%d bf16=%d files=%zu\n", tt_version_string(),
-             v->original ? 1 : v->nbits, v->shared, v->original, c->centroids,
+    snprintf(buf, sizeof buf, "tartan-report-1 %s nbits=%d codec=%d pool=%d keep=%d "
+             "centroids=%u seed=%llu normalize=%d bf16=%d files=%zu\n", tt_version_string(),
+             v->original ? 1 : v->nbits, v->codec, v->pool, v->original, c->centroids,
              (unsigned long long)c->seed, c->normalize, c->bf16, c->nfiles);
     h = fnv1a(h, buf);
     for (size_t i = 0; i < c->nfiles; i++)
@@ -155,10 +158,10 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
         if (tt_index_open(&idx, path, NULL) != TT_OK || tt_index_get_info(idx, &info) != TT_OK)
             why = tt_last_error();
         else if (info.nbits == (uint32_t)(v->original ? 1 : v->nbits) &&
-                 info.codec_tables == (v->shared ? TT_CODEC_SHARED : TT_CODEC_PER_DIM) &&
+                 info.codec_tables == v->codec && (int)info.pool_factor == v->pool &&
                  (info.keep_originals != TT_KEEP_NONE) == v->original &&
                  info.num_docs == tt_input_num_docs(in) &&
-                 info.num_vectors == tt_input_num_vectors(in) && info.dim == tt_input_dim(in)) {
+                 info.input_vectors == tt_input_num_vectors(in) && info.dim == tt_input_dim(in)) {
             *reused = true;
             *built_s = info.build_seconds;
             tt_index_close(idx);
@@ -176,7 +179,8 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
     /* The original's index is only searched in exact mode over the kept float16
      * vectors; its compressed part is the cheapest one (1 bit). */
     o.nbits = v->original ? 1 : v->nbits;
-    o.codec_tables = v->shared ? TT_CODEC_SHARED : TT_CODEC_PER_DIM;
+    o.codec_tables = v->codec;
+    o.pool_factor = v->pool;
     o.keep_originals = v->original ? TT_KEEP_F16 : TT_KEEP_NONE;
     o.num_centroids = c->centroids;
     o.seed = c->seed;
@@ -624,8 +628,10 @@ int cmd_report(int argc, char **argv) {
         for (size_t i = 0; i < n; i++) {
             rp_variant v;
             if (!rp_parse_variant(list[i], &v)) {
-                rc = cli_usage_error(CMD, "--variants: unknown variant '%s' (original, 1bit, "
-                                     "2bit, 4bit, 1bit-shared, 2bit-shared, 4bit-shared)", list[i]);
+                rc = cli_usage_error(CMD, "--variants: unknown variant '%s' (original or exact; "
+                                     "Nbit with N 1, 2 or 4, then -perdim, -shared or "
+                                     "-adaptive, then -poolF: 2bit, 2bit-adaptive, "
+                                     "2bit-pool2...)", list[i]);
                 cli_free_list(list);
                 goto done;
             }
@@ -843,7 +849,8 @@ int cmd_report(int argc, char **argv) {
         v->latency_p50 = so_out->p50;
         v->latency_queries = so_out->timed;
         v->bytes = v->original ? info.bytes_f16 : info.bytes_index;
-        v->bits_per_dim = 8.0 * (double)v->bytes / ((double)info.num_vectors * info.dim);
+        /* Over the vectors as given (before any pooling), like the original's storage. */
+        v->bits_per_dim = 8.0 * (double)v->bytes / ((double)info.input_vectors * info.dim);
         if (v->original) {
             rep.num_docs = info.num_docs;
             rep.num_vectors = info.num_vectors;

@@ -10,19 +10,24 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tartan.h"
+
 enum { RP_MAX_METRICS = 16 };
 
 /* Significance level of the paired t-test marker (dagger). */
 #define RP_ALPHA 0.05
 
-/* A variant name: "original", or "<n>bit" (per-dimension codec tables, tartan's
- * default) / "<n>bit-shared" (one table for every dimension, as ColBERTv2) with n in
- * {1, 2, 4}; "<n>bit-perdim" is accepted as a synonym of "<n>bit". */
+/* A variant name (doc/report.md): "original" (or "exact"), or "<n>bit" with n in
+ * {1, 2, 4}, then optionally the codec, "-perdim" (per-dimension tables), "-shared"
+ * (one table for every dimension, as ColBERTv2) or "-adaptive" (bits allocated per
+ * dimension), then optionally "-pool<F>" (token pooling with factor F, 2..64). Without a
+ * codec the variant uses tartan's default codec, and its canonical name leaves it out. */
 typedef struct rp_variant {
-    char name[24];          /* canonical name, e.g. "2bit-shared" */
+    char name[32];          /* canonical name, e.g. "2bit-shared", "2bit-adaptive-pool2" */
     bool original;          /* uncompressed float16 vectors, exact MaxSim */
     int nbits;              /* 0 for the original */
-    bool shared;            /* one codec table for all dimensions */
+    int codec;              /* TT_CODEC_PER_DIM, TT_CODEC_SHARED or TT_CODEC_ADAPTIVE */
+    int pool;               /* token pooling factor of the documents (1: none) */
     /* results */
     double value[RP_MAX_METRICS]; /* mean of each metric over the evaluated queries */
     double p[RP_MAX_METRICS];     /* paired t-test p against the original; NaN: none */
@@ -68,11 +73,14 @@ typedef struct rp_report {
     rp_variant *variants;
 } rp_report;
 
-/* Parses one variant name into v (name, original, nbits, shared; results zeroed).
+/* Parses one variant name into v (name, original, nbits, codec, pool; results zeroed).
  * Returns false for an unknown name. */
 bool rp_parse_variant(const char *s, rp_variant *v);
-/* Human description: "original (float16)", "2-bit, per-dimension tables"... */
+/* Human description: "original (float16)", "2-bit (per-dim tables)", "2-bit (adaptive
+ * bits, pool 2)"... */
 const char *rp_variant_label(const rp_variant *v, char *buf, size_t len);
+/* "per-dim", "shared" or "adaptive" (the CSV/JSON codec_tables value). */
+const char *rp_codec_name(int codec);
 
 /* Each writer returns 0, or -1 when a write to f failed (ferror). */
 int rp_write_markdown(FILE *f, const rp_report *r);

@@ -16,24 +16,58 @@ static const char *const TIMES = "\xc3\x97";      /* U+00D7 */
 
 /* ------------------------------------------------------------------ variants */
 
+static int default_codec(void) {
+    tt_build_options o;
+    tt_build_options_init(&o);
+    return o.codec_tables;
+}
+
+static const char *codec_suffix(int codec) {
+    return codec == TT_CODEC_SHARED ? "-shared" : codec == TT_CODEC_ADAPTIVE ? "-adaptive"
+                                                                            : "-perdim";
+}
+
 bool rp_parse_variant(const char *s, rp_variant *v) {
     memset(v, 0, sizeof *v);
-    if (!strcmp(s, "original")) {
+    v->pool = 1;
+    if (!strcmp(s, "original") || !strcmp(s, "exact")) {
         v->original = true;
+        snprintf(v->name, sizeof v->name, "original");
     } else {
         if ((s[0] != '1' && s[0] != '2' && s[0] != '4') || strncmp(s + 1, "bit", 3))
             return false;
         v->nbits = s[0] - '0';
         const char *rest = s + 4;
-        if (!strcmp(rest, "-shared"))
-            v->shared = true;
-        else if (*rest && strcmp(rest, "-perdim") && strcmp(rest, "-per-dim"))
+        static const struct { const char *suffix; int codec; } codecs[] = {
+            {"-shared", TT_CODEC_SHARED}, {"-adaptive", TT_CODEC_ADAPTIVE},
+            {"-perdim", TT_CODEC_PER_DIM}, {"-per-dim", TT_CODEC_PER_DIM}};
+        v->codec = default_codec();
+        for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) {
+            size_t n = strlen(codecs[i].suffix);
+            if (!strncmp(rest, codecs[i].suffix, n) && (rest[n] == '\0' || rest[n] == '-')) {
+                v->codec = codecs[i].codec;
+                rest += n;
+                break;
+            }
+        }
+        if (!strncmp(rest, "-pool", 5)) {
+            const char *d = rest + 5;
+            int f = 0;
+            for (; *d >= '0' && *d <= '9' && f <= 64; d++)
+                f = f * 10 + (*d - '0');
+            if (d == rest + 5 || *d || f < 1 || f > 64 || rest[5] == '0')
+                return false;
+            v->pool = f;
+            rest = d;
+        }
+        if (*rest)
             return false;
+        char pool[16] = "";
+        if (v->pool > 1)
+            snprintf(pool, sizeof pool, "-pool%d", v->pool);
+        snprintf(v->name, sizeof v->name, "%dbit%s%s", v->nbits,
+                 v->codec == default_codec() ? "" : codec_suffix(v->codec), pool);
     }
-    if (v->original)
-        snprintf(v->name, sizeof v->name, "original");
-    else
-        snprintf(v->name, sizeof v->name, "%dbit%s", v->nbits, v->shared ? "-shared" : "");
     for (size_t m = 0; m < RP_MAX_METRICS; m++)
         v->p[m] = NAN;
     v->recall = NAN;
@@ -42,11 +76,19 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
     return true;
 }
 
+const char *rp_codec_name(int codec) {
+    return codec == TT_CODEC_SHARED ? "shared" : codec == TT_CODEC_ADAPTIVE ? "adaptive"
+                                                                           : "per-dim";
+}
+
 const char *rp_variant_label(const rp_variant *v, char *buf, size_t len) {
+    static const char *const what[] = {"shared table", "per-dim tables", "adaptive bits"};
     if (v->original)
         snprintf(buf, len, "original (float16)");
+    else if (v->pool > 1)
+        snprintf(buf, len, "%d-bit (%s, pool %d)", v->nbits, what[v->codec], v->pool);
     else
-        snprintf(buf, len, "%d-bit (%s)", v->nbits, v->shared ? "shared table" : "per-dim tables");
+        snprintf(buf, len, "%d-bit (%s)", v->nbits, what[v->codec]);
     return buf;
 }
 
@@ -254,7 +296,7 @@ static void csv_num(FILE *f, int digits, double x) {
 
 int rp_write_csv(FILE *f, const rp_report *r) {
     char lab[64];
-    fputs("variant,label,nbits,codec_tables,search", f);
+    fputs("variant,label,nbits,codec_tables,pool_factor,search", f);
     for (size_t m = 0; m < r->nmetrics; m++)
         fprintf(f, ",%s,%s_original,%s_p", r->metric[m], r->metric[m], r->metric[m]);
     fprintf(f, ",storage_bytes,original_bytes,ratio,bits_per_dim,recall@%u_vs_exact,"
@@ -265,8 +307,8 @@ int rp_write_csv(FILE *f, const rp_report *r) {
         csv_field(f, v->name);
         fputc(',', f);
         csv_field(f, rp_variant_label(v, lab, sizeof lab));
-        fprintf(f, ",%d,%s,%s", v->nbits, v->original ? "" : v->shared ? "shared" : "per-dim",
-                v->original ? "exact" : "plaid");
+        fprintf(f, ",%d,%s,%d,%s", v->nbits, v->original ? "" : rp_codec_name(v->codec),
+                v->pool, v->original ? "exact" : "plaid");
         for (size_t m = 0; m < r->nmetrics; m++) {
             csv_num(f, 6, v->value[m]);
             csv_num(f, 6, o->value[m]);
@@ -350,9 +392,13 @@ int rp_write_json(FILE *f, const rp_report *r) {
         json_str(f, v->name);
         fputs(", \"label\": ", f);
         json_str(f, rp_variant_label(v, lab, sizeof lab));
-        fprintf(f, ", \"original\": %s, \"nbits\": %d, \"codec_tables\": %s, \"search\": \"%s\",\n",
-                v->original ? "true" : "false", v->nbits,
-                v->original ? "null" : v->shared ? "\"shared\"" : "\"per-dim\"",
+        fprintf(f, ", \"original\": %s, \"nbits\": %d, \"codec_tables\": ",
+                v->original ? "true" : "false", v->nbits);
+        if (v->original)
+            fputs("null", f);
+        else
+            json_str(f, rp_codec_name(v->codec));
+        fprintf(f, ", \"pool_factor\": %d, \"search\": \"%s\",\n", v->pool,
                 v->original ? "exact" : "plaid");
         const char *sep[] = {"metrics", "original_metrics", "p_values"};
         for (int part = 0; part < 3; part++) {
@@ -525,16 +571,43 @@ static void place_labels(const double *px, const double *py, const char *const *
     free(placed);
 }
 
-static void svg_marker(FILE *f, const rp_variant *v, double x, double y) {
+/* Series of the plot: 0 the original, then one per codec (per-dim, shared, adaptive),
+ * with a marker shape and colour each; token-pooled variants are drawn hollow. */
+enum { SERIES = 4 };
+static const char *const series_colour[SERIES] = {"#222", "#1864ab", "#d9480f", "#2b8a3e"};
+static const char *const series_legend[SERIES] = {
+    "original (float16, exact MaxSim)", "per-dimension codec tables",
+    "one shared codec table (ColBERTv2)", "adaptive bits per dimension"};
+
+static int series_of(const rp_variant *v) {
     if (v->original)
-        fprintf(f, "<path class=\"point\" data-variant=\"%s\" d=\"M%.1f %.1fl7 7l-7 7l-7 -7z\" "
-                "fill=\"#222\"/>", v->name, x, y - 7);
-    else if (v->shared)
-        fprintf(f, "<rect class=\"point\" data-variant=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"10\" "
-                "height=\"10\" fill=\"#d9480f\"/>", v->name, x - 5, y - 5);
+        return 0;
+    return v->codec == TT_CODEC_SHARED ? 2 : v->codec == TT_CODEC_ADAPTIVE ? 3 : 1;
+}
+
+/* One marker centred on (x, y); cls is "point" (one per variant) or "legend-mark". */
+static void svg_shape(FILE *f, const char *cls, const char *variant, int series, bool hollow,
+                      double x, double y) {
+    const char *c = series_colour[series];
+    fprintf(f, "<%s class=\"%s\"", series == 1 ? "circle" : series == 2 ? "rect" : "path", cls);
+    if (variant)
+        fprintf(f, " data-variant=\"%s\"", variant);
+    if (series == 0)
+        fprintf(f, " d=\"M%.1f %.1fl7 7l-7 7l-7 -7z\"", x, y - 7);
+    else if (series == 1)
+        fprintf(f, " cx=\"%.1f\" cy=\"%.1f\" r=\"5.5\"", x, y);
+    else if (series == 2)
+        fprintf(f, " x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\"", x - 5, y - 5);
     else
-        fprintf(f, "<circle class=\"point\" data-variant=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"5.5\" "
-                "fill=\"#1864ab\"/>", v->name, x, y);
+        fprintf(f, " d=\"M%.1f %.1fl6.5 11h-13z\"", x, y - 6.5);
+    if (hollow)
+        fprintf(f, " fill=\"#fff\" stroke=\"%s\" stroke-width=\"2\"/>", c);
+    else
+        fprintf(f, " fill=\"%s\"/>", c);
+}
+
+static void svg_marker(FILE *f, const rp_variant *v, double x, double y) {
+    svg_shape(f, "point", v->name, series_of(v), v->pool > 1, x, y);
 }
 
 int rp_write_svg(FILE *f, const rp_report *r) {
@@ -580,30 +653,23 @@ int rp_write_svg(FILE *f, const rp_report *r) {
             r->eval_queries, r->k, r->score_mean ? "mean" : "sum");
 
     /* Legend (only the series present), above the plot. */
-    bool has[3] = {false, false, false};
-    for (size_t i = 0; i < n; i++)
-        has[r->variants[i].original ? 0 : r->variants[i].shared ? 2 : 1] = true;
-    static const char *const legend[] = {"original (float16, exact MaxSim)",
-                                         "per-dimension codec tables",
-                                         "one shared codec table (ColBERTv2)"};
+    bool has[SERIES] = {false}, pooled = false;
+    for (size_t i = 0; i < n; i++) {
+        has[series_of(&r->variants[i])] = true;
+        pooled |= r->variants[i].pool > 1;
+    }
     double lx = PX0;
-    for (int s = 0; s < 3; s++) {
-        if (!has[s])
+    for (int s = 0; s <= SERIES; s++) {
+        if (s < SERIES ? !has[s] : !pooled)
             continue;
+        const char *text = s < SERIES ? series_legend[s] : "hollow: token-pooled";
         fputs("<g class=\"legend\">", f);
         /* Legend markers use class "legend-mark" so that class="point" counts variants. */
-        if (s == 0)
-            fprintf(f, "<path class=\"legend-mark\" d=\"M%.1f 65l7 7l-7 7l-7 -7z\" fill=\"#222\"/>",
-                    lx + 6);
-        else if (s == 2)
-            fprintf(f, "<rect class=\"legend-mark\" x=\"%.1f\" y=\"67\" width=\"10\" height=\"10\" "
-                    "fill=\"#d9480f\"/>", lx + 1);
-        else
-            fprintf(f, "<circle class=\"legend-mark\" cx=\"%.1f\" cy=\"72\" r=\"5.5\" "
-                    "fill=\"#1864ab\"/>", lx + 6);
-        fprintf(f, "<text x=\"%.1f\" y=\"76\" font-size=\"12\">%s</text></g>\n", lx + 18,
-                legend[s]);
-        lx += 18 + CHAR_W * 0.93 * (double)strlen(legend[s]) + 24;
+        if (s < SERIES)
+            svg_shape(f, "legend-mark", NULL, s, false, lx + 6, 72);
+        fprintf(f, "<text x=\"%.1f\" y=\"76\" font-size=\"12\">%s</text></g>\n",
+                s < SERIES ? lx + 18 : lx, text);
+        lx += (s < SERIES ? 18 : 0) + CHAR_W * 0.93 * (double)strlen(text) + 24;
     }
 
     /* Grid, ticks and tick labels. */
@@ -655,12 +721,13 @@ int rp_write_svg(FILE *f, const rp_report *r) {
         py[i] = YP(v->value[0]);
         text[i] = v->name;
     }
-    for (int s = 1; s <= 2; s++) {
-        /* Connect a series' points in storage order (insertion sort on indexes). */
+    for (int s = 2; s < 2 * SERIES; s++) {
+        /* Connect a series' points (pooled and not apart) in storage order (insertion
+         * sort on indexes). */
         size_t idx[64], m = 0;
         for (size_t i = 0; i < n && m < 64; i++) {
             const rp_variant *v = &r->variants[i];
-            if (v->original || (s == 2) != v->shared)
+            if (2 * series_of(v) + (v->pool > 1) != s)
                 continue;
             size_t j = m++;
             while (j > 0 && r->variants[idx[j - 1]].bytes > v->bytes) {
@@ -672,7 +739,8 @@ int rp_write_svg(FILE *f, const rp_report *r) {
         if (m < 2)
             continue;
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
-                "stroke-dasharray=\"4 3\" points=\"", s == 2 ? "#d9480f" : "#1864ab");
+                "stroke-dasharray=\"%s\" points=\"", series_colour[s / 2],
+                s % 2 ? "1 3" : "4 3");
         for (size_t j = 0; j < m; j++)
             fprintf(f, "%s%.1f,%.1f", j ? " " : "", px[idx[j]], py[idx[j]]);
         fputs("\"/>\n", f);
