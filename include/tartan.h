@@ -30,10 +30,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define TT_VERSION_MAJOR 0
-#define TT_VERSION_MINOR 1
+#define TT_VERSION_MINOR 2
 #define TT_VERSION_PATCH 0
 #define TT_VERSION_NUMBER (TT_VERSION_MAJOR * 10000 + TT_VERSION_MINOR * 100 + TT_VERSION_PATCH)
-#define TT_VERSION_STRING "0.1.0"
+#define TT_VERSION_STRING "0.2.0"
 
 /* Version of the library actually linked (compare with TT_VERSION_NUMBER). */
 TT_API unsigned tt_version_number(void);
