@@ -17,7 +17,7 @@ static int check_options(const tt_index *idx, const tt_search_options *o) {
         return tt_err(TT_EINVAL, "search: unknown score reduction %d", o->score);
     if (o->nprobe < 1)
         return tt_err(TT_EINVAL, "search: nprobe %d must be at least 1", o->nprobe);
-    if (!isfinite(o->threshold))
+    if (o->pruning == TT_PRUNE_ABSOLUTE && !isfinite(o->threshold))
         return tt_err(TT_EINVAL, "search: the centroid score threshold must be finite");
     if (o->ndocs < 1)
         return tt_err(TT_EINVAL, "search: ndocs must be at least 1");
@@ -86,7 +86,7 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
 
     /* PLAID. */
     size_t n = 0;
-    if ((st = tt_plaid_stage1(ctx, (uint32_t)o.nprobe, o.threshold, o.ndocs, &n)))
+    if ((st = tt_plaid_stage1(ctx, &o, &n)))
         return st;
     ctx->st.candidates += n;
     t1 = tt_now();
