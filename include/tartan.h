@@ -378,6 +378,12 @@ enum { TT_SCORE_SUM = 0, TT_SCORE_MEAN = 1 };
  * top_i - (1 - prune_ratio) * |top_i|, top_i being that query vector's best centroid
  * score: the rule does not depend on the scale of the scores. */
 enum { TT_PRUNE_AUTO = 0, TT_PRUNE_ABSOLUTE = 1, TT_PRUNE_RELATIVE = 2 };
+/* PLAID stage 4 depth. FIXED (ColBERTv2): the max(ndocs/4, k) best documents of stage 3
+ * are scored. ADAPTIVE: those first; then, best stage-3 score first, the next batches of
+ * as many documents, for as long as a document's stage-3 score plus the largest
+ * (decompressed - stage-3) difference seen in this query could still enter the top k;
+ * at most ndocs in all (doc/search.md, "Stage-4 depth"). */
+enum { TT_RERANK_ADAPTIVE = 0, TT_RERANK_FIXED = 1 };
 
 typedef struct tt_search_options {
     uint32_t struct_size;
@@ -390,6 +396,7 @@ typedef struct tt_search_options {
      * struct_size and gets the defaults of these. */
     int pruning;         /* TT_PRUNE_AUTO (default), _ABSOLUTE or _RELATIVE */
     float prune_ratio;   /* RELATIVE: in [0, 1]; NaN: the default (0.5) */
+    int rerank;          /* TT_RERANK_ADAPTIVE (default) or TT_RERANK_FIXED */
 } tt_search_options;
 
 TT_API void tt_search_options_init(tt_search_options *opt);

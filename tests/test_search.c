@@ -673,6 +673,10 @@ START_TEST(defaults_by_k) {
     in.prune_ratio = NAN;
     in.pruning = 7;
     ck_assert_int_eq(tt_search_options_check(&in), TT_EINVAL);
+    in.pruning = TT_PRUNE_AUTO;
+    in.rerank = 5;
+    ck_assert_int_eq(tt_search_options_check(&in), TT_EINVAL);
+    in.rerank = TT_RERANK_ADAPTIVE;
     /* A caller built before pruning existed: what lies past its struct_size is not
      * read, and it gets the relative default. */
     in.struct_size = (uint32_t)offsetof(tt_search_options, pruning);
@@ -952,6 +956,50 @@ START_TEST(pruning_scale_free) {
     }
     ck_assert_uint_gt(abs_differ, 0);
     free(Qs);
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* Adaptive stage-4 depth: on noisy queries (centroid-only scores far from the
+ * decompressed ones) it scores more than ColBERTv2's fixed max(ndocs/4, k) documents,
+ * never more than ndocs, and finds at least as many of the exhaustive top 10; the
+ * fixed depth (the old behaviour) scores exactly ndocs/4 per query. */
+START_TEST(rerank_adaptive_depth) {
+    tt_index *idx = open_idx(g_idx, TT_IO_AUTO, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    tt_hit ex[10], hits[10];
+    uint32_t n, ne, found[2] = {0, 0};
+    uint64_t scored[2] = {0, 0}, maxq[2] = {0, 0};
+    const int nqry = 20;
+    for (int t = 0; t < nqry; t++) {
+        float *Q = query_near(&g_c, (uint64_t)t * 89 % g_c.ndocs, 32, 0.6f, 500 + (uint64_t)t);
+        run(idx, ctx, Q, 32, 10, TT_MODE_EXHAUSTIVE, ex, &ne);
+        for (int r = 0; r < 2; r++) {
+            tt_search_options o;
+            tt_search_options_init(&o);
+            o.ndocs = 128;
+            o.rerank = r ? TT_RERANK_FIXED : TT_RERANK_ADAPTIVE;
+            tt_search_ctx_reset_stats(ctx);
+            ck_assert_int_eq(tt_search(idx, ctx, Q, 32, 10, &o, hits, &n), TT_OK);
+            tt_search_stats s;
+            ck_assert_int_eq(tt_search_ctx_stats(ctx, &s), TT_OK);
+            ck_assert_uint_le(s.scored_docs, 128);
+            scored[r] += s.scored_docs;
+            maxq[r] = TT_MAX(maxq[r], s.scored_docs);
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t j = 0; j < ne; j++)
+                    found[r] += hits[i].doc == ex[j].doc;
+        }
+        free(Q);
+    }
+    fprintf(stderr, "noisy queries: adaptive depth %.1f docs/query, recall %.3f; fixed %.1f, "
+            "%.3f\n", (double)scored[0] / nqry, found[0] / (10.0 * nqry),
+            (double)scored[1] / nqry, found[1] / (10.0 * nqry));
+    ck_assert_uint_eq(maxq[1], 32);
+    ck_assert_uint_gt(maxq[0], 32);
+    ck_assert_uint_ge(found[0], found[1]);
     tt_search_ctx_free(ctx);
     tt_index_close(idx);
 }
@@ -1471,6 +1519,7 @@ int main(void) {
     tcase_add_test(tc, planted_ranks_first);
     tcase_add_test(tc, recall_vs_exhaustive);
     tcase_add_test(tc, pruning_scale_free);
+    tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);
     tcase_add_test(tc, adaptive_scores_match_reference);
     tcase_add_test(tc, io_paths_identical);

@@ -44,6 +44,10 @@ static void usage(FILE *f) {
         "                       ratio of a query vector's best centroid score) or absolute\n"
         "                       (ColBERTv2: --threshold, default by k 0.5, 0.45, 0.4)\n"
         "  --prune-ratio F      relative pruning ratio in [0, 1] (default 0.5)\n"
+        "  --rerank adaptive|fixed  documents scored decompressed: adaptive (default:\n"
+        "                       ndocs/4, then more while the query's own stage-3 errors\n"
+        "                       say they could enter the top k, at most ndocs) or fixed\n"
+        "                       (ColBERTv2: max(ndocs/4, k))\n"
         "  --ndocs N            candidates kept after pruned centroid interaction (default\n"
         "                       by k: 256, 1024, max(4k, 4096))\n"
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
@@ -249,6 +253,7 @@ int cmd_search(int argc, char **argv) {
         {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
         {"encoder", required_argument, 0, 'E'}, {"encoder-timeout", required_argument, 0, 'O'},
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
+        {"rerank", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
     const char *encoder = NULL;
@@ -317,6 +322,14 @@ int cmd_search(int argc, char **argv) {
                 so.pruning = TT_PRUNE_ABSOLUTE;
             else
                 return cli_usage_error("search", "--pruning must be relative or absolute");
+            break;
+        case 'K':
+            if (!strcmp(optarg, "adaptive"))
+                so.rerank = TT_RERANK_ADAPTIVE;
+            else if (!strcmp(optarg, "fixed"))
+                so.rerank = TT_RERANK_FIXED;
+            else
+                return cli_usage_error("search", "--rerank must be adaptive or fixed");
             break;
         case 'R':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
@@ -398,9 +411,10 @@ int cmd_search(int argc, char **argv) {
         else
             snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
-                "%s ndocs=%u; residuals via %s\n",
+                "%s ndocs=%u rerank=%s; residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)info.num_docs,
-                (unsigned long long)k, eff.nprobe, prune, eff.ndocs, io_name(info.io));
+                (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
+                eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", io_name(info.io));
     }
     else
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "

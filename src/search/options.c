@@ -29,6 +29,9 @@ int tt_search_options_check(const tt_search_options *opt) {
         !isnan(opt->prune_ratio) && !(opt->prune_ratio >= 0 && opt->prune_ratio <= 1))
         return tt_err(TT_EINVAL, "search options: prune_ratio %g is not in [0, 1] (NaN means "
                       "the default)", (double)opt->prune_ratio);
+    if (opt->struct_size >= offsetof(tt_search_options, rerank) + sizeof(int) &&
+        opt->rerank != TT_RERANK_ADAPTIVE && opt->rerank != TT_RERANK_FIXED)
+        return tt_err(TT_EINVAL, "search options: unknown rerank mode %d", opt->rerank);
     return TT_OK;
 }
 
@@ -44,6 +47,7 @@ void tt_search_options_init(tt_search_options *opt) {
     opt->score = TT_SCORE_SUM;
     opt->pruning = TT_PRUNE_AUTO;
     opt->prune_ratio = NAN;
+    opt->rerank = TT_RERANK_ADAPTIVE;
 }
 
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs) {

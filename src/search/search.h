@@ -39,6 +39,12 @@ struct tt_search_ctx {
     size_t cand_cap;
     uint64_t *list;        /* documents passed between stages */
     size_t list_cap;
+    tt_hit *s3;            /* stage-3 survivors and scores, best first (adaptive stage 4) */
+    tt_hit *batch;         /* one stage-4 batch of them, in document order */
+    size_t s3_cap, batch_cap;
+    float *rec;            /* with rec_on: the scores tt_score_flush pushes, in order */
+    size_t rec_n, rec_cap;
+    bool rec_on;
     tt_topk top;
     uint64_t *roff, *rlen; /* residual ranges of stage 4 / a scan chunk */
     const uint8_t **rptr;
