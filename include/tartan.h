@@ -371,14 +371,32 @@ TT_API int tt_index_compact(const char *dir, const tt_change_options *opt,
 
 enum { TT_MODE_PLAID = 0, TT_MODE_EXHAUSTIVE = 1, TT_MODE_EXACT = 2 };
 enum { TT_SCORE_SUM = 0, TT_SCORE_MEAN = 1 };
+/* PLAID stage-2 pruning (doc/search.md, "Pruning"). AUTO: ABSOLUTE when threshold is
+ * set (not NaN), else RELATIVE. ABSOLUTE: ColBERTv2's rule, a centroid counts if its
+ * best score over the query vectors reaches `threshold` (NaN: ColBERTv2's value by k).
+ * RELATIVE: a centroid counts if, for some query vector i, its score reaches
+ * top_i - (1 - prune_ratio) * |top_i|, top_i being that query vector's best centroid
+ * score: the rule does not depend on the scale of the scores. */
+enum { TT_PRUNE_AUTO = 0, TT_PRUNE_ABSOLUTE = 1, TT_PRUNE_RELATIVE = 2 };
+/* PLAID stage 4 depth. FIXED (ColBERTv2): the max(ndocs/4, k) best documents of stage 3
+ * are scored. ADAPTIVE: those first; then, best stage-3 score first, the next batches of
+ * as many documents, for as long as a document's stage-3 score plus the largest
+ * (decompressed - stage-3) difference seen in this query could still enter the top k;
+ * at most ndocs in all (doc/search.md, "Stage-4 depth"). */
+enum { TT_RERANK_ADAPTIVE = 0, TT_RERANK_FIXED = 1 };
 
 typedef struct tt_search_options {
     uint32_t struct_size;
     int mode;            /* TT_MODE_PLAID (default), _EXHAUSTIVE, _EXACT */
     int nprobe;          /* centroids probed per query vector; 0: default by k */
-    float threshold;     /* centroid score pruning threshold; NaN: default by k */
+    float threshold;     /* absolute centroid score pruning threshold; NaN: see pruning */
     uint32_t ndocs;      /* candidates kept after stage 2; 0: default by k; below k: k */
     int score;           /* TT_SCORE_SUM (ColBERT) or TT_SCORE_MEAN (DiffRetriever Eq. 2) */
+    /* Appended after score: a caller built against an older tartan.h passes a smaller
+     * struct_size and gets the defaults of these. */
+    int pruning;         /* TT_PRUNE_AUTO (default), _ABSOLUTE or _RELATIVE */
+    float prune_ratio;   /* RELATIVE: in [0, 1]; NaN: the default (0.5) */
+    int rerank;          /* TT_RERANK_ADAPTIVE (default) or TT_RERANK_FIXED */
 } tt_search_options;
 
 TT_API void tt_search_options_init(tt_search_options *opt);
@@ -416,10 +434,12 @@ TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *
  * index chose io_uring (synchronous pread; see tt_search_stats.io_note). */
 enum { TT_IO_PREAD = 3 };
 
-/* The parameters a search with these options and k really uses: nprobe, threshold and
- * ndocs defaults by k filled in (ColBERTv2: k <= 10: 1, 0.5, 256; k <= 100: 2, 0.45,
- * 1024; larger: 4, 0.4, max(4k, 4096)), and ndocs raised to k when below it (so that a
- * search returns k hits). opt may be NULL (defaults). */
+/* The parameters a search with these options and k really uses: nprobe and ndocs
+ * defaults by k filled in (ColBERTv2: k <= 10: 1, 256; k <= 100: 2, 1024; larger: 4,
+ * max(4k, 4096)), ndocs raised to k when below it (so that a search returns k hits),
+ * pruning resolved to TT_PRUNE_ABSOLUTE or TT_PRUNE_RELATIVE; ABSOLUTE gets the
+ * threshold (ColBERTv2's by k when NaN: 0.5, 0.45, 0.4) and RELATIVE its prune_ratio
+ * (threshold stays NaN). opt may be NULL (defaults). */
 TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
                                       tt_search_options *out);
 

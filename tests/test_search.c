@@ -626,32 +626,67 @@ END_TEST
 
 START_TEST(defaults_by_k) {
     tt_search_options o;
+    /* Default pruning is relative (scale-free); the absolute thresholds stay ColBERTv2's. */
     tt_search_options_resolve(NULL, 10, &o);
     ck_assert_int_eq(o.nprobe, 1);
-    ck_assert_float_eq(o.threshold, 0.5f);
+    ck_assert_int_eq(o.pruning, TT_PRUNE_RELATIVE);
+    ck_assert_float_eq(o.prune_ratio, 0.5f);
+    ck_assert(isnan(o.threshold));
     ck_assert_uint_eq(o.ndocs, 256);
-    tt_search_options_resolve(NULL, 100, &o);
+    tt_search_options in;
+    tt_search_options_init(&in);
+    in.pruning = TT_PRUNE_ABSOLUTE;
+    tt_search_options_resolve(&in, 10, &o);
+    ck_assert_int_eq(o.pruning, TT_PRUNE_ABSOLUTE);
+    ck_assert_float_eq(o.threshold, 0.5f);
+    tt_search_options_resolve(&in, 100, &o);
     ck_assert_int_eq(o.nprobe, 2);
     ck_assert_float_eq(o.threshold, 0.45f);
     ck_assert_uint_eq(o.ndocs, 1024);
-    tt_search_options_resolve(NULL, 101, &o);
+    tt_search_options_resolve(&in, 101, &o);
     ck_assert_int_eq(o.nprobe, 4);
     ck_assert_float_eq(o.threshold, 0.4f);
     ck_assert_uint_eq(o.ndocs, 4096);
     tt_search_options_resolve(NULL, 5000, &o);
     ck_assert_uint_eq(o.ndocs, 20000);
-    tt_search_options in;
+    /* An explicit threshold means what it always meant: the absolute rule. */
     tt_search_options_init(&in);
     in.nprobe = 3;
     in.threshold = 0.1f;
     in.ndocs = 77;
     tt_search_options_resolve(&in, 10, &o);
     ck_assert_int_eq(o.nprobe, 3);
+    ck_assert_int_eq(o.pruning, TT_PRUNE_ABSOLUTE);
     ck_assert_float_eq(o.threshold, 0.1f);
     ck_assert_uint_eq(o.ndocs, 77);
+    tt_search_options_resolve(&o, 10, &o); /* resolving is idempotent */
+    ck_assert_int_eq(o.pruning, TT_PRUNE_ABSOLUTE);
+    ck_assert_float_eq(o.threshold, 0.1f);
+    tt_search_options_init(&in);
+    in.prune_ratio = 0.8f;
+    tt_search_options_resolve(&in, 10, &o);
+    ck_assert_int_eq(o.pruning, TT_PRUNE_RELATIVE);
+    ck_assert_float_eq(o.prune_ratio, 0.8f);
+    ck_assert_int_eq(tt_search_options_check(&in), TT_OK);
+    in.prune_ratio = 1.5f;
+    ck_assert_int_eq(tt_search_options_check(&in), TT_EINVAL);
+    in.prune_ratio = NAN;
+    in.pruning = 7;
+    ck_assert_int_eq(tt_search_options_check(&in), TT_EINVAL);
+    in.pruning = TT_PRUNE_AUTO;
+    in.rerank = 5;
+    ck_assert_int_eq(tt_search_options_check(&in), TT_EINVAL);
+    in.rerank = TT_RERANK_ADAPTIVE;
+    /* A caller built before pruning existed: what lies past its struct_size is not
+     * read, and it gets the relative default. */
+    in.struct_size = (uint32_t)offsetof(tt_search_options, pruning);
+    in.prune_ratio = 9;
+    ck_assert_int_eq(tt_search_options_check(&in), TT_OK);
+    tt_search_options_resolve(&in, 10, &o);
+    ck_assert_int_eq(o.pruning, TT_PRUNE_RELATIVE);
+    ck_assert_float_eq(o.prune_ratio, 0.5f);
 }
 END_TEST
-
 
 /* ---------------------------------------------------- on built indexes */
 
@@ -880,6 +915,91 @@ START_TEST(recall_vs_exhaustive) {
     ck_assert_uint_gt(s.bytes_read, 0);
     free(ex);
     free(score_of);
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* The default (relative) pruning does not depend on the scale of the scores: the same
+ * queries scaled by 1/64 (exact in float32, and in the int8 centroid scores, whose
+ * per-vector scale absorbs it) return the same documents with scores scaled by 1/64.
+ * ColBERTv2's absolute threshold 0.5, the old default, prunes every centroid of the
+ * scaled queries and changes their results: the check that this test would fail on
+ * the old rule. */
+START_TEST(pruning_scale_free) {
+    tt_index *idx = open_idx(g_idx, TT_IO_AUTO, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const size_t qn = (size_t)32 * g_c.dim;
+    float *Qs = malloc(qn * sizeof *Qs);
+    tt_hit a[10], b[10];
+    uint32_t na, nb, abs_differ = 0;
+    for (uint32_t t = 0; t < G_GROUPS; t++) {
+        const float *Q = g_gq + t * qn;
+        for (size_t j = 0; j < qn; j++)
+            Qs[j] = Q[j] / 64;
+        for (int pruning = TT_PRUNE_AUTO; pruning <= TT_PRUNE_ABSOLUTE; pruning++) {
+            tt_search_options o;
+            tt_search_options_init(&o);
+            o.pruning = pruning;
+            ck_assert_int_eq(tt_search(idx, ctx, Q, 32, 10, &o, a, &na), TT_OK);
+            ck_assert_int_eq(tt_search(idx, ctx, Qs, 32, 10, &o, b, &nb), TT_OK);
+            ck_assert_uint_eq(na, nb);
+            bool same = true;
+            for (uint32_t i = 0; i < na; i++)
+                same = same && a[i].doc == b[i].doc && a[i].score / 64 == b[i].score;
+            if (pruning == TT_PRUNE_AUTO)
+                ck_assert_msg(same, "query %u: relative pruning changed with the scale", t);
+            else
+                abs_differ += !same;
+        }
+    }
+    ck_assert_uint_gt(abs_differ, 0);
+    free(Qs);
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* Adaptive stage-4 depth: on noisy queries (centroid-only scores far from the
+ * decompressed ones) it scores more than ColBERTv2's fixed max(ndocs/4, k) documents,
+ * never more than ndocs, and finds at least as many of the exhaustive top 10; the
+ * fixed depth (the old behaviour) scores exactly ndocs/4 per query. */
+START_TEST(rerank_adaptive_depth) {
+    tt_index *idx = open_idx(g_idx, TT_IO_AUTO, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    tt_hit ex[10], hits[10];
+    uint32_t n, ne, found[2] = {0, 0};
+    uint64_t scored[2] = {0, 0}, maxq[2] = {0, 0};
+    const int nqry = 20;
+    for (int t = 0; t < nqry; t++) {
+        float *Q = query_near(&g_c, (uint64_t)t * 89 % g_c.ndocs, 32, 0.6f, 500 + (uint64_t)t);
+        run(idx, ctx, Q, 32, 10, TT_MODE_EXHAUSTIVE, ex, &ne);
+        for (int r = 0; r < 2; r++) {
+            tt_search_options o;
+            tt_search_options_init(&o);
+            o.ndocs = 128;
+            o.rerank = r ? TT_RERANK_FIXED : TT_RERANK_ADAPTIVE;
+            tt_search_ctx_reset_stats(ctx);
+            ck_assert_int_eq(tt_search(idx, ctx, Q, 32, 10, &o, hits, &n), TT_OK);
+            tt_search_stats s;
+            ck_assert_int_eq(tt_search_ctx_stats(ctx, &s), TT_OK);
+            ck_assert_uint_le(s.scored_docs, 128);
+            scored[r] += s.scored_docs;
+            maxq[r] = TT_MAX(maxq[r], s.scored_docs);
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t j = 0; j < ne; j++)
+                    found[r] += hits[i].doc == ex[j].doc;
+        }
+        free(Q);
+    }
+    fprintf(stderr, "noisy queries: adaptive depth %.1f docs/query, recall %.3f; fixed %.1f, "
+            "%.3f\n", (double)scored[0] / nqry, found[0] / (10.0 * nqry),
+            (double)scored[1] / nqry, found[1] / (10.0 * nqry));
+    ck_assert_uint_eq(maxq[1], 32);
+    ck_assert_uint_gt(maxq[0], 32);
+    ck_assert_uint_ge(found[0], found[1]);
     tt_search_ctx_free(ctx);
     tt_index_close(idx);
 }
@@ -1398,6 +1518,8 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, planted_ranks_first);
     tcase_add_test(tc, recall_vs_exhaustive);
+    tcase_add_test(tc, pruning_scale_free);
+    tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);
     tcase_add_test(tc, adaptive_scores_match_reference);
     tcase_add_test(tc, io_paths_identical);

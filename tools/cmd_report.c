@@ -912,6 +912,7 @@ int cmd_report(int argc, char **argv) {
     rep.score_mean = so.score == TT_SCORE_MEAN;
     rep.nprobe = so.nprobe;
     rep.threshold = so.threshold;
+    rep.prune_ratio = so.prune_ratio;
     rep.ndocs = so.ndocs;
     rep.threads = cfg.threads;
     rep.nmetrics = nm;

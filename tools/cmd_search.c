@@ -38,7 +38,16 @@ static void usage(FILE *f) {
         "  --direct             O_DIRECT residual reads (io_uring only)\n"
         "  --queue-depth N      io_uring reads in flight per thread (default 64)\n"
         "  --nprobe N           centroids probed per query vector (default by k: 1, 2, 4)\n"
-        "  --threshold T        centroid pruning threshold (default by k: 0.5, 0.45, 0.4)\n"
+        "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
+        "                       implies --pruning absolute)\n"
+        "  --pruning R          relative (default: a centroid counts if it scores within a\n"
+        "                       ratio of a query vector's best centroid score) or absolute\n"
+        "                       (ColBERTv2: --threshold, default by k 0.5, 0.45, 0.4)\n"
+        "  --prune-ratio F      relative pruning ratio in [0, 1] (default 0.5)\n"
+        "  --rerank adaptive|fixed  documents scored decompressed: adaptive (default:\n"
+        "                       ndocs/4, then more while the query's own stage-3 errors\n"
+        "                       say they could enter the top k, at most ndocs) or fixed\n"
+        "                       (ColBERTv2: max(ndocs/4, k))\n"
         "  --ndocs N            candidates kept after pruned centroid interaction (default\n"
         "                       by k: 256, 1024, max(4k, 4096))\n"
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
@@ -243,6 +252,8 @@ int cmd_search(int argc, char **argv) {
         {"threads", required_argument, 0, 't'}, {"jsonl", no_argument, 0, 'j'},
         {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
         {"encoder", required_argument, 0, 'E'}, {"encoder-timeout", required_argument, 0, 'O'},
+        {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
+        {"rerank", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
     const char *encoder = NULL;
@@ -303,6 +314,27 @@ int cmd_search(int argc, char **argv) {
             if (!cli_parse_double(optarg, &d))
                 return cli_usage_error("search", "--threshold must be a finite number");
             so.threshold = (float)d;
+            break;
+        case 'P':
+            if (!strcmp(optarg, "relative"))
+                so.pruning = TT_PRUNE_RELATIVE;
+            else if (!strcmp(optarg, "absolute"))
+                so.pruning = TT_PRUNE_ABSOLUTE;
+            else
+                return cli_usage_error("search", "--pruning must be relative or absolute");
+            break;
+        case 'K':
+            if (!strcmp(optarg, "adaptive"))
+                so.rerank = TT_RERANK_ADAPTIVE;
+            else if (!strcmp(optarg, "fixed"))
+                so.rerank = TT_RERANK_FIXED;
+            else
+                return cli_usage_error("search", "--rerank must be adaptive or fixed");
+            break;
+        case 'R':
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
+                return cli_usage_error("search", "--prune-ratio must be in [0, 1]");
+            so.prune_ratio = (float)d;
             break;
         case 'n':
             if (!cli_parse_u64(optarg, &u) || u == 0 || u > UINT32_MAX)
@@ -372,11 +404,18 @@ int cmd_search(int argc, char **argv) {
     tt_index_get_info(idx, &info);
     tt_search_options eff;
     tt_search_options_resolve(&so, (uint32_t)k, &eff);
-    if (eff.mode == TT_MODE_PLAID)
+    if (eff.mode == TT_MODE_PLAID) {
+        char prune[64];
+        if (eff.pruning == TT_PRUNE_ABSOLUTE)
+            snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
+        else
+            snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
-                "threshold=%g ndocs=%u; residuals via %s\n",
+                "%s ndocs=%u rerank=%s; residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)info.num_docs,
-                (unsigned long long)k, eff.nprobe, eff.threshold, eff.ndocs, io_name(info.io));
+                (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
+                eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", io_name(info.io));
+    }
     else
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "
                 "via %s\n", (unsigned long long)qs->num_queries,

@@ -62,7 +62,8 @@ typedef struct rp_report {
     uint32_t k;
     bool score_mean;
     int nprobe;
-    double threshold;
+    double threshold;       /* NaN: relative pruning with prune_ratio */
+    double prune_ratio;
     uint32_t ndocs;
     int threads;
     /* metrics: names as tt_metric_name writes them; metric 0 is the primary one */

@@ -161,10 +161,15 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
     md_text(f, r->query_text ? r->query_text : r->queries);
     fprintf(f, "`), %zu evaluated against `", r->eval_queries);
     md_text(f, r->qrels);
+    char prune[64];
+    if (isnan(r->threshold))
+        snprintf(prune, sizeof prune, "relative pruning ratio %g", r->prune_ratio);
+    else
+        snprintf(prune, sizeof prune, "threshold %g", r->threshold);
     fprintf(f, "`. Top %u per query, %s of MaxSim over query vectors; compressed variants are "
-            "searched with PLAID (nprobe %d, threshold %g, ndocs %u), the original with exact "
+            "searched with PLAID (nprobe %d, %s, ndocs %u), the original with exact "
             "MaxSim over every document.\n\n",
-            r->k, r->score_mean ? "mean" : "sum", r->nprobe, r->threshold, r->ndocs);
+            r->k, r->score_mean ? "mean" : "sum", r->nprobe, prune, r->ndocs);
     if (r->encoder) {
         fputs("Vectors made by the encoder `", f);
         md_text(f, r->encoder);
@@ -377,9 +382,15 @@ int rp_write_json(FILE *f, const rp_report *r) {
     fprintf(f, "  \"queries\": {\"searched\": %llu, \"evaluated\": %zu, "
             "\"judged_without_vectors\": %zu, \"unjudged\": %zu},\n",
             (unsigned long long)r->num_queries, r->eval_queries, r->missing, r->unjudged);
-    fprintf(f, "  \"search\": {\"k\": %u, \"score\": \"%s\", \"nprobe\": %d, \"threshold\": %g, "
+    /* JSON has no NaN: relative pruning writes threshold null and its prune_ratio. */
+    char prune[80];
+    if (isnan(r->threshold))
+        snprintf(prune, sizeof prune, "\"threshold\": null, \"prune_ratio\": %g", r->prune_ratio);
+    else
+        snprintf(prune, sizeof prune, "\"threshold\": %g", r->threshold);
+    fprintf(f, "  \"search\": {\"k\": %u, \"score\": \"%s\", \"nprobe\": %d, %s, "
             "\"ndocs\": %u, \"threads\": %d},\n", r->k, r->score_mean ? "mean" : "sum", r->nprobe,
-            r->threshold, r->ndocs, r->threads);
+            prune, r->ndocs, r->threads);
     fputs("  \"metrics\": [", f);
     for (size_t m = 0; m < r->nmetrics; m++) {
         fputs(m ? ", " : "", f);

@@ -108,6 +108,9 @@ void tt_search_ctx_free(tt_search_ctx *c) {
     free(c->bits);
     free(c->cand);
     free(c->list);
+    free(c->s3);
+    free(c->batch);
+    free(c->rec);
     tt_topk_free(&c->top);
     free(c->roff);
     free(c->rlen);

@@ -21,6 +21,17 @@ int tt_search_options_check(const tt_search_options *opt) {
     if (isinf(opt->threshold))
         return tt_err(TT_EINVAL, "search options: the threshold must be finite (NaN means the "
                       "default)");
+    /* Fields past the caller's struct_size are not the caller's: resolve defaults them. */
+    if (opt->struct_size >= offsetof(tt_search_options, pruning) + sizeof(int) &&
+        (opt->pruning < TT_PRUNE_AUTO || opt->pruning > TT_PRUNE_RELATIVE))
+        return tt_err(TT_EINVAL, "search options: unknown pruning mode %d", opt->pruning);
+    if (opt->struct_size >= offsetof(tt_search_options, prune_ratio) + sizeof(float) &&
+        !isnan(opt->prune_ratio) && !(opt->prune_ratio >= 0 && opt->prune_ratio <= 1))
+        return tt_err(TT_EINVAL, "search options: prune_ratio %g is not in [0, 1] (NaN means "
+                      "the default)", (double)opt->prune_ratio);
+    if (opt->struct_size >= offsetof(tt_search_options, rerank) + sizeof(int) &&
+        opt->rerank != TT_RERANK_ADAPTIVE && opt->rerank != TT_RERANK_FIXED)
+        return tt_err(TT_EINVAL, "search options: unknown rerank mode %d", opt->rerank);
     return TT_OK;
 }
 
@@ -34,6 +45,9 @@ void tt_search_options_init(tt_search_options *opt) {
     opt->threshold = NAN;
     opt->ndocs = 0;
     opt->score = TT_SCORE_SUM;
+    opt->pruning = TT_PRUNE_AUTO;
+    opt->prune_ratio = NAN;
+    opt->rerank = TT_RERANK_ADAPTIVE;
 }
 
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs) {
@@ -66,8 +80,18 @@ void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
     tt_search_defaults_for_k(k, &np, &th, &nd);
     if (o.nprobe <= 0)
         o.nprobe = np;
-    if (isnan(o.threshold))
-        o.threshold = th;
+    /* Pruning: an explicit threshold keeps ColBERTv2's absolute rule (parity with its
+     * table and with what --threshold always meant); otherwise the relative rule. */
+    if (o.pruning == TT_PRUNE_AUTO)
+        o.pruning = isnan(o.threshold) ? TT_PRUNE_RELATIVE : TT_PRUNE_ABSOLUTE;
+    if (o.pruning == TT_PRUNE_ABSOLUTE) {
+        if (isnan(o.threshold))
+            o.threshold = th;
+    } else {
+        o.threshold = NAN;
+        if (isnan(o.prune_ratio))
+            o.prune_ratio = TT_PRUNE_RATIO_DEFAULT;
+    }
     if (o.ndocs == 0)
         o.ndocs = nd;
     /* Stage 2 keeps ndocs documents: fewer than k would return fewer than k hits. */

@@ -5,8 +5,10 @@
  *   stage 1  St ~ C·Qᵀ from int8 centroids and query (src/quant/cscore.c); the nprobe best
  *            centroids of every query vector; candidates = union of their IVF lists.
  *   stage 2  centroid interaction with pruning: score(d) = sum_i max over the codes c of
- *            d whose best query score max_i St[c, i] >= threshold of St[c, i];
- *            keep the ndocs best.
+ *            d that survive pruning of St[c, i]; keep the ndocs best. A centroid
+ *            survives if St[c, i] >= top_i - (1 - ratio) |top_i| for some i (relative,
+ *            the default; top_i is query vector i's best centroid score), or, with an
+ *            absolute threshold (ColBERTv2), if max_i St[c, i] >= threshold.
  *   stage 3  the same without pruning; keep max(ndocs/4, k).
  *   stage 4  read those documents' packed residuals (one range per document) and score
  *            decompressed MaxSim: sum_i max_j <q_i, c_j + r_j>; keep k.
@@ -336,21 +338,55 @@ static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
     return TT_OK;
 }
 
+/* The relative pruning mask: centroid k survives if St[k, i] >= t[i] for some query
+ * vector i, t[i] = top_i - (1 - ratio) * |top_i| (top_i: its best centroid score, the
+ * head of its probe list). Scale-free: scaling the query or the vectors scales top_i
+ * and t[i] alike, so one ratio suits cosine ColBERT scores, 3584-d hidden states and
+ * raw inner products, where ColBERTv2's absolute 0.5 prunes everything or nothing.
+ * t has nqp entries (padding lanes: +inf, never reached). */
+static void relative_mask(tt_search_ctx *c, uint32_t nprobe, float ratio, float *t) {
+    const uint32_t K = c->idx->num_centroids, nq = c->nq, nqp = c->nqp;
+    for (uint32_t i = 0; i < nqp; i++) {
+        float top = i < nq ? c->probe_s[(size_t)i * nprobe] : INFINITY;
+        t[i] = i < nq ? top - (1 - ratio) * fabsf(top) : INFINITY;
+    }
+    for (uint32_t k = 0; k < K; k++) {
+        const float *row = c->St + (uint64_t)k * nqp;
+#ifdef TT_SSE2
+        __m128 any = _mm_setzero_ps();
+        for (uint32_t i = 0; i < nqp; i += 4)
+            any = _mm_or_ps(any, _mm_cmpge_ps(_mm_loadu_ps(row + i), _mm_loadu_ps(t + i)));
+        c->keep[k] = _mm_movemask_ps(any) != 0;
+#else
+        uint8_t hit = 0;
+        for (uint32_t i = 0; i < nq; i++)
+            hit |= row[i] >= t[i];
+        c->keep[k] = hit;
+#endif
+    }
+}
+
 /* PLAID stage 1: St = C·Qᵀ, the pruning mask and the candidate documents.
  * When the nprobe lists hold fewer than min_cand documents (small collections, where a
  * list holds a handful of documents), nprobe doubles until they do or every centroid
  * is probed: stage 2 has room for min_cand = ndocs documents, and filling it costs
  * little. On collections large enough for PLAID's defaults this never triggers. */
-int tt_plaid_stage1(tt_search_ctx *c, uint32_t nprobe, float threshold, size_t min_cand,
-                  size_t *ncand_out) {
+int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_out) {
     const tt_index *idx = c->idx;
     const uint32_t K = idx->num_centroids;
+    const size_t min_cand = o->ndocs;
+    const bool relative = o->pruning == TT_PRUNE_RELATIVE;
+    /* The relative rule needs every query vector's best score first: the mask is a
+     * second pass over St (scan_top1 is given a threshold nothing reaches). */
+    float threshold = relative ? INFINITY : o->threshold;
+    uint32_t nprobe = TT_MIN((uint32_t)o->nprobe, K), ncells;
     int st;
-    uint32_t ncells;
     tt_ctx_centroid_scores(c);
-    nprobe = TT_MIN(nprobe, K);
-    if ((st = stage1_select(c, nprobe, &threshold, &ncells)) ||
-        (st = stage1_union(c, ncells, ncand_out)))
+    if ((st = stage1_select(c, nprobe, &threshold, &ncells)))
+        return st;
+    if (relative)
+        relative_mask(c, nprobe, o->prune_ratio, c->m);
+    if ((st = stage1_union(c, ncells, ncand_out)))
         return st;
     while (*ncand_out < min_cand && *ncand_out < idx->num_live && nprobe < K) {
         nprobe = nprobe > K / 2 ? K : 2 * nprobe;

@@ -9,8 +9,12 @@ void tt_score_flush(tt_search_ctx *c) {
     if (c->gn)
         tt_maxsim_group(c->Qp, c->nq, c->nqp, idx->dim, c->R, c->glens, c->gn, c->QR,
                         c->gscores);
-    for (uint32_t d = 0; d < c->gn; d++)
-        tt_topk_push(&c->top, c->gdocs[d], c->gscores[d] * c->scale);
+    for (uint32_t d = 0; d < c->gn; d++) {
+        float s = c->gscores[d] * c->scale;
+        tt_topk_push(&c->top, c->gdocs[d], s);
+        if (c->rec_on) /* rec has room: the caller reserved it */
+            c->rec[c->rec_n++] = s;
+    }
     c->gn = 0;
     c->grows = 0;
 }

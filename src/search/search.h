@@ -39,6 +39,12 @@ struct tt_search_ctx {
     size_t cand_cap;
     uint64_t *list;        /* documents passed between stages */
     size_t list_cap;
+    tt_hit *s3;            /* stage-3 survivors and scores, best first (adaptive stage 4) */
+    tt_hit *batch;         /* one stage-4 batch of them, in document order */
+    size_t s3_cap, batch_cap;
+    float *rec;            /* with rec_on: the scores tt_score_flush pushes, in order */
+    size_t rec_n, rec_cap;
+    bool rec_on;
     tt_topk top;
     uint64_t *roff, *rlen; /* residual ranges of stage 4 / a scan chunk */
     const uint8_t **rptr;
@@ -64,6 +70,9 @@ int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
  * version, a negative nprobe, an infinite threshold. NULL is fine (the defaults). */
 int tt_search_options_check(const tt_search_options *opt);
 
+/* The relative pruning rule's default prune_ratio (doc/search.md, "Pruning"). */
+#define TT_PRUNE_RATIO_DEFAULT 0.5f
+
 /* PLAID defaults by k (ColBERTv2): k <= 10: nprobe 1, threshold 0.5, ndocs 256;
  * k <= 100: 2, 0.45, 1024; larger: 4, 0.4, max(4k, 4096). */
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs);
@@ -75,10 +84,11 @@ void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_
 int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score);
 void tt_ctx_centroid_scores(tt_search_ctx *c);
 
-/* plaid.c: PLAID stage 1 (candidates into c->cand, their count in *ncand) and stages
- * 2-3 (centroid interaction of docs[0..n), pruned by keep if not NULL, into c->top). */
-int tt_plaid_stage1(tt_search_ctx *c, uint32_t nprobe, float threshold, size_t min_cand,
-                    size_t *ncand);
+/* plaid.c: PLAID stage 1 (candidates into c->cand, their count in *ncand, and the
+ * pruning mask c->keep by the resolved options o: nprobe, pruning with threshold or
+ * prune_ratio, ndocs) and stages 2-3 (centroid interaction of docs[0..n), pruned by
+ * keep if not NULL, into c->top). */
+int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand);
 void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
                           const uint8_t *keep);
 
