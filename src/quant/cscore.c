@@ -60,10 +60,11 @@ bool tt_cq_kernel_ok(int kernel) {
     }
 }
 
-/* Without AVX2 the SSE2 kernel still beats OpenBLAS's SSE and AVX sgemm (1.0-1.8x at
- * 128-d x 32 query vectors, 2.7-4x at 3584-d x 4, where the float32 table is 4x the
- * bytes to read); the portable loop does not (20-70x slower), so builds without a
- * vector int8 kernel use the float32 sgemm (doc/benchmarks.md). */
+/* Without AVX2 (measured with OpenBLAS forced to its non-AVX2 kernels, doc/benchmarks.md)
+ * the SSE2 kernel beats OpenBLAS's SSE sgemm 1.8x at 128-d x 32 query vectors and 2.8x
+ * at 3584-d x 4, and its AVX sgemm 4.3x at 3584-d x 4 (the float32 table is 4x the
+ * bytes to read), but is 0.73-0.82x the AVX sgemm at 128-d x 32. The portable loop is
+ * 3-20x slower than sgemm, so builds without a vector int8 kernel use the sgemm. */
 int tt_cq_best_kernel(void) {
     if (tt_cq_kernel_ok(TT_CQ_VNNI))
         return TT_CQ_VNNI;
@@ -182,7 +183,7 @@ void tt_cq_scores_portable(const tt_cq *q, const uint8_t *qpack, const float *qs
 
 #ifdef TT_SSE2
 /* SSE2, which every x86-64 CPU has: for CPUs without AVX2 (before Haswell / Excavator),
- * where the portable loop is 20-70x slower than a float32 sgemm. SSE2 has no byte
+ * where the portable loop is 3-20x slower than a float32 sgemm. SSE2 has no byte
  * multiply, so both sides are widened to int16 and pmaddwd sums pairs of products into
  * int32: the query bytes stay offset (q8 + 128, in [0, 255]; 2 * 255 * 127 fits easily)
  * and the 128 * sum(c8) this adds is subtracted per centroid, as in the VNNI kernel, so

@@ -8,10 +8,11 @@
  * exhaustive mode do not use these scores: they score c + r in float32.
  *
  * Which kernel (tt_cq_best_kernel, measured in doc/benchmarks.md): the best int8 kernel
- * where there is a vector one; SSE2 is baseline on x86-64 and beats a float32 sgemm
- * there at every measured shape. Where there is none (non-x86 builds), TT_CQ_F32:
+ * where there is a vector one (SSE2 is baseline on x86-64; without AVX2 it beats a
+ * float32 sgemm except against OpenBLAS's AVX kernels at 128-d). Where there is none
+ * (non-x86 builds), TT_CQ_F32:
  * St = C·Qᵀ by one float32 sgemm over the index's own float32 centroids, which the
- * portable int8 loop is 20-70x slower than. That path builds no int8 table (it keeps a
+ * portable int8 loop is 3-20x slower than. That path builds no int8 table (it keeps a
  * pointer to the caller's centroids) and its scores differ from the int8 ones by the
  * quantisation error (about 0.001-0.004 on unit vectors), so candidates, and rarely
  * final rankings, can differ between the two.
