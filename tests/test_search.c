@@ -518,10 +518,77 @@ START_TEST(maxsim_group_matches_reference) {
 }
 END_TEST
 
-/* int8 centroid scores: every kernel the CPU has (AVX-512 VNNI, AVX2) equals the
- * portable loop bit for bit, and both are close to the float32 dot products, for
- * dimensions that are and are not multiples of 4, partial centroid blocks and every
- * query-vector count around the kernels' block sizes. */
+/* Stage-1 scores St of a tt_cq against references computed here from the definition
+ * (cscore.h), not from the table, so that a kernel or a table that is wrong is caught:
+ * - int8 kernels: St[k, i] must equal (float)(sum_d q8 * c8) * (cscale * qscale) bit for
+ *   bit, with q8, c8 and the scales quantised here as tt_cq_init / tt_cq_query define them;
+ *   and |St - <q, c>| must stay within the rounding bound of int8 quantisation:
+ *   each value is off by at most half a step, so the dot product is off by at most
+ *   (sc * |q|_1 + sq * |c|_1) / 2 + dim * sq * sc / 4 (plus float rounding);
+ * - TT_CQ_F32 (sgemm): |St - <q, c>| within the float32 rounding bound.
+ * Returns the number of entries that fail. */
+static int8_t cq_q8(float x, float m, float qmax) {
+    float v = m > 0 && isfinite(x) ? x / m * qmax : 0.0f;
+    long r = lrintf(v);
+    return (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+}
+
+static float cq_maxabs(const float *x, uint32_t n) {
+    float m = 0;
+    for (uint32_t j = 0; j < n; j++)
+        if (isfinite(x[j]) && fabsf(x[j]) > m)
+            m = fabsf(x[j]);
+    return m;
+}
+
+static uint64_t cq_mismatches(int kernel, float cmax, const float *C, uint32_t K, uint32_t dim,
+                              const float *Q, uint32_t nq, uint32_t nqp, const float *St) {
+    uint64_t bad = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        const float *c = C + (size_t)k * dim, cm = cq_maxabs(c, dim), sc = cm / cmax;
+        for (uint32_t i = 0; i < nqp; i++) {
+            const float got = St[(size_t)k * nqp + i];
+            if (i >= nq) { /* padding rows score 0 */
+                bad += got != 0.0f;
+                continue;
+            }
+            const float *x = Q + (size_t)i * dim, qm = cq_maxabs(x, dim), sq = qm / 127.0f;
+            double dot = 0, l1q = 0, l1c = 0, nn = 0;
+            int32_t dot8 = 0;
+            for (uint32_t j = 0; j < dim; j++) {
+                dot += (double)c[j] * x[j];
+                l1q += fabs(x[j]);
+                l1c += fabs(c[j]);
+                nn += fabs((double)c[j] * x[j]);
+                dot8 += (int32_t)cq_q8(x[j], qm, 127.0f) * cq_q8(c[j], cm, cmax);
+            }
+            /* float32 sums of dim products: |error| <= ~dim * 2^-24 * sum |c_j x_j| */
+            const double fl = 1.01 * (dim + 2) * ldexp(1.0, -24) * nn + 1e-30;
+            if (kernel == TT_CQ_F32) {
+                bad += !(fabs(got - dot) <= fl);
+                continue;
+            }
+            bad += memcmp(&got, &(float){(float)dot8 * (sc * sq)}, sizeof got) != 0;
+            const double bound = (sc * l1q + sq * l1c) / 2 + dim * (double)sq * sc / 4;
+            bad += !(fabs(got - dot) <= 1.001 * bound + fl);
+        }
+    }
+    return bad;
+}
+
+/* The best int8 kernel this CPU has. */
+static int cq_best_int8(void) {
+    int best = TT_CQ_PORTABLE;
+    while (best < TT_CQ_VNNI && tt_cq_kernel_ok(best + 1))
+        best++;
+    return best;
+}
+
+/* Stage-1 centroid scores: every int8 kernel the CPU has (AVX-512 VNNI, AVX2, SSE2)
+ * equals the portable loop bit for bit, every kernel and the float32 sgemm path match
+ * the references of cq_mismatches, for dimensions that are and are not multiples of 4,
+ * partial centroid blocks and every query-vector count around the kernels' block
+ * sizes. */
 START_TEST(cq_kernels_agree) {
     const uint32_t dims[] = {128, 130, 3584}, Ks[] = {1, 15, 16, 17, 100};
     const uint32_t nqs[] = {1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 40};
@@ -546,11 +613,15 @@ START_TEST(cq_kernels_agree) {
             }
             if (K == 15)
                 C[3] = 0; /* and a zero centroid */
-            tt_cq q;
-            ck_assert_int_eq(tt_cq_init(&q, C, K, dim), TT_OK);
+            tt_cq q, qf;
+            ck_assert_int_eq(tt_cq_init_kernel(&q, C, K, dim, TT_CQ_PORTABLE), TT_OK);
+            ck_assert_int_eq(tt_cq_init_kernel(&qf, C, K, dim, TT_CQ_F32), TT_OK);
+            ck_assert_ptr_null(qf.data);
+            ck_assert_uint_eq(tt_cq_bytes(&qf), 0);
+            const int best = cq_best_int8();
             for (size_t ni = 0; ni < sizeof nqs / sizeof nqs[0]; ni++) {
                 const uint32_t nq = nqs[ni], nqp = tt_qpad(nq);
-                float *Q = malloc((size_t)nq * dim * sizeof *Q);
+                float *Q = calloc((size_t)nqp * dim, sizeof *Q);
                 for (uint32_t i = 0; i < nq * dim; i++)
                     Q[i] = (float)(tt_rng_uniform(&r) - 0.5) / (float)sqrt(dim / 12.0);
                 if (nq == 5)
@@ -561,32 +632,30 @@ START_TEST(cq_kernels_agree) {
                 float *S2 = malloc((size_t)K * nqp * sizeof *S2);
                 tt_cq_query(&q, Q, nq, nqp, qp, qs);
                 tt_cq_scores_portable(&q, qp, qs, nqp, S2);
-                /* every kernel this CPU has, down to the portable loop */
-                const int best = q.kernel;
+                ck_assert_uint_eq(cq_mismatches(TT_CQ_PORTABLE, q.cmax, C, K, dim, Q, nq, nqp, S2),
+                                  0);
+                /* every int8 kernel this CPU has, down to the portable loop */
                 for (int kern = best; kern >= TT_CQ_PORTABLE; kern--) {
                     q.kernel = kern;
                     memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
                     tt_cq_scores(&q, qp, qs, nqp, S1);
-                    ck_assert_mem_eq(S1, S2, (size_t)K * nqp * sizeof *S1);
+                    ck_assert_msg(!memcmp(S1, S2, (size_t)K * nqp * sizeof *S1),
+                                  "kernel %d differs from the portable loop (K %u dim %u nq %u)",
+                                  kern, K, dim, nq);
+                    memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
+                    tt_cq_centroid_scores(&q, Q, nq, nqp, qp, qs, S1);
+                    ck_assert(!memcmp(S1, S2, (size_t)K * nqp * sizeof *S1));
                 }
-                q.kernel = best;
-                for (uint32_t k = 0; k < K; k++)
-                    for (uint32_t i = 0; i < nqp; i++) {
-                        double dot = 0, qn = 0;
-                        for (uint32_t j = 0; i < nq && j < dim; j++) {
-                            dot += (double)C[(size_t)k * dim + j] * Q[(size_t)i * dim + j];
-                            qn += (double)Q[(size_t)i * dim + j] * Q[(size_t)i * dim + j];
-                        }
-                        /* two 8-bit roundings of vectors of norm <= ~1.5: well under 2 % */
-                        ck_assert_double_eq_tol(S1[(size_t)k * nqp + i], dot,
-                                                0.02 * (1 + sqrt(qn)));
-                    }
+                memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
+                tt_cq_centroid_scores(&qf, Q, nq, nqp, qp, qs, S1);
+                ck_assert_uint_eq(cq_mismatches(TT_CQ_F32, 127, C, K, dim, Q, nq, nqp, S1), 0);
                 free(Q);
                 free(qp);
                 free(qs);
                 free(S1);
                 free(S2);
             }
+            tt_cq_free(&qf);
             tt_cq_free(&q);
             free(C);
         }
@@ -600,7 +669,7 @@ START_TEST(cq_kernels_agree) {
     for (size_t i = 0; i < (size_t)9 * dim; i++)
         Q[i] = i % 2 ? 1.0f / 550 : -1.0f / 550;
     tt_cq q;
-    ck_assert_int_eq(tt_cq_init(&q, C, K, dim), TT_OK);
+    ck_assert_int_eq(tt_cq_init_kernel(&q, C, K, dim, cq_best_int8()), TT_OK);
     ck_assert(q.cmax < 127 && q.cmax >= 1);
     const uint32_t nqp = tt_qpad(9);
     uint8_t *qp = aligned_alloc(64, tt_cq_qpack_bytes(&q, nqp) + 64);
@@ -621,6 +690,57 @@ START_TEST(cq_kernels_agree) {
     free(qp);
     free(S1);
     free(S2);
+}
+END_TEST
+
+/* cq_mismatches has teeth: with one int8 value of one centroid off by one step, or one
+ * centroid scale off by 0.1 %, every int8 kernel's scores fail it; so does the float32
+ * path given centroids with one value off by 0.05. */
+START_TEST(cq_check_catches_broken) {
+    const uint32_t K = 40, dim = 130, nq = 9, nqp = tt_qpad(nq);
+    tt_rng r;
+    tt_rng_seed(&r, 77);
+    float *C = malloc((size_t)K * dim * sizeof *C), *C2 = malloc((size_t)K * dim * sizeof *C2);
+    float *Q = calloc((size_t)nqp * dim, sizeof *Q), *S = malloc((size_t)K * nqp * sizeof *S);
+    for (uint32_t i = 0; i < K * dim; i++)
+        C[i] = (float)(tt_rng_uniform(&r) - 0.5);
+    for (uint32_t i = 0; i < nq * dim; i++)
+        Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
+    tt_normalize_rows(C, K, dim);
+    tt_normalize_rows(Q, nq, dim);
+    tt_cq q;
+    uint8_t *qp = NULL;
+    float qs[16];
+    for (int kern = TT_CQ_F32; kern <= TT_CQ_VNNI; kern++) {
+        if (!tt_cq_kernel_ok(kern))
+            continue;
+        for (int broken = 0; broken < (kern == TT_CQ_F32 ? 2 : 3); broken++) {
+            memcpy(C2, C, (size_t)K * dim * sizeof *C);
+            if (kern == TT_CQ_F32 && broken)
+                C2[5 * dim + 3] += 0.05f;
+            ck_assert_int_eq(tt_cq_init_kernel(&q, C2, K, dim, kern), TT_OK);
+            if (!qp)
+                qp = aligned_alloc(64, tt_cq_qpack_bytes(&q, nqp) + 64);
+            if (kern != TT_CQ_F32 && broken == 1) {
+                /* centroid 5, dimension 3: block 0, group 0, lane 5, byte 3 */
+                int8_t *v = (int8_t *)q.data + 5 * 4 + 3;
+                *v = (int8_t)(*v > 0 ? *v - 1 : *v + 1);
+            }
+            if (broken == 2)
+                q.scale[7] *= 1.001f;
+            tt_cq_centroid_scores(&q, Q, nq, nqp, qp, qs, S);
+            uint64_t bad = cq_mismatches(kern, kern == TT_CQ_F32 ? 127 : q.cmax, C, K, dim, Q,
+                                         nq, nqp, S);
+            ck_assert_msg(broken ? bad > 0 : bad == 0, "kernel %d, broken %d: %llu mismatches",
+                          kern, broken, (unsigned long long)bad);
+            tt_cq_free(&q);
+        }
+    }
+    free(qp);
+    free(C);
+    free(C2);
+    free(Q);
+    free(S);
 }
 END_TEST
 
@@ -879,38 +999,53 @@ END_TEST
 
 /* Default-mode recall@10 against exhaustive search, and the default mode's scores of
  * the documents it returns equal their exhaustive scores. */
+/* Default PLAID against exhaustive search, with stage 1 on this CPU's int8 kernel and on
+ * the float32 sgemm (CPUs without a vector int8 kernel): every hit has its exhaustive
+ * score (stage 4 is exact either way) and recall@10 reaches 0.95 on both paths. */
 START_TEST(recall_vs_exhaustive) {
     tt_index *idx = open_idx(g_idx, TT_IO_AUTO, 0);
     tt_search_ctx *ctx;
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
     const uint32_t k = 10, nqry = G_GROUPS;
+    const int paths[2] = {idx->cq.kernel, TT_CQ_F32};
     uint64_t all = g_c.ndocs;
-    tt_hit *ex = malloc(all * sizeof *ex), hits[10];
+    tt_hit *ex = malloc(all * sizeof *ex), hits[2][10];
     float *score_of = malloc(all * sizeof *score_of);
-    uint32_t n, ne, found = 0;
+    uint32_t n, ne, found[2] = {0, 0}, same = 0, shared = 0;
     for (uint32_t t = 0; t < nqry; t++) {
         const float *Q = g_gq + (size_t)t * 32 * g_c.dim;
         run(idx, ctx, Q, 32, (uint32_t)all, TT_MODE_EXHAUSTIVE, ex, &ne);
         ck_assert_uint_eq(ne, all);
         for (uint32_t i = 0; i < ne; i++)
             score_of[ex[i].doc] = ex[i].score;
-        run(idx, ctx, Q, 32, k, TT_MODE_PLAID, hits, &n);
-        ck_assert_uint_eq(n, k);
-        for (uint32_t i = 0; i < n; i++) {
-            float e = score_of[hits[i].doc];
-            ck_assert_msg(fabsf(hits[i].score - e) <= 1e-5f * (1 + fabsf(e)),
-                          "doc %llu: plaid %.9g exhaustive %.9g",
-                          (unsigned long long)hits[i].doc, hits[i].score, e);
-            for (uint32_t j = 0; j < k; j++)
-                found += hits[i].doc == ex[j].doc;
+        for (int p = 0; p < 2; p++) {
+            ck_assert_int_eq(tt_index_use_cq_kernel(idx, paths[p]), TT_OK);
+            run(idx, ctx, Q, 32, k, TT_MODE_PLAID, hits[p], &n);
+            ck_assert_uint_eq(n, k);
+            for (uint32_t i = 0; i < n; i++) {
+                float e = score_of[hits[p][i].doc];
+                ck_assert_msg(fabsf(hits[p][i].score - e) <= 1e-5f * (1 + fabsf(e)),
+                              "kernel %d, doc %llu: plaid %.9g exhaustive %.9g", paths[p],
+                              (unsigned long long)hits[p][i].doc, hits[p][i].score, e);
+                for (uint32_t j = 0; j < k; j++)
+                    found[p] += hits[p][i].doc == ex[j].doc;
+            }
         }
+        same += hits_equal(hits[0], hits[1], k);
+        for (uint32_t i = 0; i < k; i++)
+            for (uint32_t j = 0; j < k; j++)
+                shared += hits[0][i].doc == hits[1][j].doc;
     }
-    double recall = (double)found / (nqry * k);
-    fprintf(stderr, "synthetic recall@10 (default PLAID vs exhaustive): %.4f\n", recall);
+    double recall = (double)found[0] / (nqry * k), recall32 = (double)found[1] / (nqry * k);
+    fprintf(stderr,
+            "synthetic recall@10 (default PLAID vs exhaustive): %.4f (float32 stage 1: %.4f; "
+            "same top 10 on %u of %u queries, %.4f of the hits shared)\n",
+            recall, recall32, same, nqry, (double)shared / (nqry * k));
     ck_assert_double_ge(recall, 0.95);
+    ck_assert_double_ge(recall32, 0.95);
     tt_search_stats s;
     ck_assert_int_eq(tt_search_ctx_stats(ctx, &s), TT_OK);
-    ck_assert_uint_eq(s.queries, 2 * nqry);
+    ck_assert_uint_eq(s.queries, 3 * nqry);
     ck_assert_uint_gt(s.candidates, 0);
     ck_assert_uint_gt(s.bytes_read, 0);
     free(ex);
@@ -1220,6 +1355,44 @@ START_TEST(avx512_loops_agree) {
 }
 END_TEST
 
+/* Stage 1 through every int8 kernel this CPU has: they return the same bits, so the same
+ * hits. (The float32 sgemm path's scores differ by the quantisation error, so its
+ * candidates, and sometimes its hits, differ: recall_vs_exhaustive checks that path.) */
+START_TEST(cq_kernels_same_hits) {
+    tt_index *idx = open_idx(g_idx, TT_IO_MMAP, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const int best = idx->cq.kernel;
+    const uint32_t qlens[] = {32, 4, 7, 40};
+    tt_hit h1[100], h2[100];
+    uint32_t n1, n2;
+    for (int t = 0; t < 8; t++) {
+        uint32_t nq = qlens[t % 4], k = t % 2 ? 100 : 10;
+        float *Q = query_near(&g_c, (uint64_t)t * 53 % g_c.ndocs, nq, 0.3f, 900 + t);
+        tt_search_options o;
+        tt_search_options_init(&o);
+        o.score = t % 3 == 2 ? TT_SCORE_MEAN : TT_SCORE_SUM;
+        ck_assert_int_eq(tt_index_use_cq_kernel(idx, best), TT_OK);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h1, &n1), TT_OK);
+        for (int kern = TT_CQ_PORTABLE; kern < best; kern++) {
+            if (!tt_cq_kernel_ok(kern))
+                continue;
+            ck_assert_int_eq(tt_index_use_cq_kernel(idx, kern), TT_OK);
+            ck_assert_int_eq(idx->cq.kernel, kern);
+            ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h2, &n2), TT_OK);
+            ck_assert_uint_eq(n1, n2);
+            ck_assert_msg(hits_equal(h1, h2, n1), "kernel %d, query %d", kern, t);
+        }
+        free(Q);
+    }
+    const int had = idx->cq.kernel;
+    ck_assert_int_eq(tt_index_use_cq_kernel(idx, 99), TT_EINVAL);
+    ck_assert_int_eq(idx->cq.kernel, had); /* unchanged on failure */
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
 START_TEST(bad_input) {
     tt_index *idx = open_idx(g_idx_plain, TT_IO_AUTO, 0);
     tt_search_ctx *ctx;
@@ -1481,6 +1654,7 @@ int main(void) {
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
     tcase_add_test(tc, cq_kernels_agree);
+    tcase_add_test(tc, cq_check_catches_broken);
     suite_add_tcase(s, tc);
 
     /* The indexes are built once, before the test processes fork. */
@@ -1525,6 +1699,7 @@ int main(void) {
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
     tcase_add_test(tc, avx512_loops_agree);
+    tcase_add_test(tc, cq_kernels_same_hits);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, io_uring_refused);
     tcase_add_test(tc, nanofiqa);

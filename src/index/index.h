@@ -123,6 +123,11 @@ int tt_row_ids(uint64_t D, void **mem, const uint64_t **off, const char **data);
  * num_vectors are those of meta.tt (the build's). Close with tt_index_close. */
 int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *man);
 
+/* Rebuilds idx's centroid-score table for another kernel (TT_CQ_*), for the tests and
+ * benchmarks that compare the stage-1 paths on one CPU; not while idx is searched.
+ * TT_EINVAL if this CPU cannot run it, TT_ENOMEM (idx keeps its table on failure). */
+int tt_index_use_cq_kernel(tt_index *idx, int kernel);
+
 /* TT_ENOTFOUND for an index directory without a MANIFEST, saying why: the path does
  * not exist ("No such file or directory"), is not a directory, or holds no index. */
 int tt_index_not_found(const char *dir);

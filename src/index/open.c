@@ -855,6 +855,18 @@ void tt_index_close(tt_index *idx) {
     free(idx);
 }
 
+int tt_index_use_cq_kernel(tt_index *idx, int kernel) {
+    tt_cq cq;
+    int st = tt_cq_init_kernel(&cq, idx->centroids, idx->num_centroids, idx->dim, kernel);
+    if (st)
+        return tt_err(st, "centroid scores: kernel %d %s", kernel,
+                      st == TT_EINVAL ? "is not available on this CPU" : "is out of memory");
+    idx->info.resident_bytes += tt_cq_bytes(&cq) - tt_cq_bytes(&idx->cq);
+    tt_cq_free(&idx->cq);
+    idx->cq = cq;
+    return TT_OK;
+}
+
 int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
     if (!idx || !out)
         return tt_err(TT_EINVAL, "tt_index_get_info: NULL argument");

@@ -1,6 +1,8 @@
 /* int8 centroid scores for PLAID's candidate stages; see cscore.h. */
 #include "quant/cscore.h"
+#include "common/simd.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +38,59 @@ static inline size_t cq_pos(uint32_t nd4, uint32_t row, uint32_t d) {
            d % 4;
 }
 
+bool tt_cq_kernel_ok(int kernel) {
+    switch (kernel) {
+    case TT_CQ_F32:
+    case TT_CQ_PORTABLE:
+        return true;
+#ifdef TT_SSE2
+    case TT_CQ_SSE2:
+        return true;
+#endif
+#ifdef TT_CQ_X86
+    case TT_CQ_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2");
+    case TT_CQ_VNNI:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+#endif
+    default:
+        return false;
+    }
+}
+
+/* Without AVX2 (measured with OpenBLAS forced to its non-AVX2 kernels, doc/benchmarks.md)
+ * the SSE2 kernel beats OpenBLAS's SSE sgemm 1.8x at 128-d x 32 query vectors and 2.8x
+ * at 3584-d x 4, and its AVX sgemm 4.3x at 3584-d x 4 (the float32 table is 4x the
+ * bytes to read), but is 0.73-0.82x the AVX sgemm at 128-d x 32. The portable loop is
+ * 3-20x slower than sgemm, so builds without a vector int8 kernel use the sgemm. */
+int tt_cq_best_kernel(void) {
+    if (tt_cq_kernel_ok(TT_CQ_VNNI))
+        return TT_CQ_VNNI;
+    if (tt_cq_kernel_ok(TT_CQ_AVX2))
+        return TT_CQ_AVX2;
+    if (tt_cq_kernel_ok(TT_CQ_SSE2))
+        return TT_CQ_SSE2;
+    return TT_CQ_F32;
+}
+
 int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
+    return tt_cq_init_kernel(q, centroids, K, dim, tt_cq_best_kernel());
+}
+
+int tt_cq_init_kernel(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel) {
     memset(q, 0, sizeof *q);
+    if (!tt_cq_kernel_ok(kernel))
+        return TT_EINVAL;
     q->K = K;
     q->dim = dim;
+    q->f32 = centroids;
+    q->kernel = kernel;
     q->nd4 = (dim + 3) / 4;
     q->nblk = (K + TT_CQ_LANES - 1) / TT_CQ_LANES;
+    if (kernel == TT_CQ_F32)
+        return TT_OK;
     const uint64_t nk = (uint64_t)q->nblk * TT_CQ_LANES;
     q->data = tt_alloc_aligned((uint64_t)q->nblk * q->nd4 * 64, 1, 64, "int8 centroids");
     q->scale = tt_alloc(nk, sizeof *q->scale, "int8 centroids");
@@ -74,13 +123,6 @@ int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
         q->csum[k] = 128 * s;
     }
     free(row);
-#ifdef TT_CQ_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
-        q->kernel = TT_CQ_VNNI;
-    else if (__builtin_cpu_supports("avx2"))
-        q->kernel = TT_CQ_AVX2;
-#endif
     return TT_OK;
 }
 
@@ -94,6 +136,8 @@ void tt_cq_free(tt_cq *q) {
 }
 
 uint64_t tt_cq_bytes(const tt_cq *q) {
+    if (q->kernel == TT_CQ_F32)
+        return 0;
     return (uint64_t)q->nblk * (q->nd4 * 64 + TT_CQ_LANES * (sizeof(float) + sizeof(int32_t)));
 }
 
@@ -136,6 +180,73 @@ void tt_cq_scores_portable(const tt_cq *q, const uint8_t *qpack, const float *qs
         }
     }
 }
+
+#ifdef TT_SSE2
+/* SSE2, which every x86-64 CPU has: for CPUs without AVX2 (before Haswell / Excavator),
+ * where the portable loop is 3-20x slower than a float32 sgemm. SSE2 has no byte
+ * multiply, so both sides are widened to int16 and pmaddwd sums pairs of products into
+ * int32: the query bytes stay offset (q8 + 128, in [0, 255]; 2 * 255 * 127 fits easily)
+ * and the 128 * sum(c8) this adds is subtracted per centroid, as in the VNNI kernel, so
+ * the sums are the same exact integers. A tile is 4 centroids x 4 query vectors: one
+ * 16-byte load of the packed layout gives either, and its 8 accumulators, 2 widened
+ * centroid registers, 4 query registers and a zero fit the 16 XMM registers. */
+static void tile_4x4_sse2(const tt_cq *q, const uint8_t *cp, const uint8_t *xp, uint32_t k0,
+                          uint32_t i0, const float *qscale, uint32_t nqp, float *St) {
+    const __m128i zero = _mm_setzero_si128();
+    __m128i a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero,
+            b3 = zero;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(cp + (size_t)g * 64));
+        const __m128i sign = _mm_cmpgt_epi8(zero, c);
+        /* centroids k0, k0 + 1 (four int16 each); k0 + 2, k0 + 3 */
+        const __m128i c01 = _mm_unpacklo_epi8(c, sign), c23 = _mm_unpackhi_epi8(c, sign);
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(xp + (size_t)g * 64));
+        const __m128i x01 = _mm_unpacklo_epi8(x, zero), x23 = _mm_unpackhi_epi8(x, zero);
+        /* query vector i's four int16, twice */
+        const __m128i q0 = _mm_shuffle_epi32(x01, 0x44), q1 = _mm_shuffle_epi32(x01, 0xee);
+        const __m128i q2 = _mm_shuffle_epi32(x23, 0x44), q3 = _mm_shuffle_epi32(x23, 0xee);
+        a0 = _mm_add_epi32(a0, _mm_madd_epi16(c01, q0));
+        a1 = _mm_add_epi32(a1, _mm_madd_epi16(c01, q1));
+        a2 = _mm_add_epi32(a2, _mm_madd_epi16(c01, q2));
+        a3 = _mm_add_epi32(a3, _mm_madd_epi16(c01, q3));
+        b0 = _mm_add_epi32(b0, _mm_madd_epi16(c23, q0));
+        b1 = _mm_add_epi32(b1, _mm_madd_epi16(c23, q1));
+        b2 = _mm_add_epi32(b2, _mm_madd_epi16(c23, q2));
+        b3 = _mm_add_epi32(b3, _mm_madd_epi16(c23, q3));
+    }
+    /* a_i = [k0 d01, k0 d23, k1 d01, k1 d23] for query i: transpose and add the halves
+     * to get, per centroid, its four query vectors' sums. */
+    const __m128i ta = _mm_unpacklo_epi32(a0, a1), tb = _mm_unpackhi_epi32(a0, a1);
+    const __m128i tc = _mm_unpacklo_epi32(a2, a3), td = _mm_unpackhi_epi32(a2, a3);
+    const __m128i ua = _mm_unpacklo_epi32(b0, b1), ub = _mm_unpackhi_epi32(b0, b1);
+    const __m128i uc = _mm_unpacklo_epi32(b2, b3), ud = _mm_unpackhi_epi32(b2, b3);
+    __m128i s[4];
+    s[0] = _mm_add_epi32(_mm_unpacklo_epi64(ta, tc), _mm_unpackhi_epi64(ta, tc));
+    s[1] = _mm_add_epi32(_mm_unpacklo_epi64(tb, td), _mm_unpackhi_epi64(tb, td));
+    s[2] = _mm_add_epi32(_mm_unpacklo_epi64(ua, uc), _mm_unpackhi_epi64(ua, uc));
+    s[3] = _mm_add_epi32(_mm_unpacklo_epi64(ub, ud), _mm_unpackhi_epi64(ub, ud));
+    const __m128 qs = _mm_loadu_ps(qscale + i0);
+    for (uint32_t t = 0; t < 4 && k0 + t < q->K; t++) {
+        const uint32_t k = k0 + t;
+        const __m128i d = _mm_sub_epi32(s[t], _mm_set1_epi32(q->csum[k]));
+        _mm_storeu_ps(St + (uint64_t)k * nqp + i0,
+                      _mm_mul_ps(_mm_cvtepi32_ps(d), _mm_mul_ps(_mm_set1_ps(q->scale[k]), qs)));
+    }
+}
+
+static void scores_sse2(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                        uint32_t nqp, float *St) {
+    const size_t bstride = (size_t)q->nd4 * 64;
+    /* For each quad of centroids (its bytes stay in L1/L2 across the query quads), every
+     * quad of query vectors; nqp is a multiple of 4. */
+    for (uint32_t blk = 0; blk < q->nblk; blk++)
+        for (uint32_t h = 0; h < 4 && blk * 16 + h * 4 < q->K; h++)
+            for (uint32_t i0 = 0; i0 < nqp; i0 += 4)
+                tile_4x4_sse2(q, q->data + blk * bstride + h * 16,
+                              qpack + (i0 / 16) * bstride + (i0 % 16) * 4, blk * 16 + h * 4, i0,
+                              qscale, nqp, St);
+}
+#endif
 
 #ifdef TT_CQ_X86
 #define VNNI __attribute__((target("avx512f,avx512vnni")))
@@ -354,5 +465,22 @@ void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uin
         return;
     }
 #endif
+#ifdef TT_SSE2
+    if (q->kernel >= TT_CQ_SSE2) {
+        scores_sse2(q, qpack, qscale, nqp, St);
+        return;
+    }
+#endif
     tt_cq_scores_portable(q, qpack, qscale, nqp, St);
+}
+
+void tt_cq_centroid_scores(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
+                           uint8_t *qpack, float *qscale, float *St) {
+    if (q->kernel == TT_CQ_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->K, (int)nqp, (int)q->dim,
+                    1.0f, q->f32, (int)q->dim, Q, (int)q->dim, 0.0f, St, (int)nqp);
+        return;
+    }
+    tt_cq_query(q, Q, nq, nqp, qpack, qscale);
+    tt_cq_scores(q, qpack, qscale, nqp, St);
 }

@@ -3,9 +3,19 @@
  * Stages 1-3 only rank centroids and documents by approximate scores, so they read
  * St[k, i] ~ <q_i, c_k> computed from int8 copies of the centroids and of the query
  * (one scale per vector): St = (float)(sum_d q8[i, d] * c8[k, d]) * (cscale[k] *
- * qscale[i]). The integer dot products are exact, so every kernel (AVX-512 VNNI or the
- * AVX2 or portable loop) returns bit-identical scores. Stage 4 and the exhaustive mode do not
- * use these scores: they score c + r in float32.
+ * qscale[i]). The integer dot products are exact, so every int8 kernel (AVX-512 VNNI,
+ * AVX2, SSE2 or the portable loop) returns bit-identical scores. Stage 4 and the
+ * exhaustive mode do not use these scores: they score c + r in float32.
+ *
+ * Which kernel (tt_cq_best_kernel, measured in doc/benchmarks.md): the best int8 kernel
+ * where there is a vector one (SSE2 is baseline on x86-64; without AVX2 it beats a
+ * float32 sgemm except against OpenBLAS's AVX kernels at 128-d). Where there is none
+ * (non-x86 builds), TT_CQ_F32:
+ * St = C·Qᵀ by one float32 sgemm over the index's own float32 centroids, which the
+ * portable int8 loop is 3-20x slower than. That path builds no int8 table (it keeps a
+ * pointer to the caller's centroids) and its scores differ from the int8 ones by the
+ * quantisation error (about 0.001-0.004 on unit vectors), so candidates, and rarely
+ * final rankings, can differ between the two.
  *
  * Layout: centroids in blocks of 16; a block holds, for each group of four dimensions,
  * 16 x 4 bytes (centroid-major within the group), so that one 64-byte load gives 16
@@ -30,22 +40,43 @@ static inline __mmask16 tt_lanes16(uint32_t n, uint32_t r) {
 
 typedef struct tt_cq {
     uint32_t K, dim;
+    const float *f32;      /* K x dim float32 centroids (the caller's, not owned) */
     uint32_t nd4;          /* groups of four dimensions: ceil(dim / 4) */
     uint32_t nblk;         /* blocks of 16 centroids: ceil(K / 16) */
     uint8_t *data;         /* nblk * nd4 * 64 bytes of int8 (zero padded) */
     float *scale;          /* nblk * 16: the value of one int8 step, per centroid */
     int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
     float cmax;            /* centroid levels: +-127, fewer past 66,000 dimensions */
-    int kernel;            /* TT_CQ_* kernel used by tt_cq_scores (the best this CPU has) */
+    int kernel;            /* TT_CQ_* kernel used by tt_cq_centroid_scores */
 } tt_cq;
 
-enum { TT_CQ_PORTABLE = 0, TT_CQ_AVX2 = 1, TT_CQ_VNNI = 2 };
+/* TT_CQ_F32 is not an int8 kernel (no table: data, scale and csum are NULL); the int8
+ * kernels are ordered, and a test may lower q->kernel from one to a smaller one. */
+enum { TT_CQ_F32 = -1, TT_CQ_PORTABLE = 0, TT_CQ_SSE2 = 1, TT_CQ_AVX2 = 2, TT_CQ_VNNI = 3 };
 
-/* Quantizes K x dim centroids (non-finite values count as 0). TT_ENOMEM. */
+/* The fastest kernel this build and CPU have (see above). */
+int tt_cq_best_kernel(void);
+/* Whether this build and CPU can run kernel. */
+bool tt_cq_kernel_ok(int kernel);
+
+/* Prepares centroid scores over K x dim centroids with tt_cq_best_kernel(): quantizes
+ * them (non-finite values count as 0), or for TT_CQ_F32 keeps the pointer, which must
+ * stay valid until tt_cq_free. TT_ENOMEM. */
 int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim);
+/* The same with a given kernel, for tests and benchmarks: TT_EINVAL if
+ * !tt_cq_kernel_ok(kernel). */
+int tt_cq_init_kernel(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel);
 void tt_cq_free(tt_cq *q);
-/* Memory held by q. */
+/* Memory held by q (0 for TT_CQ_F32: the centroids are the caller's). */
 uint64_t tt_cq_bytes(const tt_cq *q);
+
+/* St[k * nqp + i] ~ <Q_i, c_k> for every centroid k and i < nqp with q->kernel: Q holds
+ * nqp rows of dim floats, rows nq.. zero (they score 0); qpack and qscale are scratch
+ * (tt_cq_qpack_bytes, 64-byte aligned; nqp floats). */
+void tt_cq_centroid_scores(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
+                           uint8_t *qpack, float *qscale, float *St);
+
+/* The int8 steps of tt_cq_centroid_scores (not for TT_CQ_F32). */
 
 /* Bytes of a packed query of nq vectors (a multiple of 64). */
 size_t tt_cq_qpack_bytes(const tt_cq *q, uint32_t nq);
@@ -54,8 +85,8 @@ size_t tt_cq_qpack_bytes(const tt_cq *q, uint32_t nq);
  * padding that scores 0). */
 void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint8_t *qpack,
                  float *qscale);
-/* St[k * nqp + i] for every centroid k and i < nqp, nqp a multiple of 4, with the kernel
- * q->kernel (which a test may lower to compare the kernels). */
+/* St[k * nqp + i] for every centroid k and i < nqp, nqp a multiple of 4, with the int8
+ * kernel q->kernel (which a test may lower to compare the kernels). */
 void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
                   float *St);
 /* The same with the portable loop (the tests compare the two). */

@@ -190,9 +190,9 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     return TT_OK;
 }
 
-/* St ~ C·Qᵀ: the int8 centroid scores of every query vector (src/quant/cscore.c). */
+/* St ~ C·Qᵀ: the approximate centroid scores of every query vector, int8 or, where the
+ * CPU has no vector int8 kernel, float32 (src/quant/cscore.c). */
 void tt_ctx_centroid_scores(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    tt_cq_query(&idx->cq, c->Qp, c->nq, c->nqp, c->qpack, c->qscale);
-    tt_cq_scores(&idx->cq, c->qpack, c->qscale, c->nqp, c->St);
+    tt_cq_centroid_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->qpack, c->qscale, c->St);
 }
