@@ -4,6 +4,7 @@
  *                [--mode plaid|exhaustive|exact]
  *                [--io uring|mmap] [--direct] [--queue-depth N] [--nprobe N]
  *                [--threshold T] [--ndocs N] [--cold] [--threads T] [--limit N]
+ *                [--pruning relative|absolute] [--prune-ratio F] [--rerank adaptive|fixed]
  *                [--score sum|mean] [--run FILE] [--label TEXT]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
@@ -75,7 +76,8 @@ int main(int argc, char **argv) {
         {"io", 1, 0, 'i'}, {"direct", 0, 0, 'D'}, {"queue-depth", 1, 0, 'Q'},
         {"nprobe", 1, 0, 'p'}, {"threshold", 1, 0, 'T'}, {"ndocs", 1, 0, 'n'},
         {"cold", 0, 0, 'c'}, {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'}, {"run", 1, 0, 'r'},
-        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {"qlens", 1, 0, 'J'}, {0, 0, 0, 0}};
+        {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {"qlens", 1, 0, 'J'},
+        {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
@@ -101,6 +103,13 @@ int main(int argc, char **argv) {
         case 'p': so.nprobe = atoi(optarg); break;
         case 'T': so.threshold = strtof(optarg, NULL); break;
         case 'n': so.ndocs = (uint32_t)atoi(optarg); break;
+        case 'P':
+            so.pruning = !strcmp(optarg, "absolute") ? TT_PRUNE_ABSOLUTE : TT_PRUNE_RELATIVE;
+            break;
+        case 'R': so.prune_ratio = strtof(optarg, NULL); break;
+        case 'K':
+            so.rerank = !strcmp(optarg, "fixed") ? TT_RERANK_FIXED : TT_RERANK_ADAPTIVE;
+            break;
         case 'c': cold = 1; break;
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
@@ -192,14 +201,19 @@ int main(int argc, char **argv) {
     const char *io = info.io == TT_IO_URING ? (oo.direct ? "io_uring+O_DIRECT" : "io_uring")
                                             : "mmap";
     double n = (double)nq;
-    printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"threshold\": %g, "
+    printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"pruning\": \"%s\", "
+           "\"threshold\": %g, \"prune_ratio\": %g, \"rerank\": \"%s\", "
            "\"ndocs\": %u, \"io\": \"%s\", \"cold\": %d, \"threads\": %d, \"queries\": %llu, "
            "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
            "\"cpu_p50_ms\": %.3f, \"cpu_p95_ms\": %.3f, "
            "\"qps\": %.1f, \"bytes_per_query\": %.0f, \"reads_per_query\": %.1f, "
            "\"major_faults_per_query\": %.1f, \"candidates\": %.1f, \"stage_ms\": "
            "[%.3f, %.3f, %.3f, %.3f], \"fetch_ms\": %.3f}\n",
-           label, eff.mode, k, eff.nprobe, eff.threshold, eff.ndocs, io, cold, threads,
+           label, eff.mode, k, eff.nprobe,
+           eff.pruning == TT_PRUNE_ABSOLUTE ? "absolute" : "relative",
+           eff.pruning == TT_PRUNE_ABSOLUTE ? eff.threshold : 0.0,
+           eff.pruning == TT_PRUNE_RELATIVE ? eff.prune_ratio : 0.0,
+           eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", eff.ndocs, io, cold, threads,
            (unsigned long long)nq, 1e3 * pct(lat, nq, 50), 1e3 * pct(lat, nq, 95),
            1e3 * pct(lat, nq, 99), 1e3 * mean, 1e3 * pct(cpu, nq, 50), 1e3 * pct(cpu, nq, 95),
            n / total, (double)ss.bytes_read / n,
