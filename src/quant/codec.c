@@ -107,6 +107,21 @@ static int check_tables(const tt_codec *c) {
     return TT_OK;
 }
 
+/* The last step of both initialisers: copies the tables into an allocated codec,
+ * checks them and derives the lookup layout; on failure frees and zeroes *c. */
+static int codec_fill(tt_codec *c, const float *cutoffs, const float *weights) {
+    memcpy(c->cutoffs, cutoffs, (size_t)c->ncutoffs * sizeof(float));
+    memcpy(c->weights, weights, (size_t)c->nweights * sizeof(float));
+    int rc = check_tables(c);
+    if (rc) {
+        tt_codec_free(c);
+        memset(c, 0, sizeof *c);
+        return rc;
+    }
+    codec_finish(c);
+    return TT_OK;
+}
+
 int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
                   const float *cutoffs, const float *weights) {
     if (c)
@@ -118,15 +133,7 @@ int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
     int rc = codec_alloc(c, dim, nbits, ntables == 1 ? TT_CODEC_SHARED : TT_CODEC_PER_DIM, NULL);
     if (rc < 0)
         return rc;
-    memcpy(c->cutoffs, cutoffs, (size_t)c->ncutoffs * sizeof(float));
-    memcpy(c->weights, weights, (size_t)c->nweights * sizeof(float));
-    if ((rc = check_tables(c))) {
-        tt_codec_free(c);
-        memset(c, 0, sizeof *c);
-        return rc;
-    }
-    codec_finish(c);
-    return TT_OK;
+    return codec_fill(c, cutoffs, weights);
 }
 
 int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint8_t *bits,
@@ -171,15 +178,7 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
     }
     if (c->perm)
         memcpy(c->perm, perm, (size_t)dim * sizeof *perm);
-    memcpy(c->cutoffs, cutoffs, (size_t)c->ncutoffs * sizeof(float));
-    memcpy(c->weights, weights, (size_t)c->nweights * sizeof(float));
-    if ((rc = check_tables(c))) {
-        tt_codec_free(c);
-        memset(c, 0, sizeof *c);
-        return rc;
-    }
-    codec_finish(c);
-    return TT_OK;
+    return codec_fill(c, cutoffs, weights);
 }
 
 int tt_codec_clone(tt_codec *dst, const tt_codec *src) {
