@@ -75,7 +75,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
     const tt_build_options *o = b->o;
     uint64_t N = in->num_vectors, chunk = b->chunk_vectors;
     uint32_t dim = b->dim, bpv = b->codec.bytes_per_vec;
-    tt_fwriter wc = {.fd = -1}, wr = {.fd = -1}, wo = {.fd = -1};
+    tt_vec_files vf = TT_VEC_FILES_INIT;
     float *x = NULL;
     uint32_t *ids = NULL;
     uint8_t *packed = NULL, *codes = NULL;
@@ -97,14 +97,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
         st = TT_ENOMEM;
         goto done;
     }
-    char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN];
-    tt_build_name(b, TT_F_CODES, nc);
-    tt_build_name(b, TT_F_RESIDUALS, nr);
-    tt_build_name(b, TT_F_ORIGINALS, no);
-    if ((st = tt_fw_open(&wc, b->wdir, nc, "CODE")) ||
-        (st = tt_fw_open(&wr, b->wdir, nr, "RESI")))
-        goto done;
-    if (orig && (st = tt_fw_open(&wo, b->wdir, no, "ORIG")))
+    if ((st = tt_vec_files_open(b, &vf, orig != NULL)))
         goto done;
 
     for (uint64_t v0 = 0; v0 < N; v0 += chunk) {
@@ -129,28 +122,17 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
             for (uint64_t i = 0; i < n * dim; i++)
                 tt_wr16(&orig[i], orig[i]); /* little-endian on disk */
         tt_build_ivf_count(b, ids, v0, n);
-        if ((st = tt_fw_write(&wc, codes, (size_t)(n * b->code_bytes))) ||
-            (st = tt_fw_write(&wr, packed, (size_t)(n * bpv))))
+        if ((st = tt_fw_write(&vf.codes, codes, (size_t)(n * b->code_bytes))) ||
+            (st = tt_fw_write(&vf.residuals, packed, (size_t)(n * bpv))))
             goto done;
-        if (orig && (st = tt_fw_write(&wo, orig, (size_t)(n * dim * 2))))
+        if (orig && (st = tt_fw_write(&vf.originals, orig, (size_t)(n * dim * 2))))
             goto done;
         if ((st = tt_build_progress(b, "encode", v0 + n, N)))
             goto done;
     }
-    if ((st = tt_fw_finish(&wc, N, b->code_bytes, 0, codes_size)) ||
-        (st = tt_build_add_manifest(b, &wc, nc, *codes_size)))
-        goto done;
-    uint64_t size;
-    if ((st = tt_fw_finish(&wr, N, bpv, 0, &size)) ||
-        (st = tt_build_add_manifest(b, &wr, nr, size)))
-        goto done;
-    if (orig && ((st = tt_fw_finish(&wo, N, dim, 1, &size)) ||
-                 (st = tt_build_add_manifest(b, &wo, no, size))))
-        goto done;
+    st = tt_vec_files_finish(b, &vf, N, b->code_bytes, bpv, dim, codes_size);
 done:
-    tt_fw_abort(&wc);
-    tt_fw_abort(&wr);
-    tt_fw_abort(&wo);
+    tt_vec_files_abort(&vf);
     free(x);
     free(ids);
     free(packed);

@@ -107,6 +107,44 @@ int tt_build_ivf_alloc(builder *b) {
     return TT_OK;
 }
 
+int tt_vec_files_open(builder *b, tt_vec_files *f, bool with_originals) {
+    f->with_originals = with_originals;
+    int st;
+    if ((st = tt_fw_open(&f->codes, b->wdir, tt_build_name(b, TT_F_CODES, f->nc), "CODE")) ||
+        (st = tt_fw_open(&f->residuals, b->wdir, tt_build_name(b, TT_F_RESIDUALS, f->nr),
+                         "RESI")))
+        return st;
+    if (with_originals &&
+        (st = tt_fw_open(&f->originals, b->wdir, tt_build_name(b, TT_F_ORIGINALS, f->no),
+                         "ORIG")))
+        return st;
+    return TT_OK;
+}
+
+int tt_vec_files_finish(builder *b, tt_vec_files *f, uint64_t n, uint32_t code_bytes,
+                        uint32_t res_bytes, uint32_t dim, uint64_t *codes_size) {
+    uint64_t size;
+    int st;
+    if ((st = tt_fw_finish(&f->codes, n, code_bytes, 0, &size)) ||
+        (st = tt_build_add_manifest(b, &f->codes, f->nc, size)))
+        return st;
+    if (codes_size)
+        *codes_size = size;
+    if ((st = tt_fw_finish(&f->residuals, n, res_bytes, 0, &size)) ||
+        (st = tt_build_add_manifest(b, &f->residuals, f->nr, size)))
+        return st;
+    if (f->with_originals && ((st = tt_fw_finish(&f->originals, n, dim, 1, &size)) ||
+                              (st = tt_build_add_manifest(b, &f->originals, f->no, size))))
+        return st;
+    return TT_OK;
+}
+
+void tt_vec_files_abort(tt_vec_files *f) {
+    tt_fw_abort(&f->codes);
+    tt_fw_abort(&f->residuals);
+    tt_fw_abort(&f->originals);
+}
+
 int tt_build_segment(builder *b) {
     uint64_t codes_size = 0;
     int st;

@@ -234,15 +234,12 @@ static void live_input(const live_set *l, uint32_t dim, tt_input *in) {
 /* ------------------------------------------------------- copying (no retrain) */
 
 static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, builder *b) {
-    tt_fwriter wc = {.fd = -1}, wr = {.fd = -1}, wo = {.fd = -1};
-    char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN];
+    tt_vec_files vf = TT_VEC_FILES_INIT;
     uint32_t *ids = NULL;
     int st;
     const uint32_t cw = cb->code_bytes, rb = cb->res_bytes, ob = 2 * cb->dim;
     const bool orig = cb->info.keep_originals;
-    if ((st = tt_fw_open(&wc, b->wdir, tt_build_name(b, TT_F_CODES, nc), "CODE")) ||
-        (st = tt_fw_open(&wr, b->wdir, tt_build_name(b, TT_F_RESIDUALS, nr), "RESI")) ||
-        (orig && (st = tt_fw_open(&wo, b->wdir, tt_build_name(b, TT_F_ORIGINALS, no), "ORIG"))))
+    if ((st = tt_vec_files_open(b, &vf, orig)))
         goto done;
     uint32_t maxlen = 0;
     for (uint64_t d = 0; d < l->ndocs; d++)
@@ -270,9 +267,11 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
                     break;
                 }
             }
-            if (st || (st = tt_fw_write(&wc, c, (size_t)(len * cw))) ||
-                (st = tt_fw_write(&wr, f.residuals.payload + v * rb, (size_t)(len * rb))) ||
-                (orig && (st = tt_fw_write(&wo, f.originals.payload + v * ob, (size_t)(len * ob)))))
+            if (st || (st = tt_fw_write(&vf.codes, c, (size_t)(len * cw))) ||
+                (st = tt_fw_write(&vf.residuals, f.residuals.payload + v * rb,
+                                  (size_t)(len * rb))) ||
+                (orig && (st = tt_fw_write(&vf.originals, f.originals.payload + v * ob,
+                                           (size_t)(len * ob)))))
                 break;
             tt_build_ivf_count(b, ids, l->doc_vec0[d], len);
             if ((d & 4095) == 0 && (st = tt_build_progress(b, "compact", d, l->ndocs)))
@@ -280,19 +279,10 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
         }
         seg_files_close(&f);
     }
-    uint64_t size;
-    if (st || (st = tt_fw_finish(&wc, l->nvecs, cw, 0, &size)) ||
-        (st = tt_build_add_manifest(b, &wc, nc, size)) ||
-        (st = tt_fw_finish(&wr, l->nvecs, rb, 0, &size)) ||
-        (st = tt_build_add_manifest(b, &wr, nr, size)))
-        goto done;
-    if (orig && ((st = tt_fw_finish(&wo, l->nvecs, cb->dim, 1, &size)) ||
-                 (st = tt_build_add_manifest(b, &wo, no, size))))
-        goto done;
+    if (!st)
+        st = tt_vec_files_finish(b, &vf, l->nvecs, cw, rb, cb->dim, NULL);
 done:
-    tt_fw_abort(&wc);
-    tt_fw_abort(&wr);
-    tt_fw_abort(&wo);
+    tt_vec_files_abort(&vf);
     free(ids);
     return st;
 }
