@@ -997,8 +997,6 @@ START_TEST(planted_ranks_first) {
 }
 END_TEST
 
-/* Default-mode recall@10 against exhaustive search, and the default mode's scores of
- * the documents it returns equal their exhaustive scores. */
 /* Default PLAID against exhaustive search, with stage 1 on this CPU's int8 kernel and on
  * the float32 sgemm (CPUs without a vector int8 kernel): every hit has its exhaustive
  * score (stage 4 is exact either way) and recall@10 reaches 0.95 on both paths. */

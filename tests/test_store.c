@@ -100,6 +100,16 @@ static void free_batch(batch *b) {
     free(b->ids);
 }
 
+/* Build options for the small test indexes: 2 threads, 128 MiB, K centroids (0: the
+ * default), float16 originals kept or not. */
+static void small_options(tt_build_options *o, uint32_t K, bool keep_originals) {
+    tt_build_options_init(o);
+    o->threads = 2;
+    o->memory_bytes = 128ull << 20;
+    o->num_centroids = K;
+    o->keep_originals = keep_originals ? TT_KEEP_F16 : TT_KEEP_NONE;
+}
+
 /* Writes the batch's files under prefix; ids file only if with_ids. */
 static tt_input *batch_input(const batch *b, const char *prefix, bool with_ids) {
     char v[600], l[600], i[600];
@@ -149,10 +159,7 @@ static void build_reference(const model *m, const char *dir, const char *out,
     snprintf(prefix, sizeof prefix, "%s/ref", dir);
     tt_input *in = batch_input(&b, prefix, true);
     tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.memory_bytes = 128ull << 20;
-    o.keep_originals = TT_KEEP_F16;
+    small_options(&o, 0, true);
     o.codebook = codebook;
     o.pool_factor = pool_factor;
     tu_rmrf(out);
@@ -267,11 +274,7 @@ START_TEST(random_changes_match_model) {
         snprintf(b0.ids[d], sizeof b0.ids[d], "doc%llu", (unsigned long long)d);
     tt_input *in = batch_input(&b0, base, true);
     tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.memory_bytes = 128ull << 20;
-    o.num_centroids = 16;
-    o.keep_originals = TT_KEEP_F16;
+    small_options(&o, 16, true);
     const bool adaptive = _i & 1;
     const int pool = 1 + (_i >> 1);
     o.codec_tables = adaptive ? TT_CODEC_ADAPTIVE : TT_CODEC_PER_DIM;
@@ -430,11 +433,7 @@ START_TEST(pooled_adds_and_compaction) {
     batch b[4];
     uint64_t vec = 0, inp = 0, in_v;
     tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.memory_bytes = 128ull << 20;
-    o.num_centroids = 8;
-    o.keep_originals = TT_KEEP_F16;
+    small_options(&o, 8, true);
     o.pool_factor = 2;
     tt_change_options co;
     tt_change_options_init(&co);
@@ -515,10 +514,7 @@ START_TEST(failed_changes_leave_nothing) {
     snprintf(prefix, sizeof prefix, "%s/base", dir);
     tt_input *in = batch_input(&b, prefix, true);
     tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.memory_bytes = 128ull << 20;
-    o.num_centroids = 8;
+    small_options(&o, 8, false);
     ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
     tt_manifest before;
     ck_assert_int_eq(tt_manifest_read(idx, &before), TT_OK);
@@ -599,10 +595,7 @@ START_TEST(retrain_without_originals_keeps_baseline) {
     snprintf(prefix, sizeof prefix, "%s/base", dir);
     tt_input *in = batch_input(&b, prefix, false);
     tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.memory_bytes = 128ull << 20;
-    o.num_centroids = 8;
+    small_options(&o, 8, false);
     tt_build_stats bs;
     ck_assert_int_eq(tt_build(idx, in, &o, &bs), TT_OK);
     tt_input_free(in);
@@ -632,10 +625,7 @@ START_TEST(one_writer_at_a_time) {
     snprintf(prefix, sizeof prefix, "%s/base", dir);
     tt_input *in = batch_input(&b, prefix, false);
     tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.memory_bytes = 128ull << 20;
-    o.num_centroids = 8;
+    small_options(&o, 8, false);
     ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
     int dfd = open(idx, O_RDONLY | O_DIRECTORY);
     tt_lock lk;
