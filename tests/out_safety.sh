@@ -16,9 +16,9 @@
 # Races are made deterministic with the delay hooks of tests/faultinject.c
 # (TT_DELAY_RENAME_MS, TT_DELAY_PREAD_MS). Every wait has a time limit.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
-bgpids=""
+. "${TT_SRCDIR:-.}/tests/bg.sh"
 cleanup() {
-    for p in $bgpids; do kill -9 "$p" 2>/dev/null; done
+    kill_bg
     chmod -R u+w "$WORK" 2>/dev/null
     rm -rf "$WORK"
 }
@@ -58,54 +58,11 @@ EOF
 chmod 755 "$WORK/srch"
 SRCH="$WORK/srch"
 
-# Starts a command in the background with SIGINT, SIGQUIT, SIGTERM and SIGHUP at their
-# defaults (sh starts background jobs with SIGINT and SIGQUIT ignored) and the given
-# environment; python execs the command, so $! is its pid.
-EXEC_PY='import os, signal, sys
-for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(s, signal.SIG_DFL)
-a = sys.argv[1:]
-while a[0] != "--":
-    k, v = a.pop(0).split("=", 1)
-    os.environ[k] = v
-os.execvp(a[1], a[1:])'
-launch() { # STDOUT STDERR [VAR=VALUE...] -- CMD...: sets lpid
-    lo=$1; le=$2; shift 2
-    "$PY" -c "$EXEC_PY" "$@" </dev/null >"$lo" 2>"$le" &
-    lpid=$!
-    bgpids="$bgpids $lpid"
-}
-wait_pid() { # PID SECONDS: waits for PID; its exit status in $wrc ("timeout": killed)
-    wi=0
-    while kill -0 "$1" 2>/dev/null && [ $wi -lt $(($2 * 20)) ]; do
-        sleep 0.05
-        wi=$((wi + 1))
-    done
-    if kill -0 "$1" 2>/dev/null; then
-        kill -9 "$1" 2>/dev/null
-        wait "$1" 2>/dev/null
-        wrc=timeout
-    else
-        wait "$1"
-        wrc=$?
-    fi
-}
 run() { # SECONDS STDOUT STDERR [VAR=VALUE...] -- CMD...: runs it with a time limit; $rc
     rt=$1; shift
     launch "$@"
     wait_pid "$lpid" "$rt"
     rc=$wrc
-}
-wait_for() { # SECONDS PID TEST...: polls until TEST holds (true) or PID ended / time is up
-    ws=$1; wp=$2; shift 2
-    wi=0
-    while [ $wi -lt $((ws * 50)) ]; do
-        "$@" && return 0
-        kill -0 "$wp" 2>/dev/null || { "$@"; return $?; }
-        sleep 0.02
-        wi=$((wi + 1))
-    done
-    return 1
 }
 # The glob helpers expand their arguments themselves (unquoted $*), so that a quoted
 # pattern given to wait_for is expanded anew at every poll. No spaces in the paths.

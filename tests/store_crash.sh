@@ -9,9 +9,9 @@
 # TT_CRASH_ITERS (default 6, 3 under sanitizers) random kills; TT_CRASH_SEED makes their
 # delays repeatable. Slow phases are made with the delay hooks of tests/faultinject.c.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
-bgpids=""
+. "${TT_SRCDIR:-.}/tests/bg.sh"
 cleanup() {
-    for p in $bgpids; do kill -9 "$p" 2>/dev/null; done
+    kill_bg
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -75,17 +75,6 @@ bg() { # VAR=VALUE... -- CMD...: sets lpid
     ) &
     lpid=$!
     bgpids="$bgpids $lpid"
-}
-wait_for() { # SECONDS PID TEST...: polls until TEST holds, PID ended or time is up
-    ws=$1; wp=$2; shift 2
-    wi=0
-    while [ $wi -lt $((ws * 100)) ]; do
-        "$@" && return 0
-        kill -0 "$wp" 2>/dev/null || { "$@"; return $?; }
-        sleep 0.01
-        wi=$((wi + 1))
-    done
-    return 1
 }
 exists_glob() { for g in $*; do [ -e "$g" ] && return 0; done; return 1; }
 lock_by() { grep -qs "$2" "$1/LOCK"; }
