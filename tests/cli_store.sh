@@ -588,4 +588,45 @@ check "state $(state "$S")" [ "$(state "$S")" = "11 493 0 2" ]
 check "430 given to a new document" sh -c "! grep -q ' Q0 430 ' '$WORK/rauto.run'"
 check "an id twice in one ranking" [ "$(dups "$WORK/rauto.run")" = 0 ]
 case_end
+
+# ------------------------------------------------------------------ what is not tartan's
+# Files named as tartan names a change's files but written by someone else, a directory
+# and a symlink under such names, the index reached through a symlink: a change that
+# meets them fails naming the file, removes none of them (nor what a link points to),
+# and leaves the index as it was; once they are out of the way the change works.
+S="$WORK/foreign"
+cp -a "$IDX" "$S"
+ln -s "$S" "$WORK/foreign-link"
+g=$(( $(state "$S" | cut -d' ' -f1) + 1 ))
+gp=$(printf 'g%06d' "$g")
+echo theirs >"$S/$gp.codes.tt"
+echo theirs >"$S/$(printf 'g%06d' $((g + 1))).residuals.tt"
+mkdir "$S/$gp.ivf.tt"
+echo outside >"$WORK/outside.txt"
+ln -s "$WORK/outside.txt" "$S/$gp.ids.tt"
+before=$(msum "$S")
+r "$T" add --index "$WORK/foreign-link" --vectors "$WORK/a.vectors.npy" \
+    --doclens "$WORK/a.doclens.npy"
+case_begin S25 "files of someone else's under tartan's names: kept; the change fails naming one"
+check "exit $rc" rc_is 1
+check "message" err_has "$gp.codes.tt: cannot create: File exists"
+check "index changed" [ "$(msum "$S")" = "$before" ]
+check "their file" grep -qx theirs "$S/$gp.codes.tt"
+check "their other file" grep -qx theirs "$S/$(printf 'g%06d' $((g + 1))).residuals.tt"
+check "their directory" [ -d "$S/$gp.ivf.tt" ]
+check "their link" [ -L "$S/$gp.ids.tt" ]
+check "the linked file" grep -qx outside "$WORK/outside.txt"
+check "the index link" [ -L "$WORK/foreign-link" ]
+check "verify" verifies "$S"
+mv "$S/$gp.codes.tt" "$WORK/theirs.codes"
+r "$T" compact --index "$WORK/foreign-link"
+check "compact past the moved file: exit $rc" rc_is 1
+check "compact message" err_has "$gp\.[a-z]*\.tt: cannot create: File exists"
+rmdir "$S/$gp.ivf.tt"
+rm "$S/$gp.ids.tt"
+r "$T" compact --index "$WORK/foreign-link"
+check "compact once they are gone: exit $rc" rc_is 0
+check "their file after the compaction" grep -qx theirs "$S/$(printf 'g%06d' $((g + 1))).residuals.tt"
+check "verify after" verifies "$S"
+case_end
 finish

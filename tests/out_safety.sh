@@ -6,7 +6,8 @@
 #        the files tartan writes
 #   A2   a directory that appears at --out during a build is never replaced; two
 #        builds into one --out: the second fails at once ("being built by pid N")
-#   A3   --force replaces only an index: files that are not part of it (or an old
+#   A3   --force replaces only an index: files that are not part of it (a link
+#        under an index file's name included; or an old
 #        index that cannot be removed) make the build fail before anything changes
 #   A5   two searches writing the same --out at once: the run is complete
 #   A6   SIGINT/SIGTERM/SIGHUP during a build or search leave no temporary files
@@ -263,6 +264,24 @@ check "message does not name runs" err_has "runs"
 check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
 check "old index does not verify" verifies idx
 check "runs/r1.trec deleted or changed" [ "$(cat idx/runs/r1.trec 2>/dev/null)" = "run 1" ]
+check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+[ -z "$cfail" ] || stderr_note
+case_end
+
+# A link under an index file's name is not part of the index either.
+newcase a3d
+"$BLD" --out idx >/dev/null 2>&1
+echo "outside" >outside.txt
+ln -s ../outside.txt idx/g000007.ivf.tt
+before=$(sum idx/MANIFEST)
+run 30 "$O" "$E" -- "$BLD" --out idx --force
+case_begin A3d "--force refuses an index directory holding a link under an index file's name"
+check "exit 1 (got $rc)" rc_is 1
+check "message does not name g000007.ivf.tt" err_has "g000007.ivf.tt"
+check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
+check "old index does not verify" verifies idx
+check "the link removed or moved" [ -L idx/g000007.ivf.tt ]
+check "the linked file changed" [ "$(cat outside.txt)" = "outside" ]
 check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
 [ -z "$cfail" ] || stderr_note
 case_end

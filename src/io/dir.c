@@ -3,6 +3,7 @@
  * descriptor with AT_SYMLINK_NOFOLLOW checks, so a symbolic link planted anywhere
  * tartan cleans up is left alone rather than followed. */
 #include "io/dir.h"
+#include "io/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -276,12 +277,31 @@ size_t tt_foreign_entries(int fd, char *buf, size_t cap) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         struct stat sb;
-        bool isdir = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
-        if (!tt_is_index_file(de->d_name) || isdir)
+        bool got = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+        bool isdir = got && S_ISDIR(sb.st_mode);
+        if (!tt_is_index_file(de->d_name) || !got || !S_ISREG(sb.st_mode))
             list_add(buf, cap, &count, de->d_name, isdir);
     }
     closedir(d);
     return count;
+}
+
+bool tt_written_by_tartan(int dfd, const char *name) {
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) /* out of descriptors: the name is all there is to go by */
+        return errno == EMFILE || errno == ENFILE;
+    struct stat sb;
+    bool ours = false;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        char head[4];
+        long pid;
+        ours = sb.st_size == 0 ||
+               (!strcmp(name, TT_F_LOCK) ? lock_file_ours(fd, &pid)
+                                         : pread(fd, head, 4, 0) == 4 &&
+                                               !memcmp(head, TT_MAGIC, 4));
+    }
+    close(fd);
+    return ours;
 }
 
 int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,

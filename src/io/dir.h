@@ -59,6 +59,14 @@ int tt_lock_acquire(tt_lock *l, int dfd, const char *name, const char *what, con
  * was never acquired (fd -1). */
 void tt_lock_release(tt_lock *l);
 
+/* Whether the entry `name` of dfd holds what tartan writes: a regular file (a link is
+ * not followed) that starts with tartan's magic (every file tt_fw_open creates does,
+ * from its first write), or, named LOCK, a tartan lock file, or is empty (a writer
+ * killed between creating it and its first write: nothing in it to lose). A file of
+ * the same name that someone else wrote is not. When no descriptor is left to look
+ * (EMFILE, ENFILE), the caller's name rule has to do. */
+bool tt_written_by_tartan(int dfd, const char *name);
+
 /* Removes directory `name` of dfd if it is a real directory (not a link): first its
  * regular files for which ours(name) holds, then the directory itself. Anything else
  * in it is left, and so is the directory: then TT_EEXIST with a message listing what
@@ -69,8 +77,9 @@ int tt_remove_ours(int dfd, const char *name, const char *path, bool (*ours)(con
 int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
                       bool (*ours)(const char *));
 
-/* Lists the entries of directory fd that are not index files (tt_is_index_file),
- * comma-separated into buf (subdirectories get a trailing '/'); returns their count. */
+/* Lists the entries of directory fd that are not index files (regular files named as
+ * tt_is_index_file says; a link under such a name is not one), comma-separated into
+ * buf (subdirectories get a trailing '/'); returns their count. */
 size_t tt_foreign_entries(int fd, char *buf, size_t cap);
 
 /* Renames entry `from` of dfd to `to` of dfd: noreplace fails with TT_EEXIST when `to`

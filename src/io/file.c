@@ -95,8 +95,14 @@ int tt_fw_open(tt_fwriter *w, const char *dir, const char *name, const char *kin
         tt_fw_abort(w);
         return st;
     }
-    uint8_t zero[TT_HEADER_SIZE] = {0};
-    int st = write_all(w->fd, zero, sizeof zero, 0, w->path);
+    /* A placeholder until tt_fw_finish writes the header: the magic and the kind, the
+     * rest (checksum included) zero, so that no reader accepts the file yet, while a
+     * writer killed before finishing leaves a file recognisably tartan's
+     * (tt_written_by_tartan), which the next writer may remove. */
+    uint8_t ph[TT_HEADER_SIZE] = {0};
+    memcpy(ph, TT_MAGIC, 4);
+    memcpy(ph + 4, kind, 4);
+    int st = write_all(w->fd, ph, sizeof ph, 0, w->path);
     if (st) {
         tt_fw_abort(w);
         return st;

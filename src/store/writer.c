@@ -58,7 +58,8 @@ int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t to
 /* Removes the index files of the directory that `keep` does not name (and that are
  * not MANIFEST or LOCK): what a killed change left, or what the generation `keep`
  * replaced. With prefix, only files starting with it (this change's, after a failure).
- * Regular files only, never through a link. Best effort. */
+ * Only files tartan wrote (tt_written_by_tartan: regular, never through a link, with
+ * tartan's magic), so a file of someone else's under such a name stays. Best effort. */
 static void remove_unnamed(tt_store *s, const tt_manifest *keep, const char *prefix) {
     DIR *d = tt_dir_list(s->dfd);
     if (!d)
@@ -71,8 +72,7 @@ static void remove_unnamed(tt_store *s, const tt_manifest *keep, const char *pre
         if (prefix ? strncmp(n, prefix, strlen(prefix)) && strcmp(n, "MANIFEST.tmp")
                    : keep && tt_manifest_find(keep, n) != NULL)
             continue;
-        struct stat sb;
-        if (fstatat(s->dfd, n, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+        if (tt_written_by_tartan(s->dfd, n))
             (void)unlinkat(s->dfd, n, 0);
     }
     closedir(d);
