@@ -22,6 +22,7 @@ int cmd_encode(int argc, char **argv);
 int cmd_add(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "tartan <cmd>: error: <tt_last_error() or tt_strerror(status)>" to stderr
  * and returns CLI_FAIL. */
