@@ -168,7 +168,7 @@ bad = [
     ("bad dtype", "/indexes/idx/search", {"queries": {"dtype": "int8", "shape": [1, 1, 16], "data": ""}}, 400, "'dtype'"),
     ("unknown index", "/indexes/nope/search", {"queries": [[v16]]}, 404, "no index named 'nope'"),
     ("unknown endpoint", "/indexes/idx/frobnicate", {}, 404, "no such endpoint"),
-    ("add: duplicate id", "/indexes/idx/add", {"documents": [{"id": "doc1", "vectors": [v16]}]}, 409, "doc1"),
+    ("add: duplicate id", "/indexes/idx/add", {"documents": [{"id": "fresh", "vectors": [v16]}, {"id": "doc1", "vectors": [v16]}]}, 409, "document 1: id 'doc1' is already in the index"),
     ("add: id with a space", "/indexes/idx/add", {"documents": [{"id": "a b", "vectors": [v16]}]}, 400, "whitespace"),
     ("add: ids on some documents only", "/indexes/idx/add", {"documents": [{"id": "a", "vectors": [v16]}, {"vectors": [v16]}]}, 400, "every document"),
     ("add: wrong dimension", "/indexes/idx/add", {"documents": [{"id": "a", "vectors": [[1.0] * 3]}]}, 400, "dimension is 16"),

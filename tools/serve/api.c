@@ -305,17 +305,24 @@ static void do_add(srv_state *st, srv_index *ix, const char *body, size_t len, s
     snprintf(ids, sizeof ids, "%s/ids.txt", spool);
     const char *vp = v, *lp = l;
     int e = tt_input_open(&in, 1, &vp, &lp, req.ids ? ids : NULL, NULL);
-    if (e) {
-        srv_reply_error(rep, lib_status(e), "%s", lib_msg(e));
-        goto done;
-    }
     tt_change_options co;
     tt_change_options_init(&co);
     co.upsert = req.upsert;
     co.threads = st->cfg.change_threads;
     tt_change_stats cs;
-    if ((e = tt_index_add(ix->dir, in, &co, &cs))) {
-        srv_reply_error(rep, lib_status(e), "%s", lib_msg(e));
+    if (e == TT_OK)
+        e = tt_index_add(ix->dir, in, &co, &cs);
+    if (e) {
+        /* "SPOOL/ids.txt:N: ..." names a file the client never saw: say "document N-1". */
+        const char *m = lib_msg(e);
+        size_t sl = strlen(ids);
+        unsigned long line;
+        char *end;
+        if (!strncmp(m, ids, sl) && m[sl] == ':' &&
+            (line = strtoul(m + sl + 1, &end, 10)) >= 1 && *end == ':')
+            srv_reply_error(rep, lib_status(e), "document %lu%s", line - 1, end);
+        else
+            srv_reply_error(rep, lib_status(e), "%s", m);
         goto done;
     }
     change_reply(st, ix, &cs, rep);
