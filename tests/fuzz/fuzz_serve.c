@@ -3,7 +3,8 @@
  * 1 the index dimension (1..8, so that hand-written seeds stay short); the rest is the
  * body. Every accepted request must hold only finite vectors of that dimension, within
  * the limits (small ones, so that they are reached), with offsets and lengths that
- * tile the vectors; every refusal must be a 4xx/5xx status with a message.
+ * tile the vectors; every refusal must be a 4xx/5xx status with a message. The fast
+ * path for the required form must agree with the jansson path, value for value.
  * Seeds: tests/fuzz/corpus/serve. */
 #include "../../tools/serve/serve.h"
 #include "fuzz.h"
@@ -59,8 +60,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (which) {
     case 0:
     case 1: {
-        srv_search_req r;
+        srv_search_req r, ref;
+        char err2[512];
         st = srv_parse_search(body, n, dim, which == 1, &lim, &r, err, sizeof err);
+        /* The fast path for the required form must read what jansson reads. */
+        int st2 = srv_parse_search_json(body, n, dim, which == 1, &lim, &ref, err2, sizeof err2);
+        if (st != st2)
+            abort();
+        if (st == 0) {
+            if (ref.nqueries != r.nqueries || ref.k != r.k || ref.nvectors != r.nvectors ||
+                memcmp(&ref.opt, &r.opt, sizeof r.opt) || !!ref.texts != !!r.texts ||
+                (r.nvectors && memcmp(ref.vectors, r.vectors, r.nvectors * dim * sizeof(float))) ||
+                (!r.texts && (memcmp(ref.offs, r.offs, r.nqueries * sizeof *r.offs) ||
+                              memcmp(ref.lens, r.lens, r.nqueries * sizeof *r.lens))))
+                abort();
+            srv_search_req_free(&ref);
+        }
         if (st) {
             check_err(st, err);
             break;

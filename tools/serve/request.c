@@ -398,8 +398,197 @@ static int search_options(json_t *root, const srv_limits *lim, srv_search_req *o
     return 0;
 }
 
+/* ---------------------------------------------- the required form, fast */
+
+/* jansson builds a json_t per number (an allocation, strtod through a locale fix-up):
+ * for a query of 32 x 128 values that costs more than the search itself. The required
+ * form {"queries": [[[n, ...], ...], ...], "k": N} (those two keys, any order, k
+ * optional) is therefore read by this scanner first. It accepts only what it fully
+ * checks (JSON's number grammar, dimension, limits, finite float32 values, no
+ * duplicate key) and produces what srv_parse_search_json produces for the same bytes,
+ * value for value (tests/fuzz/fuzz_serve.c compares them); anything else, including
+ * every error, goes to the jansson path, which writes the messages. */
+typedef struct scan {
+    const char *p, *end;
+} scan;
+
+static void ws(scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+static bool lit(scan *s, char c) {
+    ws(s);
+    if (s->p < s->end && *s->p == c) {
+        s->p++;
+        return true;
+    }
+    return false;
+}
+
+static bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+/* One JSON number as jansson reads it (integers: strtoll then double; reals: strtod). */
+static bool number(scan *s, double *out) {
+    ws(s);
+    const char *b = s->p, *q = s->p;
+    bool real = false;
+    if (q < s->end && *q == '-')
+        q++;
+    if (q >= s->end || !is_digit(*q))
+        return false;
+    if (*q == '0')
+        q++;
+    else
+        while (q < s->end && is_digit(*q))
+            q++;
+    if (q < s->end && *q == '.') {
+        real = true;
+        q++;
+        if (q >= s->end || !is_digit(*q))
+            return false;
+        while (q < s->end && is_digit(*q))
+            q++;
+    }
+    if (q < s->end && (*q == 'e' || *q == 'E')) {
+        real = true;
+        q++;
+        if (q < s->end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= s->end || !is_digit(*q))
+            return false;
+        while (q < s->end && is_digit(*q))
+            q++;
+    }
+    size_t n = (size_t)(q - b);
+    char tok[48];
+    if (n >= sizeof tok || (!real && n > 18))
+        return false; /* long tokens (and integers jansson may refuse) go to jansson */
+    memcpy(tok, b, n);
+    tok[n] = '\0';
+    *out = real ? strtod(tok, NULL) : (double)strtoll(tok, NULL, 10);
+    s->p = q;
+    return true;
+}
+
+static bool key(scan *s, const char *k) {
+    ws(s);
+    size_t n = strlen(k);
+    if ((size_t)(s->end - s->p) < n + 2 || s->p[0] != '"' || memcmp(s->p + 1, k, n) ||
+        s->p[n + 1] != '"')
+        return false;
+    s->p += n + 2;
+    return lit(s, ':');
+}
+
+static bool fast_queries(scan *s, uint32_t dim, const srv_limits *lim, rows *r,
+                         srv_search_req *out) {
+    uint32_t cap = 0;
+    if (!lit(s, '['))
+        return false;
+    do {
+        if (out->nqueries == lim->max_queries)
+            return false;
+        if (out->nqueries == cap) {
+            cap = cap ? 2 * cap : 16;
+            uint64_t *o = realloc(out->offs, cap * sizeof *o);
+            if (o)
+                out->offs = o;
+            uint32_t *l = realloc(out->lens, cap * sizeof *l);
+            if (l)
+                out->lens = l;
+            if (!o || !l)
+                return false;
+        }
+        uint32_t q = out->nqueries++, nv = 0;
+        out->offs[q] = r->n;
+        if (!lit(s, '['))
+            return false;
+        do {
+            if (nv == lim->max_query_vectors || !lit(s, '['))
+                return false;
+            float *v = rows_add(r, 1);
+            if (!v)
+                return false;
+            for (uint32_t j = 0; j < dim; j++) {
+                double d;
+                if ((j && !lit(s, ',')) || !number(s, &d))
+                    return false;
+                v[j] = (float)d;
+                if (!isfinite(v[j]))
+                    return false;
+            }
+            if (!lit(s, ']'))
+                return false;
+            nv++;
+        } while (lit(s, ','));
+        if (!lit(s, ']'))
+            return false;
+        out->lens[q] = nv;
+    } while (lit(s, ','));
+    return lit(s, ']');
+}
+
+static bool fast_search(const char *body, size_t len, uint32_t dim, const srv_limits *lim,
+                        srv_search_req *out) {
+    scan s = {body, body + len};
+    rows r = {.dim = dim};
+    bool have_q = false, have_k = false, good = false;
+    if (!lit(&s, '{'))
+        goto done;
+    do {
+        if (!have_q && key(&s, "queries")) {
+            have_q = true;
+            if (!fast_queries(&s, dim, lim, &r, out))
+                goto done;
+        } else if (!have_k && key(&s, "k")) {
+            double d;
+            have_k = true;
+            const char *b = (ws(&s), s.p);
+            if (!number(&s, &d) || memchr(b, '.', (size_t)(s.p - b)) ||
+                memchr(b, 'e', (size_t)(s.p - b)) || memchr(b, 'E', (size_t)(s.p - b)) ||
+                d < 1 || d > lim->max_k)
+                goto done;
+            out->k = (uint32_t)d;
+        } else {
+            goto done;
+        }
+    } while (lit(&s, ','));
+    if (!lit(&s, '}'))
+        goto done;
+    ws(&s);
+    good = have_q && s.p == s.end;
+done:
+    if (good) {
+        out->vectors = r.v;
+        out->nvectors = r.n;
+    } else {
+        free(r.v);
+        free(out->offs);
+        free(out->lens);
+        out->offs = NULL;
+        out->lens = NULL;
+        out->nqueries = 0;
+        out->k = 10;
+    }
+    return good;
+}
+
 int srv_parse_search(const char *body, size_t len, uint32_t dim, bool have_encoder,
                      const srv_limits *lim, srv_search_req *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    tt_search_options_init(&out->opt);
+    out->k = 10;
+    if (fast_search(body, len, dim, lim, out))
+        return 0;
+    return srv_parse_search_json(body, len, dim, have_encoder, lim, out, err, errlen);
+}
+
+int srv_parse_search_json(const char *body, size_t len, uint32_t dim, bool have_encoder,
+                          const srv_limits *lim, srv_search_req *out, char *err,
+                          size_t errlen) {
     static const char *const keys[] = {"queries", "texts", "k", "mode", "nprobe", "threshold",
                                        "ndocs", "score", "pruning", "prune_ratio", "rerank",
                                        NULL};

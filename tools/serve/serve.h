@@ -92,6 +92,10 @@ typedef struct srv_delete_req {
 int srv_parse_search(const char *body, size_t len, uint32_t dim, bool have_encoder,
                      const srv_limits *lim, srv_search_req *out, char *err, size_t errlen);
 void srv_search_req_free(srv_search_req *r);
+/* srv_parse_search without its fast path for the required form (the reference the
+ * fuzz target compares the fast path with). */
+int srv_parse_search_json(const char *body, size_t len, uint32_t dim, bool have_encoder,
+                          const srv_limits *lim, srv_search_req *out, char *err, size_t errlen);
 int srv_parse_add(const char *body, size_t len, uint32_t dim, const srv_limits *lim,
                   srv_add_req *out, char *err, size_t errlen);
 void srv_add_req_free(srv_add_req *r);
