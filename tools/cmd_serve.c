@@ -169,6 +169,10 @@ int cmd_serve(int argc, char **argv) {
                     b--;
                 name = strndup(b, (size_t)(optarg + n - b));
             }
+            /* "idx/" is "idx": an add's spool goes beside the directory as DIR.serve-add-*,
+             * never inside it. */
+            for (size_t n = dir ? strlen(dir) : 0; n > 1 && dir[n - 1] == '/'; n--)
+                dir[n - 1] = '\0';
             names[nidx] = name;
             dirs[nidx] = dir;
             nidx++;
