@@ -27,6 +27,8 @@ export OPENBLAS_NUM_THREADS=1
     --out "$WORK/idx" --centroids 32 --threads 2 --keep-originals f16 >/dev/null 2>&1 ||
     { bad "build the test index"; finish; }
 cp -r "$WORK/idx" "$WORK/idx2"
+"$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" --out "$WORK/plain" \
+    --centroids 32 --threads 2 >/dev/null 2>&1 || { bad "build the index without originals"; finish; }
 
 # start_server OUT ERR ARGS...: launches tartan serve on a free port; sets spid, URL.
 start_server() {
@@ -42,6 +44,7 @@ stop_server() { # PID: SIGTERM, then its exit status in $wrc
 }
 
 start_server "$WORK/s1.out" "$WORK/s1.err" --index "$WORK/idx" --index other="$WORK/idx2" \
+    --index "$WORK/plain/" \
     --threads 2 --max-body 256K --max-queries 64 --max-query-vectors 32 --max-k 100 \
     --refresh-ms 0 --encoder "$HASH --dim 16"
 if [ -z "$URL" ]; then
@@ -166,6 +169,7 @@ bad = [
     ("base64 NaN", "/indexes/idx/search", {"queries": {"dtype": "float32", "shape": [1, 1, 16], "data": base64.b64encode(np.full(16, np.nan, "<f4").tobytes()).decode()}}, 400, "not finite"),
     ("base64 wrong dim", "/indexes/idx/search", {"queries": {"dtype": "float16", "shape": [1, 1, 8], "data": ""}}, 400, "dimension is 16"),
     ("bad dtype", "/indexes/idx/search", {"queries": {"dtype": "int8", "shape": [1, 1, 16], "data": ""}}, 400, "'dtype'"),
+    ("exact without originals", "/indexes/plain/search", {"queries": [[v16]], "mode": "exact"}, 400, "exact mode needs the original vectors"),
     ("unknown index", "/indexes/nope/search", {"queries": [[v16]]}, 404, "no index named 'nope'"),
     ("unknown endpoint", "/indexes/idx/frobnicate", {}, 404, "no such endpoint"),
     ("add: duplicate id", "/indexes/idx/add", {"documents": [{"id": "fresh", "vectors": [v16]}, {"id": "doc1", "vectors": [v16]}]}, 409, "document 1: id 'doc1' is already in the index"),
@@ -207,9 +211,10 @@ st, info = req("GET", "/indexes/idx/info")
 ok(st == 200 and info["dim"] == 16 and info["num_docs"] == 300 and info["live_docs"] == 300 and info["exact_available"], "info: dim, documents")
 g0 = info["generation"]
 st, j = req("GET", "/health")
-ok(st == 200 and j["status"] == "ok" and j["indexes"] == 2, "health")
+ok(st == 200 and j["status"] == "ok" and j["indexes"] == 3, "health")
 st, j = req("GET", "/indexes")
-ok(st == 200 and [x["name"] for x in j["indexes"]] == ["idx", "other"], "indexes lists both names")
+ok(st == 200 and [x["name"] for x in j["indexes"]] == ["idx", "other", "plain"]
+   and not j["indexes"][2]["exact_available"], "indexes lists the three names")
 
 # 7. add, search finds it, delete, gone; generations advance
 qv = Q[0].tolist()
