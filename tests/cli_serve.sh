@@ -4,8 +4,10 @@
 # queries, text queries through an encoder); add, delete and compact over HTTP; a
 # `tartan add` by another process picked up; concurrent clients while the index
 # changes (every answer equals the serial one); every 4xx path names its problem; a
-# full queue answers 503; /metrics counts what was sent; SIGTERM lets a request in
-# flight finish; a busy port and an index that does not open are clear start-up errors.
+# full queue answers 503, a wait longer than --timeout too; /metrics counts what was
+# sent; searches keep their snapshot while a (slowed) add publishes, then move on;
+# SIGTERM lets a search or an add in flight finish; a busy port and an index that does
+# not open are clear start-up errors.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 . "${TT_SRCDIR:-.}/tests/bg.sh"
 cleanup() {
@@ -372,4 +374,120 @@ else
     bad "SIGTERM in flight: client $(cat "$WORK/inflight.out"), server exit $wrc"
 fi
 if curl -s -m 5 "$URL/health" >/dev/null 2>&1; then bad "stopped server still answers"; else ok "after SIGTERM: no longer listening"; fi
+
+# Slow changes, made deterministic by tests/faultinject.c (every fsync of the server
+# sleeps): searches answer from the old snapshot while an add publishes, then from the
+# new one; a request waiting for a slot longer than --timeout gets 503, one that finds
+# the queue full gets 503 at once; health skips the queue; SIGTERM during an add lets
+# it publish before the server exits.
+FI="$BD/tests/.libs/libfaultinject.so"
+if [ -f "$FI" ]; then
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" # LD_PRELOAD under ASan
+    cp -r "$WORK/idx" "$WORK/slow"
+    launch "$WORK/s3.out" "$WORK/s3.err" LD_PRELOAD="$FI" TT_DELAY_FSYNC_MS=250 -- \
+        "$T" serve --listen 127.0.0.1:0 --index "$WORK/slow" --threads 2 --queue 1 --timeout 1
+    spid=$lpid
+    wait_for 20 "$spid" grep -q 'listening on' "$WORK/s3.out" 2>/dev/null
+    URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$WORK/s3.out")
+    cat >"$WORK/slow.py" <<'EOF2'
+import http.client, json, sys, threading, time, urllib.parse
+import numpy as np
+u = urllib.parse.urlparse(sys.argv[1])
+Q = np.load(sys.argv[2] + "/c.queries.npy").astype(np.float32)
+def req(method, path, body=None):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.request(method, path, body=None if body is None else json.dumps(body).encode())
+    r = c.getresponse()
+    b = r.read()
+    c.close()
+    return r.status, (json.loads(b) if b.startswith(b"{") else b.decode())
+def ok(cond, what):
+    print(("ok - " if cond else "not ok - ") + what, flush=True)
+def inflight():
+    st, m = req("GET", "/metrics")
+    return int([l for l in m.splitlines() if l.startswith("tartan_requests_in_flight ")][0].split()[1])
+search = {"queries": Q.tolist(), "k": 10, "mode": "exhaustive"}
+st, base = req("POST", "/indexes/slow/search", search)
+g0 = base["generation"]
+outs = {}
+def add(name, doc):
+    outs[name] = req("POST", "/indexes/slow/add", {"documents": [{"id": doc, "vectors": (-Q[3]).tolist()}]})
+a = threading.Thread(target=add, args=("a", "slow-a"))
+a.start()
+t0 = time.time()
+while inflight() < 2 and time.time() - t0 < 10:
+    time.sleep(0.01)
+during = [req("POST", "/indexes/slow/search", search) for _ in range(3)]
+a_running = a.is_alive()
+ok(a_running and all(s == 200 and j["generation"] == g0 and j["results"] == base["results"] for s, j in during),
+   "3 searches while an add publishes: generation %d, the serial answer (add still running: %s)" % (g0, a_running))
+# A second add takes the other slot (it waits for the first one's turn).
+b = threading.Thread(target=add, args=("b", "slow-b"))
+b.start()
+while inflight() < 3 and time.time() - t0 < 10:
+    time.sleep(0.01)
+res = {}
+def queued():
+    t = time.time()
+    res["q"] = req("POST", "/indexes/slow/search", search) + (time.time() - t,)
+c = threading.Thread(target=queued)
+c.start()
+time.sleep(0.3)
+t = time.time()
+full = req("POST", "/indexes/slow/search", search)
+full_s = time.time() - t
+t = time.time()
+hst, h = req("GET", "/health")
+health_s = time.time() - t
+c.join()
+qst, qj, qs = res["q"]
+ok(qst == 503 and "server busy" in qj["error"]["message"] and 0.9 < qs < 5,
+   "both slots busy: a queued search gives up after --timeout 1 with 503 (%d after %.2f s)" % (qst, qs))
+ok(full[0] == 503 and full_s < 0.9, "queue full (--queue 1): 503 at once (%d after %.2f s)" % (full[0], full_s))
+ok(hst == 200 and health_s < 0.9, "health skips the queue (%.2f s)" % health_s)
+a.join()
+b.join()
+ok(outs["a"][0] == 200 and outs["b"][0] == 200 and outs["b"][1]["generation"] == g0 + 2,
+   "both adds published: generation %d" % outs["b"][1].get("generation", -1))
+st, j = req("POST", "/indexes/slow/search", search)
+ok(st == 200 and j["generation"] == g0 + 2 and j["results"] == base["results"],
+   "then searches move to generation %d (same answer: the new documents are far from every query)" % (g0 + 2))
+# SIGTERM during an add: it finishes and publishes
+e = threading.Thread(target=add, args=("e", "slow-e"))
+e.start()
+while inflight() < 2 and time.time() - t0 < 30:
+    time.sleep(0.01)
+print("SIGNAL", flush=True)
+sys.stdin.readline()
+e.join()
+ok(outs["e"][0] == 200 and outs["e"][1]["generation"] == g0 + 3, "SIGTERM during an add: it answers 200, generation %d" % (g0 + 3))
+EOF2
+    mkfifo "$WORK/go"
+    "$PY" "$WORK/slow.py" "$URL" "$WORK" <"$WORK/go" >"$WORK/slow.out" 2>&1 &
+    pyp=$!
+    exec 7>"$WORK/go"
+    wait_for 60 "$pyp" grep -q '^SIGNAL' "$WORK/slow.out"
+    kill -TERM "$spid"
+    echo >&7
+    exec 7>&-
+    wait "$pyp"
+    wait_pid "$spid" 30
+    while IFS= read -r line; do
+        case $line in
+            "ok - "*) ok "${line#ok - }" ;;
+            "not ok - "*) bad "${line#not ok - }" ;;
+            SIGNAL) ;;
+            *) echo "# $line" ;;
+        esac
+    done <"$WORK/slow.out"
+    gen=$("$T" info --json "$WORK/slow" 2>/dev/null | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["generation"])')
+    if [ "$wrc" = 0 ] && grep -q '^ok - SIGTERM during an add' "$WORK/slow.out" &&
+        "$T" verify "$WORK/slow" >/dev/null 2>&1; then
+        ok "server exits 0 after the add; the index verifies at generation $gen"
+    else
+        bad "SIGTERM during an add: server exit $wrc, generation $gen"
+    fi
+else
+    echo "# $FI missing: slow-change cases skipped"
+fi
 finish
