@@ -23,6 +23,7 @@ int cmd_add(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 /* tt_index_tune with the terminal's progress and the cooperative interrupt, and a summary
  * on stderr (cmd_tune.c; tartan tune, build, add). */
 int cli_tune_index(const char *cmd, const char *index, tt_tune_options *o);

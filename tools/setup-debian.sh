@@ -4,6 +4,8 @@
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config libopenblas-dev liburing-dev \
 libxxhash-dev check python3 python3-numpy ${TT_EXTRA_PKGS:-}"
+# tartan serve (doc/server.md): HTTP, JSON; curl for its tests
+PKGS="$PKGS libmicrohttpd-dev libjansson-dev curl"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

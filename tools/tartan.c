@@ -19,6 +19,7 @@ static const struct {
     {"eval", cmd_eval, "evaluate a run against qrels (MRR, nDCG, recall, MAP)"},
     {"report", cmd_report, "storage-vs-effectiveness report over index variants"},
     {"encode", cmd_encode, "run an encoder over a collection; write .npy vectors"},
+    {"serve", cmd_serve, "serve searches, adds and deletes over HTTP/JSON"},
 };
 
 static void usage(FILE *f) {
