@@ -56,9 +56,9 @@ class PLAID:
             self.search_options["ndocs"] = n_full_scores
         self.search_options.update(search_options or {})
         self._index: Optional[Index] = None
-        if override and os.path.isdir(self.path) and os.path.exists(os.path.join(self.path, "CURRENT")):
-            pass  # replaced at the first add_documents (force=True), never before
-        elif os.path.isdir(self.path) and os.listdir(self.path):
+        # With override an existing index is replaced at the first add_documents
+        # (force=True: atomically, and only if its directory holds nothing else).
+        if not override and os.path.isdir(self.path) and os.listdir(self.path):
             self._index = Index(self.path)
         os.makedirs(index_folder, exist_ok=True)
 
