@@ -355,8 +355,43 @@ typedef struct job {
     tt_change_stats cstats;
     const char *const *ids;
     size_t nids;
-    int kind; /* 0 build, 1 add, 2 delete, 3 compact */
+    /* progress: the worker's latest report, delivered to the Python callable `progress`
+     * by the waiting thread (never called from the worker: it holds no GIL) */
+    PyObject *progress;
+    const char *phase;
+    uint64_t done_units, total_units;
+    int progress_new;
 } job;
+
+static void job_progress(void *user, const char *phase, uint64_t done, uint64_t total) {
+    job *j = user;
+    pthread_mutex_lock(&j->mu);
+    j->phase = phase;
+    j->done_units = done;
+    j->total_units = total;
+    j->progress_new = 1;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Calls j->progress(phase, done, total) if the worker reported since the last call.
+ * GIL held. Returns -1 with the callable's exception. */
+static int deliver_progress(job *j) {
+    if (!j->progress)
+        return 0;
+    pthread_mutex_lock(&j->mu);
+    int fresh = j->progress_new;
+    const char *phase = j->phase;
+    unsigned long long d = j->done_units, t = j->total_units;
+    j->progress_new = 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!fresh || !phase)
+        return 0;
+    PyObject *r = PyObject_CallFunction(j->progress, "sKK", phase, d, t);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
 
 static void *job_main(void *arg) {
     job *j = arg;
@@ -404,6 +439,10 @@ static int run_job(job *j) {
         done = j->done;
         pthread_mutex_unlock(&j->mu);
         Py_END_ALLOW_THREADS
+        if (!interrupted && deliver_progress(j) < 0) {
+            interrupted = 1; /* the progress callable raised: stop, and raise that */
+            j->cancel = 1;
+        }
         if (done)
             break;
         if (!interrupted && PyErr_CheckSignals() < 0) {
@@ -657,15 +696,21 @@ static PyObject *change_stats_dict(const tt_change_stats *s) {
                          s->seconds);
 }
 
-/* build(path, source, options) -> stats dict */
+/* build(path, source, options, progress) -> stats dict */
 static PyObject *py_build(PyObject *self, PyObject *args) {
     const char *path;
-    PyObject *source, *opts;
-    if (!PyArg_ParseTuple(args, "sOO", &path, &source, &opts))
+    PyObject *source, *opts, *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "sOO|O", &path, &source, &opts, &progress))
         return NULL;
     job j;
     memset(&j, 0, sizeof j);
+    if (progress != Py_None)
+        j.progress = progress;
     tt_build_options_init(&j.bo);
+    if (progress != Py_None) {
+        j.bo.progress = job_progress;
+        j.bo.progress_user = &j;
+    }
     if (apply_opts(&j.bo, build_spec, opts, "build") < 0)
         return NULL;
     mem_input m;
@@ -682,15 +727,20 @@ static PyObject *py_build(PyObject *self, PyObject *args) {
     return res;
 }
 
-/* add(dir, source, options) -> stats dict */
+/* add(dir, source, options, progress) -> stats dict */
 static PyObject *py_add(PyObject *self, PyObject *args) {
     const char *path;
-    PyObject *source, *opts;
-    if (!PyArg_ParseTuple(args, "sOO", &path, &source, &opts))
+    PyObject *source, *opts, *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "sOO|O", &path, &source, &opts, &progress))
         return NULL;
     job j;
     memset(&j, 0, sizeof j);
     tt_change_options_init(&j.co);
+    if (progress != Py_None) {
+        j.progress = progress;
+        j.co.progress = job_progress;
+        j.co.progress_user = &j;
+    }
     if (apply_opts(&j.co, change_spec, opts, "add") < 0)
         return NULL;
     mem_input m;
@@ -737,15 +787,20 @@ static PyObject *py_delete(PyObject *self, PyObject *args) {
     return res;
 }
 
-/* compact(dir, options) -> stats dict */
+/* compact(dir, options, progress) -> stats dict */
 static PyObject *py_compact(PyObject *self, PyObject *args) {
     const char *path;
-    PyObject *opts;
-    if (!PyArg_ParseTuple(args, "sO", &path, &opts))
+    PyObject *opts, *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "sO|O", &path, &opts, &progress))
         return NULL;
     job j;
     memset(&j, 0, sizeof j);
     tt_change_options_init(&j.co);
+    if (progress != Py_None) {
+        j.progress = progress;
+        j.co.progress = job_progress;
+        j.co.progress_user = &j;
+    }
     if (apply_opts(&j.co, change_spec, opts, "compact") < 0)
         return NULL;
     j.path = path;

@@ -285,8 +285,15 @@ def _options(kind: str, options: Dict[str, Any], what: str) -> Dict[str, Any]:
 # ------------------------------------------------------------------ build
 
 
+def _check_progress(progress: Any) -> Any:
+    if progress is not None and not callable(progress):
+        raise TypeError("progress: expected a callable(phase, done, total) or None")
+    return progress
+
+
 def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids: Any = None, *,
-          copy: bool = True, bf16: bool = False, **options: Any) -> Dict[str, Any]:
+          copy: bool = True, bf16: bool = False, progress: Any = None,
+          **options: Any) -> Dict[str, Any]:
     """Builds a compressed index at `path` and returns the build's statistics (a dict:
     seconds, centroids, heldout_mse, index_bytes, ...).
 
@@ -307,11 +314,16 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     max_train_per_centroid, kmeans_iters, force, encoder, codebook, lloyd_max_rounds,
     pool_factor, debias.
 
+    progress: a callable(phase, done, total), called on the calling thread (at most every
+    50 ms) with the library's progress ("sample", "codec", "encode", "ivf", "publish");
+    an exception it raises stops the build and propagates.
+
     The GIL is released; Ctrl-C stops the build (nothing is left at path) and raises
     KeyboardInterrupt. Errors: tartan.Error subclasses (ExistsError without force=True,
     BadValueError for NaN/Inf naming the vector and document, ...)."""
     src, keep = _source(vectors, doclens, ids, copy, bf16)
-    stats = _tartan.build(os.fspath(path), src, _options("build", options, "build"))
+    stats = _tartan.build(os.fspath(path), src, _options("build", options, "build"),
+                          _check_progress(progress))
     del keep
     return stats
 
@@ -432,13 +444,14 @@ class Index(_tartan.Index):
     # ------------------------------------------------------------- changes
 
     def add(self, vectors: Any, doclens: Any = None, ids: Any = None, *, copy: bool = True,
-            bf16: bool = False, **options: Any) -> Dict[str, Any]:
+            bf16: bool = False, progress: Any = None, **options: Any) -> Dict[str, Any]:
         """Adds documents (same inputs as build()) as a new segment encoded with the
         index's codebook; then this Index sees the new generation. An id already in the
         index raises ExistsError unless upsert=True. Options: upsert, threads, memory,
         pool_factor. Returns the change's statistics (a dict)."""
         src, keep = _source(vectors, doclens, ids, copy, bf16)
-        stats = _tartan.add(self.path, src, _options("change", options, "add"))
+        stats = _tartan.add(self.path, src, _options("change", options, "add"),
+                            _check_progress(progress))
         del keep
         self.reopen()
         return stats
@@ -451,11 +464,12 @@ class Index(_tartan.Index):
         self.reopen()
         return stats
 
-    def compact(self, *, retrain: bool = False, **options: Any) -> Dict[str, Any]:
+    def compact(self, *, retrain: bool = False, progress: Any = None,
+                **options: Any) -> Dict[str, Any]:
         """Merges the segments and drops deleted documents (retrain=True: a new
         codebook first)."""
         opts = dict(_options("change", options, "compact"), retrain=bool(retrain))
-        stats = _tartan.compact(self.path, opts)
+        stats = _tartan.compact(self.path, opts, _check_progress(progress))
         self.reopen()
         return stats
 

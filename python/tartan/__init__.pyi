@@ -1,6 +1,6 @@
 """Type stubs of the tartan package (doc/python.md is the manual)."""
 import os
-from typing import Any, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,7 @@ def build(
     *,
     copy: bool = ...,
     bf16: bool = ...,
+    progress: Optional[Callable[[str, int, int], Any]] = ...,
     nbits: int = ...,
     centroids: int = ...,
     threads: int = ...,
@@ -107,13 +108,15 @@ class Index:
         *,
         copy: bool = ...,
         bf16: bool = ...,
+        progress: Optional[Callable[[str, int, int], Any]] = ...,
         upsert: bool = ...,
         threads: int = ...,
         memory: int = ...,
         pool_factor: int = ...,
     ) -> Dict[str, Any]: ...
     def delete(self, ids: Iterable[Union[str, int]], *, strict: bool = ...) -> Dict[str, Any]: ...
-    def compact(self, *, retrain: bool = ..., threads: int = ..., memory: int = ...) -> Dict[str, Any]: ...
+    def compact(self, *, retrain: bool = ..., progress: Optional[Callable[[str, int, int], Any]] = ...,
+                threads: int = ..., memory: int = ...) -> Dict[str, Any]: ...
 
 class Evaluation:
     metrics: List[str]

@@ -488,6 +488,38 @@ class TestEvaluate(unittest.TestCase):
         self.assertRaises(ValueError, tartan.ttest, [1, 2, 3], [2, 3])
 
 
+class TestProgress(Base):
+    def test_progress_reports_and_stops(self):
+        seen = []
+        d = os.path.join(self.tmp, "prog")
+        tartan.build(d, self.docs, centroids=32, threads=1,
+                     progress=lambda ph, done, total: seen.append((ph, done, total)))
+        phases = [p for p, _, _ in seen]
+        self.assertIn("publish", phases)
+        self.assertEqual(seen[-1], ("publish", 1, 1))
+        for ph, done, total in seen:
+            if total:
+                self.assertLessEqual(done, total, ph)
+
+        class Stop(Exception):
+            pass
+
+        def stop(ph, done, total):
+            raise Stop(ph)
+        # a build that takes well over the 50 ms between deliveries: the callable's
+        # exception stops it, nothing is published
+        d2 = os.path.join(self.tmp, "prog2")
+        big = np.random.default_rng(1).standard_normal((200000, 32), dtype=np.float32)
+        t0 = time.perf_counter()
+        with self.assertRaises(Stop) as cm:
+            tartan.build(d2, big, np.full(10000, 20), threads=1, progress=stop)
+        self.assertNotEqual(str(cm.exception), "publish")
+        self.assertLess(time.perf_counter() - t0, 5)
+        self.assertFalse(os.path.exists(d2))
+        self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith("prog2")], [])
+        self.assertRaises(TypeError, tartan.build, d2, self.docs, progress=3)
+
+
 class TestInterrupt(unittest.TestCase):
     def test_ctrl_c_stops_a_build_cleanly(self):
         with tempfile.TemporaryDirectory() as t:
