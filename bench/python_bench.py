@@ -5,8 +5,9 @@
     python-venv/bin/python bench/python_bench.py --builddir BUILD --work W [--reps 3]
 
 Makes W/s20k.* with tartan-synth and W/s20k.idx with `tartan build` when missing (the
-20k-document collection of "PLAID at the reference's scale"), then, interleaved, REPS
-times:
+20k-document collection of "PLAID at the reference's scale"; and W/s1k, 1000 documents,
+where a search is so short that the binding's fixed cost per call shows), then,
+interleaved, REPS times on each:
   * `tartan search --k 10 --threads 1`: its p50 per-query latency (timed around
     tt_search inside the batch) and QPS;
   * tartan.Index.search of each query alone from Python, timed around the whole call
@@ -50,49 +51,52 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    pre = os.path.join(a.work, "s20k")
-    idx = pre + ".idx"
-    if not os.path.exists(pre + ".queries.npy"):
-        sh(os.path.join(a.builddir, "tartan-synth"), "--out", pre, "--docs", 20000, "--doclen",
-           30, "--dim", 128, "--queries", 1000, "--qlen", 32, "--noise", 0.3, "--qnoise", 0.2)
-    if not os.path.exists(idx):
-        sh(os.path.join(a.builddir, "tartan"), "build", "--vectors", pre + ".vectors.npy",
-           "--doclens", pre + ".doclens.npy", "--ids", pre + ".ids.txt", "--out", idx,
-           "--threads", 2)
-    Q = np.load(pre + ".queries.npy")
-    Q = np.ascontiguousarray(Q, dtype=np.float32)
     tartan.set_blas_threads(1)
     out = os.path.join(a.work, "bench.run")
     rows = []
-    with tartan.Index(idx) as ix:
-        for q in Q[:50]:  # warm the page cache and the context pool
-            ix.search(q, k=a.k)
-        for rep in range(a.reps):
-            c1 = cli_search(a.builddir, idx, pre, a.k, 1, out)
-            lat = []
-            t0 = time.perf_counter()
-            for q in Q:
-                s = time.perf_counter()
+    for name, ndocs in (("s20k", 20000), ("s1k", 1000)):
+        pre = os.path.join(a.work, name)
+        idx = pre + ".idx"
+        if not os.path.exists(pre + ".queries.npy"):
+            sh(os.path.join(a.builddir, "tartan-synth"), "--out", pre, "--docs", ndocs,
+               "--doclen", 30, "--dim", 128, "--queries", 1000, "--qlen", 32, "--noise", 0.3,
+               "--qnoise", 0.2)
+        if not os.path.exists(idx):
+            sh(os.path.join(a.builddir, "tartan"), "build", "--vectors", pre + ".vectors.npy",
+               "--doclens", pre + ".doclens.npy", "--ids", pre + ".ids.txt", "--out", idx,
+               "--threads", 2)
+        Q = np.ascontiguousarray(np.load(pre + ".queries.npy"), dtype=np.float32)
+        with tartan.Index(idx) as ix:
+            for q in Q[:50]:  # warm the page cache and the context pool
                 ix.search(q, k=a.k)
-                lat.append(time.perf_counter() - s)
-            wall = time.perf_counter() - t0
-            p1 = {"qps": len(Q) / wall, "p50_ms": 1e3 * statistics.median(lat),
-                  "mean_ms": 1e3 * statistics.fmean(lat)}
-            c2 = cli_search(a.builddir, idx, pre, a.k, 2, out)
-            t0 = time.perf_counter()
-            ix.search(Q, k=a.k, threads=2)
-            p2 = {"qps": len(Q) / (time.perf_counter() - t0)}
-            row = {"rep": rep, "cli_1t": c1, "python_1t": p1, "cli_2t": c2, "python_batch_2t": p2}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+            for rep in range(a.reps):
+                c1 = cli_search(a.builddir, idx, pre, a.k, 1, out)
+                lat = []
+                t0 = time.perf_counter()
+                for q in Q:
+                    s = time.perf_counter()
+                    ix.search(q, k=a.k)
+                    lat.append(time.perf_counter() - s)
+                wall = time.perf_counter() - t0
+                p1 = {"qps": len(Q) / wall, "p50_ms": 1e3 * statistics.median(lat),
+                      "mean_ms": 1e3 * statistics.fmean(lat)}
+                c2 = cli_search(a.builddir, idx, pre, a.k, 2, out)
+                t0 = time.perf_counter()
+                ix.search(Q, k=a.k, threads=2)
+                p2 = {"qps": len(Q) / (time.perf_counter() - t0)}
+                row = {"index": name, "rep": rep, "cli_1t": c1, "python_1t": p1, "cli_2t": c2,
+                       "python_batch_2t": p2}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     print()
-    print("| rep | CLI p50 | Python p50 | overhead | CLI mean | Python mean | CLI QPS 2 threads "
-          "| Python batch QPS 2 threads | ratio |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| index | rep | CLI p50 | Python p50 | overhead | CLI mean | Python mean "
+          "| CLI QPS 2 threads | Python batch QPS 2 threads | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         c, p = r["cli_1t"], r["python_1t"]
-        print(f"| {r['rep']} | {c['p50_ms']:.3f} ms | {p['p50_ms']:.3f} ms | "
-              f"{100 * (p['p50_ms'] / c['p50_ms'] - 1):+.1f}% | {c['mean_ms']:.3f} ms | "
+        print(f"| {r['index']} | {r['rep']} | {c['p50_ms']:.3f} ms | {p['p50_ms']:.3f} ms | "
+              f"{1e3 * (p['p50_ms'] - c['p50_ms']):+.0f} us "
+              f"({100 * (p['p50_ms'] / c['p50_ms'] - 1):+.1f}%) | {c['mean_ms']:.3f} ms | "
               f"{p['mean_ms']:.3f} ms | {r['cli_2t']['qps']:.0f} | "
               f"{r['python_batch_2t']['qps']:.0f} | "
               f"{r['python_batch_2t']['qps'] / r['cli_2t']['qps']:.2f} |")

@@ -132,8 +132,10 @@ static int set_opt(void *base, const optspec *sp, PyObject *v) {
                 }
         PyErr_Clear();
         PyObject *r = PyObject_Repr(v);
+        if (!r)
+            return -1;
         PyErr_Format(PyExc_ValueError, "option %s: %U is not one of", sp->name, r);
-        Py_XDECREF(r);
+        Py_DECREF(r);
         /* append the choices */
         PyObject *t, *e, *tb;
         PyErr_Fetch(&t, &e, &tb);
@@ -471,10 +473,15 @@ static int get_ids(PyObject *ids, PyObject **keep, const char ***out, size_t *n,
     *n = 0;
     if (ids == Py_None)
         return 0;
-    PyObject *seq = PySequence_Fast(ids, "ids must be a sequence of str");
-    if (!seq)
+    /* a private list: the str objects stay alive (and in place) while the GIL is
+     * released, whatever other threads do to the caller's sequence */
+    PyObject *seq = PySequence_Check(ids) && !PyUnicode_Check(ids) ? PySequence_List(ids) : NULL;
+    if (!seq) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "ids must be a sequence of str");
         return -1;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    }
+    Py_ssize_t m = PyList_GET_SIZE(seq);
     const char **p = PyMem_Calloc((size_t)(m ? m : 1), sizeof *p);
     if (!p) {
         Py_DECREF(seq);
@@ -482,7 +489,7 @@ static int get_ids(PyObject *ids, PyObject **keep, const char ***out, size_t *n,
         return -1;
     }
     for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *s = PyList_GET_ITEM(seq, i);
         if (!PyUnicode_Check(s)) {
             PyErr_Format(PyExc_TypeError, "%s: id %zd is a %.100s, not a str", what, i,
                          Py_TYPE(s)->tp_name);
