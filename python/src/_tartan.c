@@ -1063,11 +1063,11 @@ done:
  * query; outputs: int64 n*k, float32 n*k, uint32 n. Runs in slices of 256 queries per
  * thread, checking for Ctrl-C between slices. */
 static PyObject *Index_search_batch(IndexObject *self, PyObject *args) {
-    PyObject *qo, *oo, *lo, *opts, *ro, *so, *no;
+    PyObject *qo, *oo, *lo, *opts, *ro, *so, *no, *to = Py_None;
     unsigned k;
     int threads, want_ids;
-    if (!PyArg_ParseTuple(args, "OOOIOiOOOp", &qo, &oo, &lo, &k, &opts, &threads, &ro, &so, &no,
-                          &want_ids))
+    if (!PyArg_ParseTuple(args, "OOOIOiOOOp|O", &qo, &oo, &lo, &k, &opts, &threads, &ro, &so,
+                          &no, &want_ids, &to))
         return NULL;
     snap *s = cur_snap(self);
     if (!s)
@@ -1076,8 +1076,9 @@ static PyObject *Index_search_batch(IndexObject *self, PyObject *args) {
     tt_search_options_init(&sopt);
     if (apply_opts(&sopt, search_spec, opts, "search") < 0)
         return NULL;
-    Py_buffer b[6];
+    Py_buffer b[7];
     int nb = 0;
+    double *secs = NULL;
     PyObject *res = NULL;
     tt_hit *hits = NULL;
     if (get_buf(qo, &b[nb], "f", 4, 0, "queries") < 0)
@@ -1098,6 +1099,15 @@ static PyObject *Index_search_batch(IndexObject *self, PyObject *args) {
     if (get_buf(no, &b[nb], "I", 4, 1, "nhits") < 0)
         goto done;
     nb++;
+    if (to != Py_None) { /* per-query seconds inside the library (benchmarks) */
+        if (get_buf(to, &b[nb], "d", 8, 1, "seconds") < 0)
+            goto done;
+        secs = b[nb++].buf;
+        if ((uint64_t)b[6].len / 8 != (uint64_t)b[2].len / 4) {
+            PyErr_SetString(PyExc_ValueError, "search_batch: seconds has the wrong size");
+            goto done;
+        }
+    }
     uint32_t dim = s->info.dim;
     uint64_t n = (uint64_t)b[2].len / 4, rowsq = (uint64_t)b[0].len / 4 / dim;
     const uint64_t *qoffs = b[1].buf;
@@ -1135,7 +1145,7 @@ static PyObject *Index_search_batch(IndexObject *self, PyObject *args) {
         char msg[2048] = "";
         Py_BEGIN_ALLOW_THREADS
         st = tt_search_batch(s->idx, (const float *)b[0].buf, qoffs + q0, qlens + q0, m, k, &sopt,
-                             threads, hits + q0 * k, nh + q0, NULL);
+                             threads, hits + q0 * k, nh + q0, secs ? secs + q0 : NULL);
         if (st != TT_OK)
             snprintf(msg, sizeof msg, "%s", tt_last_error());
         Py_END_ALLOW_THREADS

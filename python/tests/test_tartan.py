@@ -241,6 +241,27 @@ class TestThreads(Base):
             self.assertGreater(c1 - c0, 1000, f"counter moved {c1 - c0} in {dt:.3f} s")
 
 
+    def test_gil_released_during_build(self):
+        x = np.random.default_rng(3).standard_normal((100000, 32), dtype=np.float32)
+        stop = threading.Event()
+        count = [0]
+
+        def spin():
+            while not stop.is_set():
+                count[0] += 1
+        th = threading.Thread(target=spin)
+        th.start()
+        try:
+            time.sleep(0.01)
+            c0 = count[0]
+            tartan.build(os.path.join(self.tmp, "gil-build"), x, np.full(5000, 20), threads=1)
+            c1 = count[0]
+        finally:
+            stop.set()
+            th.join()
+        self.assertGreater(c1 - c0, 1000)
+
+
 class TestErrors(Base):
     def check(self, cls, status, pattern, fn, *a, **kw):
         with self.assertRaises(cls) as cm:
