@@ -872,7 +872,14 @@ typedef struct {
     snap *cur;
     PyObject *path;
     tt_open_options oo;
+    double last_seconds; /* time of the last tt_search of _search (benchmarks) */
 } IndexObject;
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int snap_open(IndexObject *self, snap **out) {
     const char *dir = PyUnicode_AsUTF8(self->path);
@@ -1015,11 +1022,15 @@ static PyObject *Index_search(IndexObject *self, PyObject *args) {
     int st;
     uint32_t nh = 0;
     char msg[2048] = "";
+    double t0 = 0, t1 = 0;
     Py_BEGIN_ALLOW_THREADS
+    t0 = mono_now();
     st = tt_search(s->idx, ctx, (const float *)q.buf, (uint32_t)(nv / dim), k, &sopt, hits, &nh);
+    t1 = mono_now();
     if (st != TT_OK)
         snprintf(msg, sizeof msg, "%s", tt_last_error());
     Py_END_ALLOW_THREADS
+    self->last_seconds = t1 - t0;
     ctx_put(s, ctx);
     if (st != TT_OK) {
         snap_unref(s);
@@ -1310,7 +1321,13 @@ static PyMethodDef Index_methods[] = {
     {"info", (PyCFunction)Index_info, METH_NOARGS, "The index's tt_index_info as a dict."},
     {NULL, NULL, 0, NULL}};
 
+static PyObject *Index_get_last_seconds(IndexObject *self, void *unused) {
+    return PyFloat_FromDouble(self->last_seconds);
+}
+
 static PyGetSetDef Index_getset[] = {
+    {"_last_seconds", (getter)Index_get_last_seconds, NULL,
+     "seconds inside tt_search during the last single-query search (benchmarks)", NULL},
     {"dim", (getter)Index_get_dim, NULL, "vector dimension", NULL},
     {"closed", (getter)Index_get_closed, NULL, "True once closed", NULL},
     {"path", (getter)Index_get_path, NULL, "the index directory", NULL},
