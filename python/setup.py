@@ -13,7 +13,7 @@ import os
 import shlex
 import subprocess
 
-import numpy  # noqa: F401  (a build requirement: the package needs it at run time)
+import numpy  # a build requirement: the result arrays are made with its C API
 from setuptools import Extension, setup
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -52,7 +52,7 @@ include_dirs, library_dirs, libraries = from_build_tree(build) if build else fro
 setup(ext_modules=[Extension(
     "tartan._tartan",
     sources=["src/_tartan.c"],
-    include_dirs=include_dirs,
+    include_dirs=include_dirs + [numpy.get_include()],
     library_dirs=library_dirs,
     runtime_library_dirs=library_dirs,
     libraries=libraries,

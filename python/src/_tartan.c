@@ -19,6 +19,9 @@
  * Batch searches run in slices and check for signals between them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+/* NumPy's C API only for the result arrays of the single-query fast path. */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -1215,6 +1218,111 @@ done:
     return res;
 }
 
+/* search(queries, k=10, **options): the common case -- one query as a 2-D float32
+ * C-contiguous array of the index's dim, no options -- entirely here: no Python code runs
+ * around the search, whose cold caches make each interpreted step slow. Everything else
+ * (batches, lists, other dtypes, options, as_dicts, rows) goes to the Python layer's
+ * _search_py with the same arguments. */
+static PyObject *Index_search_entry(IndexObject *self, PyObject *args, PyObject *kw) {
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    PyObject *qo = na >= 1 ? PyTuple_GET_ITEM(args, 0) : NULL, *ko = na >= 2 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    int fast = qo && na <= 2 && self->cur;
+    if (fast && kw && PyDict_GET_SIZE(kw) > 0) {
+        PyObject *kk = PyDict_GetItemString(kw, "k"); /* borrowed */
+        if (kk && PyDict_GET_SIZE(kw) == 1 && !ko)
+            ko = kk;
+        else
+            fast = 0;
+    }
+    long k = 10;
+    if (fast && ko) {
+        if (!PyLong_CheckExact(ko)) {
+            fast = 0;
+        } else {
+            k = PyLong_AsLong(ko);
+            if (k < 1 || k > (long)UINT32_MAX) {
+                PyErr_Clear();
+                fast = 0;
+            }
+        }
+    }
+    Py_buffer q;
+    int have_q = 0;
+    if (fast && PyArray_CheckExact(qo)) {
+        PyArrayObject *a = (PyArrayObject *)qo;
+        fast = PyArray_NDIM(a) == 2 && PyArray_TYPE(a) == NPY_FLOAT32 &&
+               PyArray_ISCARRAY_RO(a) && PyArray_ISNOTSWAPPED(a) && PyArray_DIM(a, 0) > 0 &&
+               PyArray_DIM(a, 1) == (npy_intp)self->cur->info.dim &&
+               PyArray_DIM(a, 0) <= (npy_intp)UINT32_MAX;
+        if (fast) {
+            q.buf = PyArray_DATA(a);
+            q.len = PyArray_NBYTES(a);
+            have_q = 1;
+        }
+    }
+    if (!have_q) {
+        PyObject *m = PyObject_GetAttrString((PyObject *)self, "_search_py");
+        if (!m)
+            return NULL;
+        PyObject *r = PyObject_Call(m, args, kw);
+        Py_DECREF(m);
+        return r;
+    }
+    snap *s = self->cur;
+    uint32_t dim = s->info.dim, nh = 0;
+    tt_hit *hits = PyMem_Malloc((size_t)k * sizeof *hits);
+    if (!hits)
+        return PyErr_NoMemory();
+    tt_search_ctx *ctx = ctx_get(s);
+    if (!ctx) {
+        PyMem_Free(hits);
+        return NULL;
+    }
+    Py_INCREF(qo); /* the array's data stays while the GIL is released */
+    s->refs++;
+    int st;
+    char msg[2048] = "";
+    double t0 = 0, t1 = 0;
+    Py_BEGIN_ALLOW_THREADS
+    t0 = mono_now();
+    st = tt_search(s->idx, ctx, (const float *)q.buf, (uint32_t)(q.len / 4 / dim), (uint32_t)k,
+                   NULL, hits, &nh);
+    t1 = mono_now();
+    if (st != TT_OK)
+        snprintf(msg, sizeof msg, "%s", tt_last_error());
+    Py_END_ALLOW_THREADS
+    self->last_seconds = t1 - t0;
+    Py_DECREF(qo);
+    ctx_put(s, ctx);
+    PyObject *res = NULL, *ids = NULL, *scores = NULL;
+    if (st != TT_OK) {
+        raise_status(st, msg);
+        goto done;
+    }
+    npy_intp n = (npy_intp)nh;
+    ids = PyArray_SimpleNew(1, &n, NPY_OBJECT);
+    scores = PyArray_SimpleNew(1, &n, NPY_FLOAT32);
+    if (!ids || !scores)
+        goto done;
+    PyObject **ip = (PyObject **)PyArray_DATA((PyArrayObject *)ids);
+    float *sp = (float *)PyArray_DATA((PyArrayObject *)scores);
+    for (uint32_t i = 0; i < nh; i++) {
+        PyObject *t = id_str(s->idx, hits[i].doc);
+        if (!t)
+            goto done;
+        Py_XDECREF(ip[i]);
+        ip[i] = t;
+        sp[i] = hits[i].score;
+    }
+    res = PyTuple_Pack(2, ids, scores);
+done:
+    Py_XDECREF(ids);
+    Py_XDECREF(scores);
+    snap_unref(s);
+    PyMem_Free(hits);
+    return res;
+}
+
 static PyObject *Index_doc_ids(IndexObject *self, PyObject *arg) {
     snap *s = cur_snap(self);
     if (!s)
@@ -1312,10 +1420,33 @@ static PyObject *Index_get_path(IndexObject *self, void *unused) {
     return self->path;
 }
 
+PyDoc_STRVAR(search_doc,
+    "search($self, queries, k=10, *, as_dicts=False, rows=False, threads=0, **options)\n"
+    "--\n"
+    "\n"
+    "Searches one query, a (nq, dim) array, or a batch: an (n, nq, dim) array or a\n"
+    "list of (nq_i, dim) arrays.\n"
+    "\n"
+    "Returns (ids, scores): for one query ids is a 1-D object array of document ids\n"
+    "(str) and scores a float32 array, best first (len = min(k, documents)); for a\n"
+    "batch both are (n, k) arrays, padded with None / -inf past a query's hits.\n"
+    "rows=True gives int64 document rows (-1 as padding) instead of ids.\n"
+    "as_dicts=True gives PyLate's format instead: a list of {\"id\", \"score\"} dicts (a\n"
+    "list of such lists for a batch).\n"
+    "\n"
+    "Options: mode (\"plaid\", \"exhaustive\", \"exact\"), nprobe, threshold, ndocs, score\n"
+    "(\"sum\", \"mean\"), pruning (\"auto\", \"absolute\", \"relative\"), prune_ratio, rerank\n"
+    "(\"adaptive\", \"fixed\") as in `tartan search`; threads (batch: 0 = all CPUs).\n"
+    "Queries that are float32 C-contiguous are used in place; others are converted\n"
+    "once. NaN/Inf raises BadValueError; a wrong dim DimensionError.\n"
+    "");
+
 static PyMethodDef Index_methods[] = {
     {"close", (PyCFunction)Index_close, METH_NOARGS, "Closes the index (searches running finish first)."},
     {"reopen", (PyCFunction)Index_reopen, METH_NOARGS, "Opens the index's current generation."},
     {"_search", (PyCFunction)Index_search, METH_VARARGS, "Low-level search of one query."},
+    {"search", (PyCFunction)(void (*)(void))Index_search_entry, METH_VARARGS | METH_KEYWORDS,
+     search_doc},
     {"_search_batch", (PyCFunction)Index_search_batch, METH_VARARGS, "Low-level batch search."},
     {"doc_ids", (PyCFunction)Index_doc_ids, METH_O, "External ids of int64 document rows."},
     {"info", (PyCFunction)Index_info, METH_NOARGS, "The index's tt_index_info as a dict."},
@@ -1629,6 +1760,7 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_tartan",
                                        -1, module_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__tartan(void) {
+    import_array();
     if (PyType_Ready(&IndexType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);

@@ -391,8 +391,8 @@ class Index(_tartan.Index):
             return f"<tartan.Index {self.path!r} closed>"
         return f"<tartan.Index {self.path!r}: {len(self)} documents, dim {self.dim}>"
 
-    def search(self, queries: Any, k: int = 10, *, as_dicts: bool = False, rows: bool = False,
-               threads: int = 0, **options: Any) -> Any:
+    def _search_py(self, queries: Any, k: int = 10, *, as_dicts: bool = False,
+                   rows: bool = False, threads: int = 0, **options: Any) -> Any:
         """Searches one query, a (nq, dim) array, or a batch: an (n, nq, dim) array or a
         list of (nq_i, dim) arrays.
 
@@ -440,6 +440,10 @@ class Index(_tartan.Index):
         if nqry:
             out.reshape(-1)[:] = ids
         return out, s
+
+    # search() itself is the C type's: one float32 C-contiguous (nq, dim) query with no
+    # option but k runs entirely in C; anything else comes back to _search_py above
+    # (same arguments, same results). Its docstring is _search_py's.
 
     # ------------------------------------------------------------- changes
 

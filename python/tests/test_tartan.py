@@ -92,6 +92,11 @@ class TestSearch(Base):
                 ids, scores = ix.search(q, k=7)
                 self.assertEqual(list(ids), list(bids[i]))
                 np.testing.assert_array_equal(scores, bscores[i])
+                # the C fast path (this call) and the Python path agree exactly
+                pids, pscores = ix._search_py(q, k=7)
+                self.assertEqual(list(pids), list(ids))
+                np.testing.assert_array_equal(pscores, scores)
+                self.assertEqual((ids.dtype, scores.dtype), (np.dtype(object), np.float32))
                 rows, rscores = ix.search(q, k=7, rows=True)
                 self.assertEqual(ix.doc_ids(rows), list(ids))
                 dicts = ix.search(q, k=7, as_dicts=True)
