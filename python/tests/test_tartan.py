@@ -220,12 +220,14 @@ class TestThreads(Base):
 
     def test_gil_released_during_batch_search(self):
         # a Python thread keeps counting while a long exhaustive batch search runs
-        qs = np.repeat(self.queries(n=8), 60, axis=0)
+        qs = self.queries(n=8)
         with tartan.Index(self.path) as ix:
-            t0 = time.perf_counter()
-            ix.search(qs[:40], k=10, mode="exhaustive", threads=1)
-            if time.perf_counter() - t0 < 0.005:
-                self.skipTest("searches too fast to observe")
+            while True:  # a batch that takes at least 0.1 s on this machine
+                t0 = time.perf_counter()
+                ix.search(qs, k=10, mode="exhaustive", threads=1)
+                if time.perf_counter() - t0 >= 0.1:
+                    break
+                qs = np.concatenate([qs, qs])
             stop = threading.Event()
             count = [0]
 
