@@ -149,10 +149,6 @@ DEFAULT_METRICS = ["MRR@10", "nDCG@10", "nDCG@100", "Recall@10", "Recall@100",
                    "Recall@1000", "MAP@1000", "Success@5"]
 
 
-def _fail(cls, message: str):
-    e = cls(message)
-    raise e
-
 # ------------------------------------------------------------------ arrays
 
 

@@ -11,7 +11,6 @@ from PyLate's documented behaviour (PyLate itself cannot be installed here):
     best first; one (nq, dim) array is one query (PyLate's reshape_embeddings);
   * index.remove_documents(documents_ids) returns the index and the documents are gone.
 """
-import os
 import shutil
 import tempfile
 import unittest
