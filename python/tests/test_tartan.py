@@ -218,6 +218,37 @@ class TestThreads(Base):
             self.assertEqual(errors, [])
             self.assertEqual(len(results), 4)
 
+    def test_close_while_threads_search(self):
+        # searches running when close() (or a change's reopen) drops the snapshot finish
+        # on it; later ones raise ValueError("closed"); nothing crashes or leaks a context
+        qs = self.queries(n=4)
+        ix = tartan.Index(self.path)
+        errors, done = [], [0]
+
+        def worker():
+            try:
+                while True:
+                    for q in qs:
+                        ix.search(q, k=3, mode="exhaustive")
+                        ix.search(qs, k=3)
+                    done[0] += 1
+            except ValueError as e:
+                if "closed" not in str(e):
+                    errors.append(e)
+            except Exception as e:  # pragma: no cover
+                errors.append(e)
+        ths = [threading.Thread(target=worker) for _ in range(3)]
+        for t in ths:
+            t.start()
+        time.sleep(0.05)
+        ix.reopen()
+        time.sleep(0.05)
+        ix.close()
+        for t in ths:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertTrue(ix.closed)
+
     def test_gil_released_during_batch_search(self):
         # a Python thread keeps counting while a long exhaustive batch search runs
         qs = self.queries(n=8)
@@ -339,6 +370,8 @@ class TestErrors(Base):
             self.assertFalse(f.flags.c_contiguous)
             np.testing.assert_array_equal(ix.search(f)[1], ix.search(q)[1])
             np.testing.assert_array_equal(ix.search(q.astype(np.float64))[1], ix.search(q)[1])
+            h = q.astype(np.float16)
+            np.testing.assert_array_equal(ix.search(h)[1], ix.search(h.astype(np.float32))[1])
         d = os.path.join(self.tmp, "arg")
         self.check(tartan.InvalidArgumentError, -1, "would be copied", tartan.build, d,
                    self.x[::2], self.lens, copy=False)
