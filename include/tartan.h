@@ -104,6 +104,32 @@ TT_API uint32_t tt_input_dim(const tt_input *in);
 TT_API uint64_t tt_input_num_docs(const tt_input *in);
 TT_API uint64_t tt_input_num_vectors(const tt_input *in);
 
+/* --------------------------------------------------- input from memory */
+
+/* Element types of vectors held in memory. */
+enum { TT_DTYPE_F32 = 1, TT_DTYPE_F16 = 2 };
+
+/* A corpus held by the caller, read in place (never copied as a whole): nblocks blocks
+ * of row-major vectors, blocks[b] holding block_rows[b] rows of dim elements of dtype
+ * (TT_DTYPE_F32: float; TT_DTYPE_F16: IEEE half as uint16_t), concatenated in order.
+ * Documents: with doclens (num_docs values, each 1..2^31, summing to the rows
+ * of all blocks) they run across blocks as doclens says; with doclens NULL each block
+ * is one document (num_docs is ignored; a block of 0 rows is TT_EVALUE). ids (may be
+ * NULL: row numbers) holds num_docs NUL-terminated ids, copied, checked as an ids
+ * file's lines are (1..1024 bytes, no whitespace or control characters, no
+ * duplicates). name (may be NULL: "memory") names the vectors in messages.
+ * OWNERSHIP: the blocks are borrowed: they must stay valid and unchanged until
+ * tt_input_free; the build copies rows out of them a chunk at a time (from its worker
+ * threads), converting float16 to float32. Finiteness is checked as the build reads them
+ * (TT_EVALUE naming the vector and document), like a file's.
+ * Errors: TT_EINVAL (NULL arguments), TT_EUNSUPPORTED (dtype), TT_EDIM (dim 0, doclens
+ * that do not sum to the rows), TT_EVALUE (no vectors, a document of length 0),
+ * TT_EPARSE (a bad or duplicate id), TT_ENOMEM. */
+TT_API int tt_input_from_memory(tt_input **out, uint32_t dim, int dtype, size_t nblocks,
+                                const void *const *blocks, const uint64_t *block_rows,
+                                const int64_t *doclens, uint64_t num_docs,
+                                const char *const *ids, const char *name);
+
 /* ------------------------------------------------------------------ build */
 
 enum { TT_KEEP_NONE = 0, TT_KEEP_F16 = 1 };
