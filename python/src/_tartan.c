@@ -292,6 +292,8 @@ static const optspec search_spec[] = {
     {"pruning", OPT_CHOICE, OFF(tt_search_options, pruning), prune_names, prune_values},
     {"prune_ratio", OPT_FLOAT, OFF(tt_search_options, prune_ratio), NULL, NULL},
     {"rerank", OPT_CHOICE, OFF(tt_search_options, rerank), rerank_names, rerank_values},
+    {"tuned", OPT_BOOL, OFF(tt_search_options, tuned), NULL, NULL},
+    {"rerank_margin", OPT_FLOAT, OFF(tt_search_options, rerank_margin), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
 static const char *const io_names[] = {"auto", "uring", "mmap", NULL};
@@ -360,6 +362,8 @@ typedef struct job {
     tt_change_stats cstats;
     const char *const *ids;
     size_t nids;
+    tt_tune_options to;
+    tt_tune_info tinfo;
     /* progress: the worker's latest report, delivered to the Python callable `progress`
      * by the waiting thread (never called from the worker: it holds no GIL) */
     PyObject *progress;
@@ -465,6 +469,7 @@ static int job_build(job *j) { return tt_build(j->path, j->in, &j->bo, &j->bstat
 static int job_add(job *j) { return tt_index_add(j->path, j->in, &j->co, &j->cstats); }
 static int job_delete(job *j) { return tt_index_delete(j->path, j->ids, j->nids, &j->co, &j->cstats); }
 static int job_compact(job *j) { return tt_index_compact(j->path, &j->co, &j->cstats); }
+static int job_tune(job *j) { return tt_index_tune(j->path, &j->to, &j->tinfo); }
 
 /* ------------------------------------------------------- inputs */
 
@@ -819,6 +824,72 @@ static PyObject *py_compact(PyObject *self, PyObject *args) {
     PyObject *res = NULL;
     if (run_job(&j) == 0)
         res = j.status == TT_OK ? change_stats_dict(&j.cstats) : raise_status(j.status, j.message);
+    return res;
+}
+
+static PyObject *tuned_dict(const tt_tuned *t) {
+    return Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:d,s:O}", "k", t->k, "nprobe", t->nprobe,
+                         "ndocs", t->ndocs, "prune_ratio", (double)t->prune_ratio,
+                         "rerank_margin", (double)t->rerank_margin, "recall", t->recall, "ms",
+                         t->ms, "reached", t->reached ? Py_True : Py_False);
+}
+
+static PyObject *tune_dict(const tt_tune_info *t) {
+    if (!t->tuned)
+        Py_RETURN_NONE;
+    PyObject *a = tuned_dict(&t->k10), *b = tuned_dict(&t->k100), *d = NULL;
+    if (a && b)
+        d = Py_BuildValue("{s:d,s:s,s:I,s:I,s:d,s:K,s:K,s:K,s:s,s:O,s:O}", "target", t->target,
+                          "source", t->pseudo ? "pseudo" : "queries", "num_queries",
+                          t->num_queries, "query_len", t->query_len, "noise", t->noise, "seed",
+                          (unsigned long long)t->seed, "live_docs",
+                          (unsigned long long)t->live_docs, "generation",
+                          (unsigned long long)t->generation, "cost",
+                          t->cost == TT_TUNE_COST_WORK ? "work" : "time", "k10", a, "k100", b);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return d;
+}
+
+/* tune(dir, target, num_queries, query_len, noise, seed, cost, threads, if_stale,
+ *      progress) -> calibration dict (pseudo-queries; tt_index_tune) */
+static PyObject *py_tune(PyObject *self, PyObject *args) {
+    const char *path, *cost;
+    double target, noise;
+    unsigned int nq, qlen;
+    unsigned long long seed;
+    int threads, if_stale;
+    PyObject *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "sdIIdKsip|O", &path, &target, &nq, &qlen, &noise, &seed, &cost,
+                          &threads, &if_stale, &progress))
+        return NULL;
+    job j;
+    memset(&j, 0, sizeof j);
+    tt_tune_options_init(&j.to);
+    j.to.target_recall = target;
+    j.to.num_queries = nq;
+    j.to.query_len = qlen;
+    j.to.noise = (float)noise;
+    j.to.seed = seed;
+    j.to.threads = threads;
+    j.to.if_stale = if_stale;
+    if (!strcmp(cost, "time"))
+        j.to.cost = TT_TUNE_COST_TIME;
+    else if (!strcmp(cost, "work"))
+        j.to.cost = TT_TUNE_COST_WORK;
+    else
+        return raise_status(TT_EINVAL, "tune: cost must be 'time' or 'work'");
+    if (progress != Py_None) {
+        j.progress = progress;
+        j.to.progress = job_progress;
+        j.to.progress_user = &j;
+    }
+    j.path = path;
+    j.fn = job_tune;
+    j.to.cancel = &j.cancel;
+    PyObject *res = NULL;
+    if (run_job(&j) == 0)
+        res = j.status == TT_OK ? tune_dict(&j.tinfo) : raise_status(j.status, j.message);
     return res;
 }
 
@@ -1748,6 +1819,7 @@ static PyMethodDef module_methods[] = {
     {"add", py_add, METH_VARARGS, "add(dir, source, options) -> stats"},
     {"delete", py_delete, METH_VARARGS, "delete(dir, ids, options) -> stats"},
     {"compact", py_compact, METH_VARARGS, "compact(dir, options) -> stats"},
+    {"tune", py_tune, METH_VARARGS, "tune(dir, target, ...) -> calibration"},
     {"evaluate", py_evaluate, METH_VARARGS, "evaluate(qrels, run, metrics, missing_as_zero, level)"},
     {"ttest", py_ttest, METH_VARARGS, "ttest(a, b) -> (t, p)"},
     {"option_names", py_option_names, METH_NOARGS, "Option names by kind."},

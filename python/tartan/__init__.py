@@ -27,7 +27,7 @@ from . import _tartan
 
 __version__ = _tartan.version()
 __all__ = [
-    "build", "Index", "evaluate", "Evaluation", "ttest", "to_run", "set_blas_threads",
+    "build", "tune", "Index", "evaluate", "Evaluation", "ttest", "to_run", "set_blas_threads",
     "Error", "InvalidArgumentError", "OutOfMemoryError", "InputOutputError", "FormatError",
     "VersionError", "CorruptError", "UnsupportedError", "ExistsError", "NoSpaceError",
     "DimensionError", "BadValueError", "EncoderError", "EncoderTimeoutError", "NotFoundError",
@@ -288,8 +288,8 @@ def _check_progress(progress: Any) -> Any:
 
 
 def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids: Any = None, *,
-          copy: bool = True, bf16: bool = False, progress: Any = None,
-          **options: Any) -> Dict[str, Any]:
+          copy: bool = True, bf16: bool = False, progress: Any = None, tune: bool = True,
+          target_recall: float = 0.95, **options: Any) -> Dict[str, Any]:
     """Builds a compressed index at `path` and returns the build's statistics (a dict:
     seconds, centroids, heldout_mse, index_bytes, ...).
 
@@ -314,6 +314,9 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     50 ms) with the library's progress ("sample", "codec", "encode", "ivf", "publish");
     an exception it raises stops the build and propagates.
 
+    tune: as `tartan build`, the index is then calibrated (tartan.tune with target_recall;
+    doc/search.md, "Calibrated defaults"): stats["calibration"] has what was stored.
+
     The GIL is released; Ctrl-C stops the build (nothing is left at path) and raises
     KeyboardInterrupt. Errors: tartan.Error subclasses (ExistsError without force=True,
     BadValueError for NaN/Inf naming the vector and document, ...)."""
@@ -321,7 +324,29 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     stats = _tartan.build(os.fspath(path), src, _options("build", options, "build"),
                           _check_progress(progress))
     del keep
+    if tune:
+        stats["calibration"] = globals()["tune"](path, target_recall=target_recall,
+                                                 threads=options.get("threads", 0),
+                                                 progress=progress)
     return stats
+
+
+def tune(path: Union[str, os.PathLike], *, target_recall: float = 0.95,
+         pseudo_queries: int = 64, query_len: int = 0, noise: float = 0.5, seed: int = 42,
+         cost: str = "time", threads: int = 0, if_stale: bool = False,
+         progress: Any = None) -> Optional[Dict[str, Any]]:
+    """Calibrates PLAID's search parameters on the index at path, as `tartan tune` does
+    (doc/search.md, "Calibrated defaults"): recall@10 and recall@100 against exhaustive
+    search on pseudo-queries made from the index, over a grid of nprobe, ndocs and the
+    adaptive stage-4 margin; the cheapest set reaching target_recall is stored in the
+    index (a new generation), and every search without those options uses it. Returns
+    the stored calibration (a dict: target, source, k10 and k100 with nprobe, ndocs,
+    prune_ratio, rerank_margin, recall, ms, reached). cost="work" makes the choice
+    repeatable; if_stale=True re-checks only when the index changed by a quarter since.
+    The GIL is released; Ctrl-C stops it (nothing published)."""
+    return _tartan.tune(os.fspath(path), float(target_recall), int(pseudo_queries),
+                        int(query_len), float(noise), int(seed), str(cost), int(threads),
+                        bool(if_stale), _check_progress(progress))
 
 # ------------------------------------------------------------------ search
 

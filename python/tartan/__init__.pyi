@@ -44,6 +44,8 @@ def build(
     copy: bool = ...,
     bf16: bool = ...,
     progress: Optional[Callable[[str, int, int], Any]] = ...,
+    tune: bool = ...,
+    target_recall: float = ...,
     nbits: int = ...,
     centroids: int = ...,
     threads: int = ...,
@@ -64,6 +66,20 @@ def build(
     pool_factor: int = ...,
     debias: bool = ...,
 ) -> Dict[str, Any]: ...
+
+def tune(
+    path: PathLike,
+    *,
+    target_recall: float = ...,
+    pseudo_queries: int = ...,
+    query_len: int = ...,
+    noise: float = ...,
+    seed: int = ...,
+    cost: Literal["time", "work"] = ...,
+    threads: int = ...,
+    if_stale: bool = ...,
+    progress: Optional[Callable[[str, int, int], Any]] = ...,
+) -> Optional[Dict[str, Any]]: ...
 
 Hit = Dict[str, Any]  # {"id": str, "score": float}
 
@@ -99,6 +115,8 @@ class Index:
         pruning: Literal["auto", "absolute", "relative"] = ...,
         prune_ratio: float = ...,
         rerank: Literal["adaptive", "fixed"] = ...,
+        tuned: bool = ...,
+        rerank_margin: float = ...,
     ) -> Union[Tuple[npt.NDArray[Any], npt.NDArray[np.float32]], List[Hit], List[List[Hit]]]: ...
     def add(
         self,
