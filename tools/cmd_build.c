@@ -53,7 +53,11 @@ static void usage(FILE *f) {
         "                       and search (default 1: none; doc/pooling.md). Queries are\n"
         "                       never pooled; tartan add uses the index's factor\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
-        "  --describe TEXT      encoder description stored in the index\n");
+        "  --describe TEXT      encoder description stored in the index\n"
+        "  --shards S           a sharded index: S index directories OUT/shard-NNNN of\n"
+        "                       consecutive documents sharing one codebook, and OUT/SHARDS\n"
+        "                       naming them (doc/format.md; search it whole, or per shard\n"
+        "                       under MPI: doc/scale.md)\n");
 }
 
 /* Builds from an open input and prints the summary. */
@@ -87,6 +91,8 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     printf("built %s: %llu documents, %llu vectors%s x %u dims, %u centroids, %d-bit residuals\n",
            out, (unsigned long long)tt_input_num_docs(in), (unsigned long long)stored, pooled,
            tt_input_dim(in), bs.num_centroids, o->nbits);
+    if (o->shards > 1)
+        printf("in %u shards (%s/shard-0000 ...)\n", o->shards, out);
     uint64_t f16 = tt_input_num_vectors(in) * tt_input_dim(in) * 2;
     printf("index %s (float16 input vectors: %s, %.2fx smaller) in %.2f s "
            "(train %.2f s, encode %.2f s, ivf %.2f s)\n",
@@ -126,6 +132,7 @@ int cmd_build(int argc, char **argv) {
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
+        {"shards", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -212,6 +219,11 @@ int cmd_build(int argc, char **argv) {
         case 'P':
             if ((rc_arg = cli_pool_factor_arg("build", optarg, &o.pool_factor)))
                 return rc_arg;
+            break;
+        case 'R':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 4096)
+                return cli_usage_error("build", "--shards must be 1..4096");
+            o.shards = (uint32_t)u;
             break;
         case 'B': io.bf16_from_uint16 = 1; break;
         case 'd': o.encoder = optarg; break;

@@ -6,6 +6,7 @@
  * published with a manifest (written last) and a directory rename, so a failed or
  * killed build never leaves an index that opens at the output path. */
 #include "index/build.h"
+#include "index/shards.h"
 #include "io/dir.h"
 
 #include <dirent.h>
@@ -297,6 +298,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         defaults.pool_factor = 1;
     if (o->debias != 0 && o->debias != 1)
         return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
+    if (o->shards > TT_MAX_SHARDS)
+        return tt_err(TT_EINVAL, "at most %u shards (got %u)", TT_MAX_SHARDS, o->shards);
 
     /* A codebook taken from another index fixes what training would choose. */
     tt_index *cb = NULL;
@@ -340,8 +343,15 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         goto fail;
     b.in = pool ? tt_pooled_input(pool) : in;
     b.wdir = b.tmp;
-    if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)) ||
-        (st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
+    if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)))
+        goto fail;
+    if (o->shards > 1) { /* a sharded index: index/shards.c */
+        if ((st = tt_build_shards(&b, 0, 1, t0)) || (st = tt_build_progress(&b, "publish", 0, 1)) ||
+            (st = tt_build_publish(&b)))
+            goto fail;
+        goto published;
+    }
+    if ((st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))
@@ -359,6 +369,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         b.st.index_bytes += strcmp(b.man.e[i].name, TT_F_ORIGINALS) ? b.man.e[i].size : 0;
     if ((st = tt_build_publish(&b)))
         goto fail;
+published:
     if (o->progress)
         o->progress(o->progress_user, "publish", 1, 1);
     b.st.seconds_total = tt_now() - t0;
@@ -366,6 +377,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         *stats = b.st;
     st = TT_OK;
 fail:
+    if (st && o->shards > 1)
+        tt_build_shards_discard(&b);
     tt_build_discard(&b, st);
     tt_build_free(&b);
     tt_pooled_free(pool);
