@@ -162,8 +162,8 @@ typedef struct tt_build_options {
                                  * documents [D*s/S, D*(s+1)/S) encoded with the one
                                  * codebook trained on the whole input (the same as an
                                  * unsharded build's), and out_dir/SHARDS naming them;
-                                 * published as one directory. force cannot replace a
-                                 * sharded index (TT_EEXIST naming its shards) */
+                                 * published as one directory. force does not replace a
+                                 * sharded index yet (refused: "not a tartan index") */
 } tt_build_options;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
