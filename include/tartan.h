@@ -164,7 +164,30 @@ typedef struct tt_build_options {
                                  * unsharded build's), and out_dir/SHARDS naming them;
                                  * published as one directory. force does not replace a
                                  * sharded index yet (refused: "not a tartan index") */
+    const struct tt_build_group *group; /* NULL (default): this process builds alone. Else
+                                 * one of a group of processes (e.g. MPI ranks:
+                                 * tartan-mpi build) that build one sharded index
+                                 * together; every member calls tt_build with the same
+                                 * input, options and out_dir (a file system they all
+                                 * see). Rank 0 checks and locks out_dir, trains the
+                                 * codebook and leaves it in the build directory; rank r
+                                 * encodes shards r, r + size, ...; rank 0 writes SHARDS
+                                 * and publishes once every rank succeeded. A failure
+                                 * anywhere fails every member (TT_EIO "another process
+                                 * of the build failed" where it did not happen) and
+                                 * nothing is published. Needs shards >= 2, no codebook */
 } tt_build_options;
+
+/* The members of a group build (tt_build_options.group). */
+typedef struct tt_build_group {
+    uint32_t rank, size;        /* this member, 0 .. size-1; rank 0 publishes */
+    /* Called by every member at the same points in the same order. Returns 0 if every
+     * member passed status 0 (TT_OK), else non-zero; and copies `bytes` bytes at buf
+     * from rank 0 to the others (buf NULL when bytes is 0). E.g. MPI_Allreduce of the
+     * statuses, then MPI_Bcast. */
+    int (*sync)(void *user, int status, void *buf, size_t bytes);
+    void *user;
+} tt_build_group;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
 

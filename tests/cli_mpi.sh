@@ -64,4 +64,49 @@ TARTAN_MPI_FAULT= $MPIRUN -n 3 "$TM" search --index "$WORK/sh2" --queries "$Q" \
 [ $? -ne 0 ] && grep -q "shard-0002" "$WORK/log" && [ ! -e "$WORK/g.run" ] \
     && ok "a missing shard: named by the rank that serves it, no run" \
     || bad "missing shard ($(head -c 300 "$WORK/log"))"
+
+# distributed build: the files of one-process `tartan build --shards 3` (meta.tt but its
+# moment, time and threads; MANIFEST names meta.tt's checksum), for 1..4 ranks
+same_tree() { # A B
+    (cd "$1" && find . -type f | sort) >"$WORK/t1"; (cd "$2" && find . -type f | sort) >"$WORK/t2"
+    cmp -s "$WORK/t1" "$WORK/t2" || return 1
+    for f in $(cat "$WORK/t1"); do
+        case $f in
+        */MANIFEST) ;;
+        */meta.tt)
+            tail -c +65 "$1/$f" | grep -v '^created=\|^build_seconds=\|^threads=' >"$WORK/m1"
+            tail -c +65 "$2/$f" | grep -v '^created=\|^build_seconds=\|^threads=' >"$WORK/m2"
+            cmp -s "$WORK/m1" "$WORK/m2" || return 1 ;;
+        *) cmp -s "$1/$f" "$2/$f" || return 1 ;;
+        esac
+    done
+}
+bargs="--vectors $V --doclens $L --ids $WORK/c.ids.txt --centroids 32 --shards 3"
+for n in 1 2 3 4; do
+    $MPIRUN -n $n "$TM" build $bargs --out "$WORK/d$n" >"$WORK/log" 2>&1
+    same_tree "$WORK/sh" "$WORK/d$n" && "$T" verify "$WORK/d$n/shard-0002" >/dev/null 2>&1 \
+        && ok "build by $n ranks: the one-process sharded index, file for file" \
+        || bad "build by $n ranks differs ($(tail -c 300 "$WORK/log"))"
+done
+bfails() { # DESC PATTERN FAULT N
+    rm -rf "$WORK/e"
+    TARTAN_MPI_FAULT=$3 $MPIRUN -n $4 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$2" "$WORK/log" && [ ! -e "$WORK/e" ]; then
+        ok "$1"
+    else
+        bad "$1 (exit $rc, $(ls "$WORK" | grep '^e'), $(head -c 300 "$WORK/log"))"
+    fi
+}
+bfails "rank 1 fails after writing its shard: nothing published" \
+    "rank 1: error: injected" build-error:1:2 3
+[ -z "$(ls "$WORK" | grep '^e.tmp-')" ] && ok "... and the build directory is removed" \
+    || bad "build directory left: $(ls "$WORK" | grep '^e')"
+bfails "rank 0 fails while training: nothing published" "rank 0: error: injected" build-error:0:1 4
+bfails "rank 2 dies after writing its shard: nothing published" "exit\|terminated\|abort" \
+    build-die:2:2 3
+$MPIRUN -n 2 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1 && same_tree "$WORK/sh" "$WORK/e" \
+    && [ -z "$(ls "$WORK" | grep '^e.tmp-')" ] \
+    && ok "the next build publishes and removes the dead build's directory" \
+    || bad "rebuild after a dead rank ($(ls "$WORK" | grep '^e'))"
 finish

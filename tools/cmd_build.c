@@ -73,6 +73,8 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
         return CLI_FAIL; /* the caller dies of the signal after its own cleanup */
     if (st)
         return cli_fail("build", st);
+    if (o->group && o->group->rank != 0)
+        return CLI_OK; /* rank 0 reports */
     char h1[32], h2[32], pooled[96] = "";
     uint64_t stored = tt_input_num_vectors(in);
     if (o->pool_factor > 1) { /* what pooling kept: the index knows */
@@ -119,6 +121,10 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
 }
 
 int cmd_build(int argc, char **argv) {
+    return cmd_build_group(argc, argv, NULL);
+}
+
+int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
     static const struct option longopts[] = {
         {"vectors", required_argument, 0, 'v'},  {"doclens", required_argument, 0, 'l'},
         {"ids", required_argument, 0, 'i'},      {"out", required_argument, 0, 'o'},
@@ -141,6 +147,7 @@ int cmd_build(int argc, char **argv) {
     tt_input_options io;
     tt_build_options_init(&o);
     tt_input_options_init(&io);
+    o.group = group;
     uint64_t u;
     double d;
     int c, rc_arg;
@@ -245,6 +252,9 @@ int cmd_build(int argc, char **argv) {
     /* An interrupt stops the build at its next check; it removes what it wrote. */
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
+    if ((encoder || corpus) && group)
+        return cli_usage_error("build", "--encoder is not supported in a group build (encode "
+                               "to .npy first: tartan encode)");
     if (encoder || corpus) {
         if (!encoder || !corpus || vectors || doclens || ids)
             return cli_usage_error("build", "--encoder and --corpus go together, without "

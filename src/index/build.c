@@ -325,6 +325,12 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         defaults.seed = cb->info.seed;
     }
 
+    if (o->group && (o->group->size < 1 || o->group->rank >= o->group->size ||
+                     !o->group->sync || o->shards < 2 || cb)) {
+        tt_index_close(cb);
+        return tt_err(TT_EINVAL, "a build by a group of processes needs shards >= 2, a rank "
+                      "below the group's size, a sync function, and no codebook option");
+    }
     b.o = o;
     b.dim = in->dim;
     b.nbits = (uint32_t)o->nbits;
@@ -333,6 +339,11 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     uint64_t per_vec = (uint64_t)b.dim * (4 + (o->keep_originals ? 2 : 0)) + 64;
     b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, o->memory_bytes / 4 / per_vec));
 
+    if (o->group) { /* one process of several writing one sharded index: index/shards.c */
+        if ((st = tt_build_in_group(&b, out_dir, in, &pool, t0)))
+            goto fail;
+        goto published;
+    }
     /* The output first: a bad OUT fails now, not after hours of training. */
     if ((st = tt_build_prepare_output(&b, out_dir)))
         goto fail;
@@ -377,8 +388,8 @@ published:
         *stats = b.st;
     st = TT_OK;
 fail:
-    if (st && o->shards > 1)
-        tt_build_shards_discard(&b);
+    if (st && o->shards > 1 && (!o->group || o->group->rank == 0))
+        tt_build_shards_discard(&b); /* a group's: rank 0, once every process stopped */
     tt_build_discard(&b, st);
     tt_build_free(&b);
     tt_pooled_free(pool);

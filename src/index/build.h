@@ -139,5 +139,15 @@ struct tt_shards_file;
 int tt_build_shards(builder *b, uint32_t first, uint32_t stride, double t0);
 int tt_build_shards_finish(builder *b, const struct tt_shards_file *f);
 void tt_build_shards_discard(builder *b);
+/* The whole build of one process of b->o->group (a sharded build by several
+ * processes, tartan-mpi build): rank 0 prepares OUT and trains; every rank writes its
+ * shards; rank 0 writes SHARDS and publishes once every rank succeeded. Every process
+ * passes the same sync points whatever happens. */
+/* Removes the shards (shard-NNNN holding only index files) and SHARDS from a killed
+ * sharded build's directory `name` in pfd (path for messages), so that the removal of
+ * the directory itself can follow. Best effort. */
+void tt_shards_remove_stale(int pfd, const char *name, const char *path);
+int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled **pool,
+                      double t0);
 
 #endif

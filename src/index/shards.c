@@ -282,7 +282,7 @@ int tt_build_shards(builder *b, uint32_t first, uint32_t stride, double t0) {
         if (!st)
             st = tt_build_progress(b, "shards", s + 1, S);
     }
-    if (!st && first == 0 && stride == 1)
+    if (!st && first == 0 && stride == 1 && !b->o->group)
         st = tt_build_shards_finish(b, &f);
     tt_shards_file_free(&f);
     return st;
@@ -307,4 +307,146 @@ void tt_build_shards_discard(builder *b) {
         free(p);
     }
     (void)unlinkat(b->tmp_fd, TT_F_SHARDS, 0);
+}
+
+/* ------------------------------------------------- a build by a group */
+
+/* Every process of the group calls this at the same points in the same order: the
+ * statuses are combined (and buf copied from rank 0). A process that failed keeps its
+ * own error; one that did not learns that another did. */
+static int group_sync(builder *b, int st, void *buf, size_t n, const char *out_dir) {
+    const tt_build_group *g = b->o->group;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", st ? tt_last_error() : "");
+    int all = g->sync(g->user, st, buf, n);
+    if (st)
+        return tt_err(st, "%s", msg);
+    if (all)
+        return tt_err(TT_EIO, "%s: another process of the build failed; nothing is published",
+                      out_dir);
+    return TT_OK;
+}
+
+/* Rank 0's view of a shard another process wrote: what its MANIFEST says. */
+static int collect_shard(builder *b, uint32_t s, tt_shard_entry *e) {
+    char name[TT_MANIFEST_NAME_LEN];
+    tt_shard_name(s, name);
+    char *p = tt_path_join(b->tmp, name);
+    if (!p)
+        return tt_err(TT_ENOMEM, "%s: out of memory", b->tmp);
+    tt_manifest m;
+    memset(&m, 0, sizeof m);
+    int st = tt_manifest_read(p, &m);
+    free(p);
+    if (st)
+        return st;
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    for (uint32_t i = 0; i < m.nseg; i++) {
+        e->num_docs += m.seg[i].num_docs;
+        e->num_vectors += m.seg[i].num_vectors;
+    }
+    e->centroids_hash = kind_hash(&m, "CENT");
+    e->codec_hash = kind_hash(&m, "CODC");
+    for (uint32_t i = 0; i < m.n; i++)
+        b->st.index_bytes += strcmp(m.e[i].name, TT_F_ORIGINALS) ? m.e[i].size : 0;
+    tt_manifest_free(&m);
+    return TT_OK;
+}
+
+int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled **pool,
+                      double t0) {
+    const tt_build_group *g = b->o->group;
+    const bool root = g->rank == 0;
+    const uint32_t S = b->o->shards;
+    char path[4096] = "";
+    int st = root ? tt_build_prepare_output(b, out_dir) : TT_OK;
+    if (!st && root && snprintf(path, sizeof path, "%s", b->tmp) >= (int)sizeof path)
+        st = tt_err(TT_EINVAL, "%s: path too long", b->tmp);
+    if ((st = group_sync(b, st, path, sizeof path, out_dir)))
+        return st;
+    if (!root) { /* the build directory rank 0 made; it removes it if anything fails */
+        b->tmp = strdup(path);
+        if (!b->tmp)
+            st = tt_err(TT_ENOMEM, "out of memory");
+        else if ((b->tmp_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+            st = tt_err_errno(TT_EIO, errno, "%s: cannot open the group's build directory "
+                              "(every process must see the same file system)", path);
+    }
+    if (!st && b->o->pool_factor > 1)
+        st = tt_pooled_open(pool, in, (uint32_t)b->o->pool_factor, b->o->normalize, b->threads,
+                            b->o->memory_bytes);
+    b->in = *pool ? tt_pooled_input(*pool) : in;
+    b->wdir = b->tmp;
+    if (!st && S > b->in->num_docs)
+        st = tt_err(TT_EINVAL, "%u shards, but the input has only %llu documents", S,
+                    (unsigned long long)b->in->num_docs);
+    /* Rank 0 trains and leaves the codebook in the build directory for the others. */
+    if (!st && root) {
+        if (!(st = tt_build_train(b)) && !(st = tt_build_write_codebook(b)) &&
+            !(st = tt_build_write_meta(b, tt_now() - t0))) {
+            b->man.generation = 1;
+            st = tt_manifest_publish(b->tmp, &b->man);
+        }
+    }
+    if ((st = group_sync(b, st, NULL, 0, out_dir)))
+        return st;
+    if (!root) {
+        tt_manifest m;
+        tt_index *cb = NULL;
+        memset(&m, 0, sizeof m);
+        if (!(st = tt_manifest_read(b->tmp, &m)) &&
+            !(st = tt_index_open_codebook(&cb, b->tmp, &m)))
+            st = tt_build_codebook_from(b, cb);
+        tt_index_close(cb);
+        tt_manifest_free(&m);
+    }
+    /* Each process writes its shards: rank, rank + size, ... */
+    if (!st)
+        st = tt_build_shards(b, g->rank, g->size, t0);
+    if ((st = group_sync(b, st, NULL, 0, out_dir)))
+        return st;
+    if (root) {
+        tt_shards_file f = {.n = S};
+        f.e = tt_calloc(S, sizeof *f.e, "shard list");
+        st = f.e ? TT_OK : TT_ENOMEM;
+        b->st.index_bytes = 0;
+        for (uint32_t s = 0; s < S && !st; s++)
+            st = collect_shard(b, s, &f.e[s]);
+        if (!st)
+            st = tt_build_shards_finish(b, &f);
+        tt_shards_file_free(&f);
+        /* The codebook's own copy goes: each shard has one. */
+        const char *top[] = {TT_F_MANIFEST, TT_F_META, TT_F_CENTROIDS, TT_F_CODEC};
+        for (size_t i = 0; i < sizeof top / sizeof top[0] && !st; i++)
+            if (unlinkat(b->tmp_fd, top[i], 0) != 0)
+                st = tt_err_errno(TT_EIO, errno, "%s/%s: cannot remove", b->tmp, top[i]);
+        if (!st)
+            st = tt_fsync_dir(b->tmp);
+        if (!st)
+            st = tt_build_publish(b);
+    }
+    return group_sync(b, st, NULL, 0, out_dir);
+}
+
+void tt_shards_remove_stale(int pfd, const char *name, const char *path) {
+    int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (uint32_t s = 0; s < TT_MAX_SHARDS; s++) {
+        char sn[TT_MANIFEST_NAME_LEN];
+        tt_shard_name(s, sn);
+        struct stat sb;
+        if (fstatat(fd, sn, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+            break; /* shards are numbered from 0 without gaps */
+        char *p = tt_path_join(path, sn);
+        if (p && S_ISDIR(sb.st_mode))
+            (void)tt_remove_ours(fd, sn, p, tt_is_index_file);
+        free(p);
+    }
+    struct stat sb;
+    if (fstatat(fd, TT_F_SHARDS, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+        tt_written_by_tartan(fd, TT_F_SHARDS))
+        (void)unlinkat(fd, TT_F_SHARDS, 0);
+    close(fd);
 }
