@@ -4,6 +4,8 @@
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config libopenblas-dev liburing-dev \
 libxxhash-dev check python3 python3-numpy ${TT_EXTRA_PKGS:-}"
+# MPI (optional: tartan-mpi and tests/cli_mpi.sh; doc/scale.md)
+PKGS="$PKGS libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
