@@ -2,12 +2,14 @@
 # An index far larger than the memory of the process that serves it (doc/scale.md,
 # "Larger than RAM"; heavy, opt-in). Builds an index of LTR_DOCS documents x 32 vectors
 # x LTR_DIM dims at LTR_NBITS bits (float16 input written by numpy: clustered vectors),
-# then searches it inside a memory cgroup limited to LTR_MEM (cgroup v1 memory +
-# blkio controllers under /sys/fs/cgroup, created and removed here; page cache counts
+# then searches it inside a memory cgroup limited to LTR_MEM (cgroup v1 memory
+# controller under /sys/fs/cgroup, created and removed here; page cache counts
 # against the limit), with O_DIRECT io_uring reads so that no page cache of earlier
 # runs serves them. Reports the residuals' size against the limit, QPS and p50/p99
-# (tartan search), the peak RSS (bench/rss_watch.py) and the cgroup's peak memory, the
-# device read requests per query (blkio.throttle.io_serviced of the cgroup), and, in
+# (tartan search), the peak RSS (/usr/bin/time %M) and the cgroup's peak memory, the
+# bytes the search process read from the device per query (ru_inblock, /usr/bin/time
+# %I) and the device's read requests per query (/proc/diskstats: the whole machine's,
+# an upper bound on a shared machine), and, in
 # the same run, fio's random-read IOPS on the residual file (O_DIRECT, io_uring, 16 KiB
 # = one document's residuals at the default size, queue depth 64).
 #   bench/larger_than_ram.sh [BUILDDIR]
@@ -29,10 +31,8 @@ sthreads=${LTR_SEARCH_THREADS:-4}
 PY=/usr/bin/python3
 CG=tartan-ltr-$$
 MEMCG=/sys/fs/cgroup/memory/$CG
-BLKCG=/sys/fs/cgroup/blkio/$CG
 cleanup() {
     [ -d "$MEMCG" ] && rmdir "$MEMCG" 2>/dev/null || true
-    [ -d "$BLKCG" ] && rmdir "$BLKCG" 2>/dev/null || true
     [ "${LTR_KEEP:-0}" = 1 ] || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -88,20 +88,23 @@ fio --name=ltr1 --filename="$W/idx/residuals.tt" --readonly --rw=randread --bs=1
     --output-format=terse --terse-version=3 >"$W/fio1.out" 2>&1 || cat "$W/fio1.out"
 awk -F';' '{printf "fio randread 16KiB qd1 O_DIRECT: %d IOPS, mean latency %.0f us\n", $8, $40}' "$W/fio1.out"
 
-# The search, inside the memory + blkio cgroup.
-mkdir "$MEMCG" "$BLKCG"
+# The search, inside the memory cgroup.
+mkdir "$MEMCG"
 echo "$memb" >"$MEMCG/memory.limit_in_bytes"
 for mode in plaid exhaustive; do
-    [ $mode = exhaustive ] && q=20 || q=$nq
+    [ $mode = exhaustive ] && q=5 || q=$nq
     "$PY" -c "import numpy as np; q = np.load('$W/q.npy'); np.save('$W/q$q.npy', q[:$q])"
     echo 0 >"$MEMCG/memory.max_usage_in_bytes" 2>/dev/null || true
-    before=$(awk '$2 == "Read" {s += $3} END {print s + 0}' "$BLKCG/blkio.throttle.io_serviced")
-    sh -c "echo \$\$ >$MEMCG/cgroup.procs; echo \$\$ >$BLKCG/cgroup.procs; exec $PY $S/rss_watch.py \
+    dev=$(df --output=source "$W" | tail -1 | sed 's|/dev/||')
+    d0=$(awk -v d="$dev" '$3 == d {print $4, $6}' /proc/diskstats)
+    sh -c "echo \$\$ >$MEMCG/cgroup.procs; exec /usr/bin/time -f 'time: inblock %I maxrss_kib %M wall %e' \
         $B/tartan search --index $W/idx --queries $W/q$q.npy --k 10 --mode $mode --direct \
-        --threads $sthreads --out $W/run.$mode" 2>&1 | grep -v "^tartan search: note"
-    after=$(awk '$2 == "Read" {s += $3} END {print s + 0}' "$BLKCG/blkio.throttle.io_serviced")
+        --threads $sthreads --out $W/run.$mode" 2>&1 | grep -v "^tartan search: note" | tee "$W/s.log"
+    d1=$(awk -v d="$dev" '$3 == d {print $4, $6}' /proc/diskstats)
+    inb=$(sed -n 's/^time: inblock \([0-9]*\).*/\1/p' "$W/s.log")
     peak=$(cat "$MEMCG/memory.max_usage_in_bytes")
-    echo "larger_than_ram: $mode: $q queries, device read requests $((after - before)) =" \
-        "$(echo "$after $before $q" | awk '{printf "%.1f", ($1 - $2) / $3}') per query;" \
+    echo "larger_than_ram: $mode: $q queries; the search process read $((inb / 2048)) MiB from the" \
+        "device (ru_inblock) = $(echo "$inb $q" | awk '{printf "%.0f KiB = %.1f 16-KiB documents", $1 / 2 / $2, $1 / 32 / $2}') per query;" \
+        "device $dev (whole machine, /proc/diskstats): $(echo "$d0 $d1 $q" | awk '{printf "%.1f read requests, %.0f KiB", ($3 - $1) / $5, ($4 - $2) / 2 / $5}') per query;" \
         "cgroup peak memory $((peak / 1048576)) MiB of $mem"
 done
