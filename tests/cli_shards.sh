@@ -29,6 +29,13 @@ for i in 0 1 2; do
     [ "$n" -ge 133 ] && [ "$n" -le 134 ] && ok "shard $i holds a third of the documents ($n)" \
         || bad "shard $i holds $n documents"
 done
+"$T" info "$WORK/sh" | grep -q "^shard-0002   rows 266..399: 134 documents" \
+    && ok "info lists the shards and their rows" || bad "info: $("$T" info "$WORK/sh" 2>&1)"
+[ "$("$T" info --json "$WORK/sh" | "$PY" -c "import json, sys; j = json.load(sys.stdin)
+print(j['num_docs'], j['num_shards'], sum(s['num_docs'] for s in j['shards']))")" = "400 3 400" ] \
+    && ok "info --json of a sharded index" || bad "info --json: $("$T" info --json "$WORK/sh" 2>&1)"
+expect_ok "verify the whole sharded index" "$T" verify "$WORK/sh"
+grep -q "all 3 shards" "$WORK/out" && ok "verify names the shards it checked" || bad "verify output: $(cat "$WORK/out")"
 [ $docs -eq 400 ] && ok "the shards hold every document once" || bad "shards hold $docs documents"
 
 # exhaustive and exact: sharded = unsharded, byte for byte
@@ -103,4 +110,9 @@ cp -r "$WORK/sh" "$WORK/sh3"
 printf 'X' | dd of="$WORK/sh3/SHARDS" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect_fail "a damaged SHARDS is refused" "SHARDS" \
     "$T" search --index "$WORK/sh3" --queries "$Q" --out "$WORK/x"
+expect_fail "verify finds a damaged SHARDS" "SHARDS" "$T" verify "$WORK/sh3"
+cp -r "$WORK/sh" "$WORK/sh4"
+printf 'X' | dd of="$WORK/sh4/shard-0002/residuals.tt" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect_fail "verify finds a damaged residual file in a shard" "shard-0002/residuals.tt" \
+    "$T" verify "$WORK/sh4"
 finish
