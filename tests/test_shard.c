@@ -193,6 +193,30 @@ START_TEST(sharded_search_equals_unsharded) {
             ck_assert(!memcmp(ia, ib, a));
         }
     }
+    /* many queries and a k beyond the documents: the sharded search works in chunks of
+     * queries (64 here); still the unsharded result */
+    {
+        enum { MQ = 150, BK = 20000 };
+        uint64_t mo[MQ];
+        uint32_t ml[MQ], a[MQ], b[MQ];
+        for (int q = 0; q < MQ; q++) {
+            mo[q] = (uint64_t)(q * 3) % (nv - 2);
+            ml[q] = 2;
+        }
+        tt_hit *ha = malloc((size_t)MQ * BK * sizeof *ha), *hb = malloc((size_t)MQ * BK * sizeof *hb);
+        ck_assert_int_eq(tt_search_batch(idx, x, mo, ml, MQ, BK, &so, 1, ha, a, NULL), TT_OK);
+        ck_assert_int_eq(tt_sharded_search_batch(all, x, mo, ml, MQ, BK, &so, 1, hb, b, NULL), TT_OK);
+        for (int q = 0; q < MQ; q++) {
+            ck_assert_uint_eq(a[q], NDOCS);
+            ck_assert_uint_eq(b[q], NDOCS);
+            for (int i = 0; i < NDOCS; i++) {
+                ck_assert_uint_eq(hb[(size_t)q * BK + i].doc, ha[(size_t)q * BK + i].doc);
+                ck_assert(hb[(size_t)q * BK + i].score == ha[(size_t)q * BK + i].score);
+            }
+        }
+        free(ha);
+        free(hb);
+    }
     /* a row in a shard this rank did not open has no id here */
     ck_assert_ptr_null(tt_sharded_doc_id(rk[1], 0, &(size_t){0}));
     for (int r = 0; r < 3; r++)

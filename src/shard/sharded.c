@@ -191,6 +191,51 @@ uint32_t tt_hits_merge(const tt_hit *const *lists, const uint32_t *counts, uint3
     return n;
 }
 
+/* Queries [0, nq) of a chunk: each shard searched, rows made global, lists merged. The
+ * work space holds S * cap lists of k hits. */
+typedef struct chunk_space {
+    tt_hit *part;
+    uint32_t *pn;
+    double *ps;
+    const tt_hit **lists;
+    uint32_t *counts;
+} chunk_space;
+
+static int search_chunk(const tt_sharded *sh, const float *Q, const uint64_t *qoffs,
+                        const uint32_t *qlens, uint64_t nq, uint32_t k,
+                        const tt_search_options *opt, int threads, tt_hit *hits,
+                        uint32_t *nhits, double *seconds, chunk_space *w) {
+    const uint32_t S = sh->nopen;
+    int st = TT_OK;
+    if (seconds)
+        memset(seconds, 0, nq * sizeof *seconds);
+    for (uint32_t s = 0; s < S; s++) {
+        st = tt_search_batch(sh->idx[s], Q, qoffs, qlens, nq, k, opt, threads,
+                             w->part + (uint64_t)s * nq * k, w->pn + (uint64_t)s * nq,
+                             seconds ? w->ps : NULL);
+        if (st)
+            return tt_err_prefix(st, "%s", sh->idx[s]->dir);
+        const uint64_t base = sh->first_row[sh->open_id[s]];
+        for (uint64_t q = 0; q < nq; q++) {
+            tt_hit *h = w->part + ((uint64_t)s * nq + q) * k;
+            for (uint32_t r = 0; r < w->pn[(uint64_t)s * nq + q]; r++)
+                h[r].doc += base;
+            if (seconds)
+                seconds[q] += w->ps[q];
+        }
+    }
+    for (uint64_t q = 0; q < nq; q++) {
+        for (uint32_t s = 0; s < S; s++) {
+            w->lists[s] = w->part + ((uint64_t)s * nq + q) * k;
+            w->counts[s] = w->pn[(uint64_t)s * nq + q];
+        }
+        nhits[q] = tt_hits_merge(w->lists, w->counts, S, k, hits + q * k);
+        if (nhits[q] == UINT32_MAX)
+            return tt_err(TT_ENOMEM, "merging results: out of memory");
+    }
+    return TT_OK;
+}
+
 int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t *qoffs,
                             const uint32_t *qlens, uint64_t nq, uint32_t k,
                             const tt_search_options *opt, int threads, tt_hit *hits,
@@ -200,50 +245,30 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     if (sh->nopen == 1 && sh->first_row[sh->open_id[0]] == 0)
         return tt_search_batch(sh->idx[0], Q, qoffs, qlens, nq, k, opt, threads, hits, nhits,
                                seconds);
+    if (sh->nopen == 0)
+        return tt_err(TT_EINVAL, "%s: this process opened none of the shards", sh->dir);
     const uint32_t S = sh->nopen;
-    tt_hit *part = tt_alloc((uint64_t)S * (nq ? nq : 1), (uint64_t)k * sizeof *part,
-                            "per-shard results");
-    uint32_t *pn = tt_alloc((uint64_t)S * (nq ? nq : 1), sizeof *pn, "per-shard results");
-    double *ps = seconds ? tt_alloc(nq ? nq : 1, sizeof *ps, "latencies") : NULL;
-    const tt_hit **lists = tt_alloc(S, sizeof *lists, "per-shard results");
-    uint32_t *counts = tt_alloc(S, sizeof *counts, "per-shard results");
+    /* Queries in chunks whose per-shard lists take at most 4M hits (64 MiB). */
+    uint64_t cap = ((uint64_t)1 << 22) / ((uint64_t)S * k);
+    cap = TT_MIN(TT_MAX(cap, (uint64_t)64), nq ? nq : 1);
+    chunk_space w = {0};
+    w.part = tt_alloc((uint64_t)S * cap, (uint64_t)k * sizeof *w.part, "per-shard results");
+    w.pn = tt_alloc((uint64_t)S * cap, sizeof *w.pn, "per-shard results");
+    w.ps = seconds ? tt_alloc(cap, sizeof *w.ps, "latencies") : NULL;
+    w.lists = tt_alloc(S, sizeof *w.lists, "per-shard results");
+    w.counts = tt_alloc(S, sizeof *w.counts, "per-shard results");
     int st = TT_OK;
-    if (!part || !pn || (seconds && !ps) || !lists || !counts) {
+    if (!w.part || !w.pn || (seconds && !w.ps) || !w.lists || !w.counts)
         st = TT_ENOMEM;
-        goto done;
+    for (uint64_t q0 = 0; q0 < nq && !st; q0 += cap) {
+        uint64_t m = TT_MIN(cap, nq - q0);
+        st = search_chunk(sh, Q, qoffs + q0, qlens + q0, m, k, opt, threads, hits + q0 * k,
+                          nhits + q0, seconds ? seconds + q0 : NULL, &w);
     }
-    if (seconds)
-        memset(seconds, 0, nq * sizeof *seconds);
-    for (uint32_t s = 0; s < S && !st; s++) {
-        st = tt_search_batch(sh->idx[s], Q, qoffs, qlens, nq, k, opt, threads,
-                             part + (uint64_t)s * nq * k, pn + (uint64_t)s * nq, ps);
-        if (st) {
-            st = tt_err_prefix(st, "%s", sh->idx[s]->dir);
-            break;
-        }
-        const uint64_t base = sh->first_row[sh->open_id[s]];
-        for (uint64_t q = 0; q < nq; q++) {
-            tt_hit *h = part + ((uint64_t)s * nq + q) * k;
-            for (uint32_t r = 0; r < pn[(uint64_t)s * nq + q]; r++)
-                h[r].doc += base;
-            if (seconds)
-                seconds[q] += ps[q];
-        }
-    }
-    for (uint64_t q = 0; q < nq && !st; q++) {
-        for (uint32_t s = 0; s < S; s++) {
-            lists[s] = part + ((uint64_t)s * nq + q) * k;
-            counts[s] = pn[(uint64_t)s * nq + q];
-        }
-        nhits[q] = tt_hits_merge(lists, counts, S, k, hits + q * k);
-        if (nhits[q] == UINT32_MAX)
-            st = tt_err(TT_ENOMEM, "merging results: out of memory");
-    }
-done:
-    free(part);
-    free(pn);
-    free(ps);
-    free(lists);
-    free(counts);
+    free(w.part);
+    free(w.pn);
+    free(w.ps);
+    free(w.lists);
+    free(w.counts);
     return st;
 }
