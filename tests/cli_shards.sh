@@ -99,6 +99,10 @@ expect_fail "--force does not replace a sharded index" "refusing to replace it" 
     b --out "$WORK/sh" --shards 3 --force
 "$T" info "$WORK/sh/shard-0000" >/dev/null 2>&1 && ok "the sharded index is intact after that" \
     || bad "the sharded index was damaged"
+expect_fail "compact of a sharded index as a whole is refused, saying why" \
+    "a sharded index (SHARDS" "$T" compact --index "$WORK/sh"
+[ "$(ls "$WORK/sh" | tr '\n' ' ')" = "SHARDS shard-0000 shard-0001 shard-0002 " ] \
+    && ok "... and leaves the directory as it was" || bad "compact left: $(ls "$WORK/sh")"
 # a shard changed on its own no longer fits the row space: refused, naming it
 cp -r "$WORK/sh" "$WORK/sh2"
 "$SYNTH" --out "$WORK/a" --docs 5 --doclen 1-5 --dim 32 --queries 1 --seed 3 2>/dev/null
