@@ -54,13 +54,21 @@ static void usage(FILE *f) {
         "                       never pooled; tartan add uses the index's factor\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --describe TEXT      encoder description stored in the index\n"
+        "  --target-recall F    calibrate search for this recall@k against exhaustive\n"
+        "                       search (default 0.95; tartan tune, doc/search.md)\n"
+        "  --no-tune            do not calibrate (tartan search then uses ColBERTv2's\n"
+        "                       defaults by k until tartan tune is run)\n"
         "  --shards S           a sharded index: S index directories OUT/shard-NNNN of\n"
         "                       consecutive documents sharing one codebook, and OUT/SHARDS\n"
         "                       naming them (doc/format.md; search it whole, or per shard\n"
         "                       under MPI: doc/scale.md)\n");
 }
 
-/* Builds from an open input and prints the summary. */
+/* Calibration after the build (tartan tune): on unless --no-tune. */
+static bool tune_after = true;
+static double tune_target = 0.95;
+
+/* Builds from an open input and prints the summary; then calibrates the index. */
 static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     cli_progress_state ps;
     cli_progress_init(&ps);
@@ -101,6 +109,24 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
            cli_human_bytes(bs.index_bytes, h1, sizeof h1), cli_human_bytes(f16, h2, sizeof h2),
            (double)f16 / (double)bs.index_bytes, bs.seconds_total, bs.seconds_train,
            bs.seconds_encode, bs.seconds_ivf);
+    fflush(stdout);
+    if (tune_after && o->shards > 1) {
+        /* Each shard is an index of its own: calibrating is per shard (and the same
+         * parameters then serve one process and MPI ranks alike). */
+        fprintf(stderr, "tartan build: the shards are not calibrated: tartan search uses "
+                "ColBERTv2's defaults on each until 'tartan tune --index %s/shard-NNNN'\n", out);
+    } else if (tune_after) {
+        tt_tune_options to;
+        tt_tune_options_init(&to);
+        to.target_recall = tune_target;
+        to.threads = o->threads;
+        /* The index is built and published whatever happens here: a failed calibration
+         * leaves it with ColBERTv2's defaults, which is what it says. */
+        if (cli_tune_index("build", out, &to) != CLI_OK)
+            fprintf(stderr, "tartan build: %s is built, but not calibrated: tartan search will "
+                    "use ColBERTv2's defaults until 'tartan tune --index %s' succeeds\n", out,
+                    out);
+    }
     return CLI_OK;
 }
 
@@ -138,7 +164,8 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
-        {"shards", required_argument, 0, 'R'},
+        {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
+        {"shards", required_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -227,12 +254,17 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
             if ((rc_arg = cli_pool_factor_arg("build", optarg, &o.pool_factor)))
                 return rc_arg;
             break;
-        case 'R':
+        case 'Z':
             if (!cli_parse_u64(optarg, &u) || u == 0 || u > 4096)
                 return cli_usage_error("build", "--shards must be 1..4096");
             o.shards = (uint32_t)u;
             break;
         case 'B': io.bf16_from_uint16 = 1; break;
+        case 'U': tune_after = false; break;
+        case 'R':
+            if (!cli_parse_double(optarg, &tune_target) || !(tune_target > 0 && tune_target <= 1))
+                return cli_usage_error("build", "--target-recall must be in (0, 1]");
+            break;
         case 'd': o.encoder = optarg; break;
         case 'E': encoder = optarg; break;
         case 'C': corpus = optarg; break;

@@ -71,7 +71,26 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
                (unsigned long long)si.num_docs, (unsigned long long)si.num_vectors,
                (unsigned long long)si.num_deleted, (unsigned long long)si.bytes, si.added_mse);
     }
-    printf("\n  ]\n}\n");
+    printf("\n  ],\n  \"calibration\": ");
+    tt_tune_info t;
+    tt_index_tuned(idx, &t);
+    if (!t.tuned) {
+        printf("null\n}\n");
+        return;
+    }
+    printf("{\"target\": %.4f, \"source\": \"%s\", \"queries\": %u, \"query_len\": %u, "
+           "\"live_docs\": %llu, \"generation\": %llu, \"cost\": \"%s\"",
+           t.target, t.pseudo ? "pseudo" : "queries", t.num_queries, t.query_len,
+           (unsigned long long)t.live_docs, (unsigned long long)t.generation,
+           t.cost == TT_TUNE_COST_WORK ? "work" : "time");
+    const tt_tuned *sets[2] = {&t.k10, &t.k100};
+    for (int i = 0; i < 2; i++)
+        printf(",\n    \"k%u\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
+               "\"rerank_margin\": %.4f, \"recall\": %.4f, \"ms\": %.4f, \"reached\": %s}",
+               sets[i]->k, sets[i]->nprobe, sets[i]->ndocs, (double)sets[i]->prune_ratio,
+               (double)sets[i]->rerank_margin, sets[i]->recall, sets[i]->ms,
+               sets[i]->reached ? "true" : "false");
+    printf("}\n}\n");
 }
 
 static void row(const char *name, uint64_t bytes, uint64_t total) {
@@ -168,6 +187,21 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
             printf(", residual MSE %.3g", si.added_mse);
         printf("\n");
     }
+    tt_tune_info t;
+    tt_index_tuned(idx, &t);
+    if (t.tuned) {
+        printf("search       calibrated on %u %s at %llu live documents (generation %llu), "
+               "target recall %.2f:\n", t.num_queries, t.pseudo ? "pseudo-queries" : "queries",
+               (unsigned long long)t.live_docs, (unsigned long long)t.generation, t.target);
+        const tt_tuned *sets[2] = {&t.k10, &t.k100};
+        for (int i = 0; i < 2; i++)
+            printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank margin "
+                   "%.0f: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+                   (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin, sets[i]->k,
+                   sets[i]->recall, sets[i]->reached ? "" : " (target not reached)");
+    } else {
+        printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
+    }
     if (in->added_vectors) {
         printf("drift        added vectors compress with residual MSE %.3g, %.2fx the build's "
                "%.3g\n", in->added_mse, in->drift, in->heldout_mse);
@@ -229,7 +263,7 @@ int cmd_info(int argc, char **argv) {
             printf("usage: tartan info [--json] DIR\n\nCounts, dimensions, bytes by component, "
                    "bits per dimension, compression against\nfloat16/float32, the memory search "
                    "keeps resident, build parameters, encoder,\ntoken pooling (vectors before "
-                   "and after), segments and drift.\n");
+                   "and after), segments, drift and the search calibration.\n");
             return CLI_OK;
         } else if (argv[i][0] == '-' || dir) {
             return cli_usage_error("info", "unexpected argument '%s'", argv[i]);

@@ -37,19 +37,25 @@ static void usage(FILE *f) {
         "  --io uring|mmap      residual reads (default: io_uring when available)\n"
         "  --direct             O_DIRECT residual reads (io_uring only)\n"
         "  --queue-depth N      io_uring reads in flight per thread (default 64)\n"
-        "  --nprobe N           centroids probed per query vector (default by k: 1, 2, 4)\n"
+        "  --nprobe N           centroids probed per query vector (default: the index's\n"
+        "                       calibrated value (tartan tune), else by k: 1, 2, 4)\n"
+        "  --untuned            ColBERTv2's defaults by k even where the index has\n"
+        "                       calibrated parameters\n"
         "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
         "                       implies --pruning absolute)\n"
         "  --pruning R          relative (default: a centroid counts if it scores within a\n"
         "                       ratio of a query vector's best centroid score) or absolute\n"
         "                       (ColBERTv2: --threshold, default by k 0.5, 0.45, 0.4)\n"
-        "  --prune-ratio F      relative pruning ratio in [0, 1] (default 0.5)\n"
+        "  --prune-ratio F      relative pruning ratio in [0, 1] (default: calibrated, else\n"
+        "                       0.5)\n"
         "  --rerank adaptive|fixed  documents scored decompressed: adaptive (default:\n"
         "                       ndocs/4, then more while the query's own stage-3 errors\n"
         "                       say they could enter the top k, at most ndocs) or fixed\n"
         "                       (ColBERTv2: max(ndocs/4, k))\n"
-        "  --ndocs N            candidates kept after pruned centroid interaction (default\n"
-        "                       by k: 256, 1024, max(4k, 4096))\n"
+        "  --rerank-margin F    adaptive depth: standard deviations of the query's stage-3\n"
+        "                       error allowed for (default: calibrated, else 1)\n"
+        "  --ndocs N            candidates kept after pruned centroid interaction (default:\n"
+        "                       calibrated, else by k: 256, 1024, max(4k, 4096))\n"
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
         "  --threads T          search threads (default 1; 0: all CPUs)\n"
         "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
@@ -253,7 +259,8 @@ int cmd_search(int argc, char **argv) {
         {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
         {"encoder", required_argument, 0, 'E'}, {"encoder-timeout", required_argument, 0, 'O'},
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
-        {"rerank", required_argument, 0, 'K'},
+        {"rerank", required_argument, 0, 'K'},  {"untuned", no_argument, 0, 'U'},
+        {"rerank-margin", required_argument, 0, 'M'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
     const char *encoder = NULL;
@@ -331,6 +338,14 @@ int cmd_search(int argc, char **argv) {
             else
                 return cli_usage_error("search", "--rerank must be adaptive or fixed");
             break;
+        case 'U':
+            so.tuned = 0;
+            break;
+        case 'M':
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1000))
+                return cli_usage_error("search", "--rerank-margin must be in [0, 1000]");
+            so.rerank_margin = (float)d;
+            break;
         case 'R':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
                 return cli_usage_error("search", "--prune-ratio must be in [0, 1]");
@@ -405,18 +420,35 @@ int cmd_search(int argc, char **argv) {
     tt_index_info info;
     tt_index_get_info(idx, &info);
     tt_search_options eff;
-    tt_search_options_resolve(&so, (uint32_t)k, &eff);
+    int tuned_fields = tt_search_options_resolve_index(idx, &so, (uint32_t)k, &eff);
     if (eff.mode == TT_MODE_PLAID) {
-        char prune[64];
+        char prune[64], from[160];
         if (eff.pruning == TT_PRUNE_ABSOLUTE)
             snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
         else
             snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
+        char rerank[48];
+        if (eff.rerank == TT_RERANK_FIXED)
+            snprintf(rerank, sizeof rerank, "fixed");
+        else
+            snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
+        tt_tune_info ti;
+        tt_index_tuned(idx, &ti);
+        const tt_tuned *ts = k <= 10 ? &ti.k10 : &ti.k100;
+        if (tuned_fields)
+            snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
+                     "%.2f%s)%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
+                     ts->k, ts->recall, ti.target, ts->reached ? "" : ", not reached",
+                     tuned_fields < 4 ? ", with your flags" : "");
+        else
+            snprintf(from, sizeof from, "%s", !ti.tuned ? "ColBERTv2's defaults by k (the index "
+                     "is not calibrated: tartan tune)" : so.tuned ? "your flags" :
+                     "ColBERTv2's defaults by k (--untuned)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
-                "%s ndocs=%u rerank=%s; residuals via %s\n",
+                "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
                 (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
-                eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", io_name(info.io));
+                rerank, from, io_name(info.io));
     }
     else
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "

@@ -673,6 +673,15 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
         return st;
     idx->res_bytes = idx->codec.bytes_per_vec;
     idx->code_bytes = idx->num_centroids <= 65536 ? 2 : 4;
+    /* The calibrated search parameters, when the generation has them. */
+    for (uint32_t i = 0; i < idx->man.n; i++)
+        if (!memcmp(idx->man.e[i].kind, "TUNE", 4)) {
+            if ((st = open_file(idx, &idx->f_tune, idx->man.e[i].name, "TUNE", TT_MAP_WHOLE,
+                                RESIDENT)) ||
+                (st = tt_tune_parse(&idx->f_tune, idx->num_centroids, &idx->tuned)))
+                return st;
+            break;
+        }
     return TT_OK;
 }
 
@@ -786,7 +795,7 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         tt_index *idx = calloc(1, sizeof *idx);
         if (!idx)
             return tt_err(TT_ENOMEM, "%s: out of memory", dir);
-        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec};
+        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune};
         for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
             shared[i]->fd = -1;
         if (!(idx->dir = strdup(dir))) {
@@ -814,7 +823,7 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
         free(idx);
         return tt_err(TT_ENOMEM, "%s: out of memory", dir);
     }
-    idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = -1;
+    idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = idx->f_tune.fd = -1;
     uint64_t meta_docs, meta_vectors;
     int st = tt_manifest_copy(&idx->man, man);
     if (!st)
@@ -833,7 +842,7 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
 void tt_index_close(tt_index *idx) {
     if (!idx)
         return;
-    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec};
+    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
         if (shared[i]->path || shared[i]->fd >= 0)
             tt_fmap_close(shared[i]);
@@ -869,6 +878,13 @@ int tt_index_use_cq_kernel(tt_index *idx, int kernel) {
     idx->info.resident_bytes += tt_cq_bytes(&cq) - tt_cq_bytes(&idx->cq);
     tt_cq_free(&idx->cq);
     idx->cq = cq;
+    return TT_OK;
+}
+
+int tt_index_tuned(const tt_index *idx, tt_tune_info *out) {
+    if (!idx || !out)
+        return tt_err(TT_EINVAL, "tt_index_tuned: NULL argument");
+    *out = idx->tuned;
     return TT_OK;
 }
 
