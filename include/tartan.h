@@ -181,7 +181,39 @@ typedef struct tt_build_options {
                                  * its own residual is unbiased over the held-out vectors
                                  * (doc/format.md, "Debiased weights"); 0: the weights as
                                  * trained (ColBERTv2's, with lloyd_max_rounds 0) */
+    uint32_t shards;            /* 0 or 1 (default): one index directory. S >= 2 (at most
+                                 * 4096, at most the number of documents): a sharded
+                                 * index (doc/format.md, "Sharded indexes"): S index
+                                 * directories out_dir/shard-NNNN, shard s holding the
+                                 * documents [D*s/S, D*(s+1)/S) encoded with the one
+                                 * codebook trained on the whole input (the same as an
+                                 * unsharded build's), and out_dir/SHARDS naming them;
+                                 * published as one directory. force does not replace a
+                                 * sharded index yet (refused: "not a tartan index") */
+    const struct tt_build_group *group; /* NULL (default): this process builds alone. Else
+                                 * one of a group of processes (e.g. MPI ranks:
+                                 * tartan-mpi build) that build one sharded index
+                                 * together; every member calls tt_build with the same
+                                 * input, options and out_dir (a file system they all
+                                 * see). Rank 0 checks and locks out_dir, trains the
+                                 * codebook and leaves it in the build directory; rank r
+                                 * encodes shards r, r + size, ...; rank 0 writes SHARDS
+                                 * and publishes once every rank succeeded. A failure
+                                 * anywhere fails every member (TT_EIO "another process
+                                 * of the build failed" where it did not happen) and
+                                 * nothing is published. Needs shards >= 2, no codebook */
 } tt_build_options;
+
+/* The members of a group build (tt_build_options.group). */
+typedef struct tt_build_group {
+    uint32_t rank, size;        /* this member, 0 .. size-1; rank 0 publishes */
+    /* Called by every member at the same points in the same order. Returns 0 if every
+     * member passed status 0 (TT_OK), else non-zero; and copies `bytes` bytes at buf
+     * from rank 0 to the others (buf NULL when bytes is 0). E.g. MPI_Allreduce of the
+     * statuses, then MPI_Bcast. */
+    int (*sync)(void *user, int status, void *buf, size_t bytes);
+    void *user;
+} tt_build_group;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
 
@@ -459,6 +491,54 @@ TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *
                            const uint32_t *qlens, uint64_t nqueries, uint32_t k,
                            const tt_search_options *opt, int threads, tt_hit *hits,
                            uint32_t *nhits, double *seconds);
+
+/* ------------------------------------------------------- sharded indexes */
+
+/* A sharded index (tt_build_options.shards >= 2; doc/format.md, "Sharded indexes") is
+ * a directory holding SHARDS and the shards shard-0000 ... shard-NNNN, each an ordinary
+ * index (tt_index_open, tt_index_verify, tt_search work on one alone) with a
+ * contiguous range of the documents, all sharing one codebook. Its rows are the
+ * shards' rows laid end to end: shard s's row r is global row first_row(s) + r. A
+ * search of several shards searches each with tt_search_batch and merges the per-shard
+ * top-k lists by the total order of one search (higher score, then lower global row):
+ * in exhaustive and exact modes the result equals the unsharded index's; in PLAID mode
+ * each shard chooses its own candidates (what MPI ranks serving the shards do too). */
+typedef struct tt_sharded tt_sharded;
+
+/* 1 if dir holds a sharded index (a SHARDS file), else 0. */
+TT_API int tt_index_is_sharded(const char *dir);
+/* Opens the shards s of the sharded index at dir with s % nranks == rank (rank 0 of 1:
+ * every shard), checking each against SHARDS (its documents and the shared codebook).
+ * A plain index opens as one shard (rank 0 opens it; other ranks open nothing). opt as
+ * tt_index_open. Errors: TT_EINVAL (NULL, rank >= nranks), those of tt_index_open, and
+ * TT_ECORRUPT (SHARDS damaged, a shard changed after the build). */
+TT_API int tt_sharded_open(tt_sharded **out, const char *dir, const tt_open_options *opt,
+                           uint32_t rank, uint32_t nranks);
+TT_API void tt_sharded_close(tt_sharded *sh);
+TT_API uint32_t tt_sharded_num_shards(const tt_sharded *sh); /* in the index */
+TT_API uint32_t tt_sharded_num_open(const tt_sharded *sh);   /* opened by this call */
+TT_API uint64_t tt_sharded_num_docs(const tt_sharded *sh);   /* rows of every shard */
+/* The i-th open shard (0 <= i < num_open, ascending shard numbers): its index, and (may
+ * be NULL) its number and first global row. NULL with TT_EINVAL when i is out of range.
+ * Owned by sh. */
+TT_API const tt_index *tt_sharded_shard(const tt_sharded *sh, uint32_t i, uint32_t *shard,
+                                        uint64_t *first_row);
+/* The id of global row `row`, as tt_index_doc_id; NULL (TT_EINVAL) when the row is
+ * beyond the index or in a shard this process did not open. */
+TT_API const char *tt_sharded_doc_id(const tt_sharded *sh, uint64_t row, size_t *len);
+/* tt_search_batch over the open shards: per query, each shard's top k, rows made
+ * global, merged into the best k (hits nq*k, nhits nq; seconds, may be NULL: each
+ * query's latency summed over the shards). Errors: those of tt_search_batch. */
+TT_API int tt_sharded_search_batch(const tt_sharded *sh, const float *Q,
+                                   const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq,
+                                   uint32_t k, const tt_search_options *opt, int threads,
+                                   tt_hit *hits, uint32_t *nhits, double *seconds);
+/* Merges nlists hit lists, each sorted best first by (higher score, then lower doc) and
+ * over disjoint documents, into the best k of them in that order (out: k entries).
+ * Returns how many were written (min(k, sum of counts)); UINT32_MAX if out of memory
+ * (more than 64 lists). */
+TT_API uint32_t tt_hits_merge(const tt_hit *const *lists, const uint32_t *counts,
+                              uint32_t nlists, uint32_t k, tt_hit *out);
 
 /* ------------------------------------------------------ search (more) */
 

@@ -13,6 +13,9 @@
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int cmd_build(int argc, char **argv);
+/* tartan build as one member of a group building one sharded index (tartan-mpi build;
+ * tt_build_options.group); group NULL is cmd_build. */
+int cmd_build_group(int argc, char **argv, const tt_build_group *group);
 int cmd_info(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_search(int argc, char **argv);

@@ -211,6 +211,48 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     }
 }
 
+/* A sharded index: its shards, their documents and global rows (tartan info on a shard
+ * describes it in full). */
+static int info_sharded(const char *dir, int json) {
+    tt_open_options o;
+    tt_open_options_init(&o);
+    o.io = TT_IO_MMAP;
+    tt_sharded *sh;
+    int st = tt_sharded_open(&sh, dir, &o, 0, 1);
+    if (st)
+        return cli_fail("info", st);
+    const uint32_t n = tt_sharded_num_shards(sh);
+    if (json) {
+        printf("{\"index\": ");
+        cli_json_string(stdout, dir);
+        printf(", \"sharded\": true, \"num_shards\": %u, \"num_docs\": %llu, \"shards\": [", n,
+               (unsigned long long)tt_sharded_num_docs(sh));
+    } else {
+        printf("index        %s (sharded: %u shards sharing one codebook; `tartan info "
+               "%s/shard-0000` describes one)\ndocuments    %llu\n", dir, n, dir,
+               (unsigned long long)tt_sharded_num_docs(sh));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t num = 0;
+        uint64_t first = 0;
+        const tt_index *idx = tt_sharded_shard(sh, i, &num, &first);
+        tt_index_info in;
+        tt_index_get_info(idx, &in);
+        if (json)
+            printf("%s{\"name\": \"shard-%04u\", \"first_row\": %llu, \"num_docs\": %llu, "
+                   "\"num_vectors\": %llu}", i ? ", " : "", num, (unsigned long long)first,
+                   (unsigned long long)in.num_docs, (unsigned long long)in.num_vectors);
+        else
+            printf("shard-%04u   rows %llu..%llu: %llu documents, %llu vectors\n", num,
+                   (unsigned long long)first, (unsigned long long)(first + in.num_docs - 1),
+                   (unsigned long long)in.num_docs, (unsigned long long)in.num_vectors);
+    }
+    if (json)
+        printf("]}\n");
+    tt_sharded_close(sh);
+    return CLI_OK;
+}
+
 int cmd_info(int argc, char **argv) {
     const char *dir = NULL;
     int json = 0;
@@ -231,6 +273,8 @@ int cmd_info(int argc, char **argv) {
     }
     if (!dir)
         return cli_usage_error("info", "expected an index directory");
+    if (tt_index_is_sharded(dir))
+        return info_sharded(dir, json);
     tt_open_options o;
     tt_open_options_init(&o);
     o.io = TT_IO_MMAP;

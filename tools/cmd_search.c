@@ -91,7 +91,7 @@ static const char *io_name(int io) {
 
 /* Scores with 9 significant digits: every float32 reads back exactly, and scores of tiny
  * magnitude (raw inner products) stay distinct. */
-static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uint64_t q,
+static int write_results(FILE *f, const tt_sharded *idx, const tt_queries *qs, uint64_t q,
                          const tt_hit *hits, uint32_t n, bool jsonl, const char *tag) {
     if (jsonl) {
         fputs("{\"qid\": ", f);
@@ -100,7 +100,7 @@ static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uin
     }
     for (uint32_t r = 0; r < n; r++) {
         size_t len;
-        const char *id = tt_index_doc_id(idx, hits[r].doc, &len);
+        const char *id = tt_sharded_doc_id(idx, hits[r].doc, &len);
         if (jsonl) {
             char *s = strndup(id, len);
             if (!s)
@@ -401,13 +401,15 @@ int cmd_search(int argc, char **argv) {
     cli_signals_install(false);
     int rc = CLI_FAIL, st;
     tt_queries *qs = NULL;
-    tt_index *idx = NULL;
+    tt_sharded *sh = NULL; /* a plain index opens as one shard */
+    const tt_index *idx = NULL;
     tt_hit *hits = NULL;
     uint32_t *nhits = NULL;
     double *secs = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
-    if ((st = tt_index_open(&idx, index, &oo)) ||
+    if ((st = tt_sharded_open(&sh, index, &oo, 0, 1)) ||
+        (st = (idx = tt_sharded_shard(sh, 0, NULL, NULL)) ? TT_OK : TT_EINVAL) ||
         (st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs)
                       : tt_queries_load(&qs, queries, qlens, qids)) ||
         (st = tt_queries_check(qs, idx))) {
@@ -444,14 +446,14 @@ int cmd_search(int argc, char **argv) {
                      "ColBERTv2's defaults by k (--untuned)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
                 "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
-                (unsigned long long)qs->num_queries, (unsigned long long)info.num_docs,
+                (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
                 (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
                 rerank, from, io_name(info.io));
     }
     else
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "
                 "via %s\n", (unsigned long long)qs->num_queries,
-                (unsigned long long)info.num_docs, mode_name(eff.mode), (unsigned long long)k,
+                (unsigned long long)tt_sharded_num_docs(sh), mode_name(eff.mode), (unsigned long long)k,
                 io_name(info.io));
     {
         /* Why io_uring is not used, if it was asked for (or chosen by default). */
@@ -512,7 +514,7 @@ int cmd_search(int argc, char **argv) {
     double t0 = now_s();
     for (uint64_t q0 = 0; q0 < nq; q0 += slice) {
         uint64_t m = nq - q0 < slice ? nq - q0 : slice;
-        st = tt_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, m, (uint32_t)k,
+        st = tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0, m, (uint32_t)k,
                              &so, threads, hits + q0 * k, nhits + q0, secs + q0);
         if (st) {
             cli_progress_done(&ps);
@@ -530,7 +532,7 @@ int cmd_search(int argc, char **argv) {
     double wall = now_s() - t0;
     cli_progress_done(&ps);
     for (uint64_t q = 0; q < nq; q++)
-        if (write_results(f, idx, qs, q, hits + q * k, nhits[q], jsonl, tag)) {
+        if (write_results(f, sh, qs, q, hits + q * k, nhits[q], jsonl, tag)) {
             fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
                     strerror(errno));
             goto done;
@@ -568,7 +570,7 @@ done:
     free(hits);
     free(nhits);
     free(secs);
-    tt_index_close(idx);
+    tt_sharded_close(sh);
     tt_queries_free(qs);
     return rc;
 }

@@ -2,6 +2,7 @@
  * from a file is checked against the file sizes before it is used, so a damaged or
  * hostile index gives an error naming the file, never an out-of-bounds read. */
 #include "index/index.h"
+#include "index/shards.h"
 #include "io/dir.h"
 
 #include <errno.h>
@@ -767,6 +768,10 @@ int tt_index_not_found(const char *dir) {
         return tt_err_errno(TT_ENOTFOUND, errno, "%s", dir);
     if (!S_ISDIR(sb.st_mode))
         return tt_err(TT_ENOTFOUND, "%s: Not a directory (an index is a directory)", dir);
+    if (tt_is_sharded_dir(dir))
+        return tt_err(TT_ENOTFOUND, "%s: a sharded index (SHARDS, doc/scale.md): search, info "
+                      "and verify take it whole, each %s/shard-NNNN is an index of its own; "
+                      "add, delete and compact do not apply to it as a whole", dir, dir);
     return tt_err(TT_ENOTFOUND, "%s: not a tartan index (no MANIFEST)", dir);
 }
 
