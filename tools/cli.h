@@ -97,4 +97,10 @@ void cli_die_if_cancelled(const char *cmd, bool completed, const char *what);
  * the faulting address, removes the cleanup file and exits 1. */
 void cli_sigbus_install(const char *cmd, const tt_index *idx);
 
+/* sparse_input.c: the sparse vectors of build and add (--bm25 [--text F] | --sparse F;
+ * corpus: the --corpus texts, used by --bm25 without --text). *out stays NULL when none
+ * is asked for. Returns CLI_OK or the exit code (message printed). */
+int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
+                    const char *corpus, tt_sparse_set **out);
+
 #endif

@@ -53,7 +53,13 @@ static void usage(FILE *f) {
         "                       and search (default 1: none; doc/pooling.md). Queries are\n"
         "                       never pooled; tartan add uses the index's factor\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
-        "  --describe TEXT      encoder description stored in the index\n");
+        "  --describe TEXT      encoder description stored in the index\n"
+        "  --bm25               also index BM25 postings of the documents' texts (--corpus,\n"
+        "                       or --text), for tartan search --mode sparse|hybrid\n"
+        "  --text FILE          the documents' texts for --bm25 (BEIR corpus.jsonl or TSV,\n"
+        "                       one record per document in the vectors' order)\n"
+        "  --sparse FILE        also index precomputed sparse vectors, JSON Lines\n"
+        "                       {\"id\", \"terms\": {term: weight}} in the vectors' order\n");
 }
 
 /* Builds from an open input and prints the summary. */
@@ -126,9 +132,14 @@ int cmd_build(int argc, char **argv) {
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
+        {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
+        {"sparse", required_argument, 0, 2003},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
+    const char *text = NULL, *sparse = NULL;
+    int bm25 = 0;
+    tt_sparse_set *sp_set = NULL;
     uint32_t enc_timeout_ms = 0;
     tt_build_options o;
     tt_input_options io;
@@ -222,6 +233,9 @@ int cmd_build(int argc, char **argv) {
                 return cli_usage_error("build", "--encoder-timeout must be 1..86400 seconds");
             enc_timeout_ms = (uint32_t)(u * 1000);
             break;
+        case 2001: bm25 = 1; break;
+        case 2002: text = optarg; break;
+        case 2003: sparse = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
@@ -230,18 +244,27 @@ int cmd_build(int argc, char **argv) {
         return cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
     if (!out || !*out)
         return cli_usage_error("build", "--out is required (a directory to create)");
+    if ((rc_arg = cli_sparse_load("build", bm25, text, sparse, corpus, &sp_set)))
+        return rc_arg;
+    o.sparse = sp_set;
     /* An interrupt stops the build at its next check; it removes what it wrote. */
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
     if (encoder || corpus) {
+        int r;
         if (!encoder || !corpus || vectors || doclens || ids)
-            return cli_usage_error("build", "--encoder and --corpus go together, without "
-                                   "--vectors/--doclens/--ids");
-        return build_with_encoder(encoder, corpus, enc_timeout_ms, out, &o);
+            r = cli_usage_error("build", "--encoder and --corpus go together, without "
+                                "--vectors/--doclens/--ids");
+        else
+            r = build_with_encoder(encoder, corpus, enc_timeout_ms, out, &o);
+        tt_sparse_set_free(sp_set);
+        return r;
     }
-    if (!vectors || !doclens)
+    if (!vectors || !doclens) {
+        tt_sparse_set_free(sp_set);
         return cli_usage_error("build", "--vectors and --doclens (or --encoder and --corpus) "
                                "are required");
+    }
 
     size_t nv = 0, nl = 0;
     char **vlist = cli_split_commas(vectors, &nv), **llist = cli_split_commas(doclens, &nl);
@@ -263,6 +286,7 @@ int cmd_build(int argc, char **argv) {
     }
     rc = run_build(in, out, &o);
 done:
+    tt_sparse_set_free(sp_set);
     tt_input_free(in);
     cli_free_list(vlist);
     cli_free_list(llist);

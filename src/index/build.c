@@ -298,6 +298,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     if (o->debias != 0 && o->debias != 1)
         return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
 
+    if (o->sparse && (st = tt_build_check_sparse(o->sparse, in, true)))
+        return st;
     /* A codebook taken from another index fixes what training would choose. */
     tt_index *cb = NULL;
     if (o->codebook) {
@@ -341,7 +343,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     b.in = pool ? tt_pooled_input(pool) : in;
     b.wdir = b.tmp;
     if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)) ||
-        (st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
+        (st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)) ||
+        (o->sparse && (st = tt_build_write_sparse(&b, o->sparse))))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))
