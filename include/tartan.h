@@ -539,6 +539,10 @@ typedef struct tt_encoder_options {
     const volatile int *cancel;  /* may be NULL; once *cancel != 0 the session kills the
                                   * encoder and fails with TT_ECANCELED (a signal that
                                   * interrupts the wait is noticed at once) */
+    struct tt_sparse_set *sparse_out; /* tt_encode_to_npy: NULL (default), or a set of
+                                  * weights (tt_sparse_set_new_weights) that receives every
+                                  * record's sparse part when the encoder sends them
+                                  * (protocol 2); left empty by a protocol-1 encoder */
 } tt_encoder_options;
 
 TT_API void tt_encoder_options_init(tt_encoder_options *opt);
@@ -792,6 +796,29 @@ TT_API uint64_t tt_sparse_set_size(const tt_sparse_set *s);
 TT_API const char *tt_sparse_set_id(const tt_sparse_set *s, uint64_t i);
 /* Record number of id, or -1. */
 TT_API int64_t tt_sparse_set_find(const tt_sparse_set *s, const char *id);
+
+/* An empty set of sparse weights (kind TT_SPARSE_WEIGHTS), to fill with
+ * tt_sparse_set_add (e.g. from an encoder's sparse parts). Errors: TT_ENOMEM. */
+TT_API int tt_sparse_set_new_weights(tt_sparse_set **out);
+/* Appends one record: n (term, weight) pairs (terms need not be distinct: weights of a
+ * repeated term add up; zeros are dropped). Errors: TT_EVALUE (bad or repeated id, empty
+ * or oversized term, NaN, infinite or negative weight), TT_ENOMEM. */
+TT_API int tt_sparse_set_add(tt_sparse_set *s, const char *id, size_t id_len, uint32_t n,
+                             const char *const *terms, const size_t *term_lens,
+                             const float *weights);
+
+/* Encoders with sparse parts (doc/encoder-protocol.md, protocol 2): an encoder whose
+ * hello says version 2 sends, with every reply's vectors, the record's sparse vector.
+ * tt_encoder_sparse: 1 for such an encoder (after tt_encoder_start), else 0. The sink,
+ * set before tt_encoder_run / tt_encoder_encode_file, receives record `index`'s n terms
+ * (not NUL-terminated; term_lens bytes each) and weights (finite, >= 0), valid during
+ * the call, right after the vector sink saw the record; it returns 0 or a negative
+ * tt_status to abort. Without a sink the sparse parts are checked and dropped. */
+typedef int (*tt_sparse_sink_fn)(void *user, uint64_t index, const char *id, size_t id_len,
+                                 uint32_t n, const char *const *terms,
+                                 const size_t *term_lens, const float *weights);
+TT_API int tt_encoder_sparse(const tt_encoder *enc);
+TT_API void tt_encoder_set_sparse_sink(tt_encoder *enc, tt_sparse_sink_fn fn, void *user);
 
 /* The kind of sparse postings an index has: 0 none, 1 BM25 (term counts and document
  * lengths; scores computed at query time), 2 quantized weights. */

@@ -69,6 +69,7 @@ typedef struct cli_spool {
     char dir[4200];
     tt_input *in;              /* the encoded corpus, open */
     char description[1024];    /* the encoder's */
+    tt_sparse_set *sparse;     /* the encoder's sparse vectors (protocol 2), or NULL */
 } cli_spool;
 /* Prints its own errors; returns CLI_OK or CLI_FAIL (the spool may exist either way:
  * cli_spool_remove it). */

@@ -154,6 +154,8 @@ int cmd_add(int argc, char **argv) {
         }
         cli_spool sp;
         rc = cli_spool_encode("add", encoder, corpus, timeout_ms, index, &sp);
+        if (rc == CLI_OK && !o.sparse && sp.sparse) /* the encoder's, unless --bm25/--sparse */
+            o.sparse = sp.sparse;
         if (rc == CLI_OK)
             rc = run_add(index, sp.in, &o);
         cli_spool_remove(&sp);

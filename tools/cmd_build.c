@@ -111,6 +111,8 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
     if (rc == CLI_OK) {
         if (!o->encoder)
             o->encoder = sp.description;
+        if (!o->sparse && sp.sparse) /* the encoder's sparse vectors, unless --bm25/--sparse */
+            o->sparse = sp.sparse;
         rc = run_build(sp.in, out, o);
     }
     cli_spool_remove(&sp);

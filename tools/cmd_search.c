@@ -219,8 +219,16 @@ static void check_same_encoder(const char *stored, const char *query_desc) {
 
 /* Runs `encoder` in query mode over the query texts in `path` (BEIR queries.jsonl or
  * TSV); the encoder must produce vectors of the index's dimension. */
+/* Protocol 2: each query's sparse part appended to the set. */
+static int add_sparse_query(void *user, uint64_t index, const char *id, size_t id_len,
+                            uint32_t n, const char *const *terms, const size_t *term_lens,
+                            const float *weights) {
+    (void)index;
+    return tt_sparse_set_add(user, id, id_len, n, terms, term_lens, weights);
+}
+
 static int encode_queries(const char *encoder, const char *path, const tt_index *idx,
-                          uint32_t timeout_ms, tt_queries **out) {
+                          uint32_t timeout_ms, tt_queries **out, tt_sparse_set **sparse) {
     tt_index_info info;
     tt_index_get_info(idx, &info);
     tt_encoder_options eo;
@@ -238,6 +246,11 @@ static int encode_queries(const char *encoder, const char *path, const tt_index 
         goto fail;
     acc.q->dim = tt_encoder_dim(enc);
     check_same_encoder(info.encoder, tt_encoder_description(enc));
+    if (sparse && tt_encoder_sparse(enc)) { /* the encoder's sparse query vectors */
+        if ((st = tt_sparse_set_new_weights(sparse)))
+            goto fail;
+        tt_encoder_set_sparse_sink(enc, add_sparse_query, *sparse);
+    }
     if ((st = tt_encoder_encode_file(enc, path, add_query, &acc)))
         goto fail;
     tt_encoder_free(enc);
@@ -277,6 +290,7 @@ int cmd_search(int argc, char **argv) {
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
     const char *sparse_queries = NULL, *query_text = NULL;
+    bool text_default = false; /* hybrid with --encoder: its sparse parts, else the texts */
     tt_sparse_options spo;
     tt_fusion_options fo;
     tt_sparse_options_init(&spo);
@@ -442,19 +456,26 @@ int cmd_search(int argc, char **argv) {
         return cli_usage_error("search", "--index and --out are required");
     /* Where the sparse queries come from (doc/search.md, "Hybrid retrieval"). */
     if (retriever == R_SPARSE) {
-        if (encoder || qlens || qids)
+        if (qlens || qids)
             return cli_usage_error("search", "--mode sparse takes --queries (texts),"
                                    " --query-text or --sparse-queries, not vectors");
-        if (!sparse_queries && !query_text)
+        if (encoder && (sparse_queries || query_text))
+            return cli_usage_error("search", "--mode sparse: --encoder or --sparse-queries/"
+                                   "--query-text, not both");
+        if (!sparse_queries && !query_text) {
             query_text = queries;
+            text_default = encoder != NULL;
+        }
         if (!sparse_queries && !query_text)
             return cli_usage_error("search", "--mode sparse needs --queries (texts), "
                                    "--query-text or --sparse-queries");
         if (queries && query_text != queries)
             return cli_usage_error("search", "--mode sparse: give the queries once");
     } else if (retriever == R_HYBRID) {
-        if (!sparse_queries && !query_text && encoder)
+        if (!sparse_queries && !query_text && encoder) {
             query_text = queries;
+            text_default = true;
+        }
         if (!sparse_queries && !query_text)
             return cli_usage_error("search", "--mode hybrid needs --sparse-queries or "
                                    "--query-text (or --encoder, whose --queries texts are "
@@ -482,7 +503,7 @@ int cmd_search(int argc, char **argv) {
     /* A search cannot be cancelled half-way: an interrupt removes the temporary run and
      * ends the process at once. */
     cli_signals_install(false);
-    int rc = CLI_FAIL, st;
+    int rc = CLI_FAIL, st = TT_OK;
     tt_queries *qs = NULL;
     tt_sparse_set *sq = NULL;
     uint64_t *sparse_of = NULL;
@@ -492,12 +513,27 @@ int cmd_search(int argc, char **argv) {
     double *secs = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
+    /* --mode sparse with --encoder: the encoder's sparse parts (a weighted index) or the
+     * texts (BM25); its dense vectors are not searched. */
+    if (retriever == R_SPARSE && encoder && (st = tt_index_open(&idx, index, &oo)) == TT_OK &&
+        tt_index_sparse_kind(idx) != TT_SPARSE_WEIGHTS)
+        encoder = NULL;
+    if (idx)
+        tt_index_close(idx);
+    idx = NULL;
+    if (st) {
+        rc = cli_fail("search", st);
+        goto done;
+    }
     if ((st = tt_index_open(&idx, index, &oo)) ||
-        (retriever != R_SPARSE &&
-         ((st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs)
+        ((retriever != R_SPARSE || encoder) &&
+         ((st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs,
+                                         text_default && tt_index_sparse_kind(idx) ==
+                                                             TT_SPARSE_WEIGHTS ? &sq : NULL)
                         : tt_queries_load(&qs, queries, qlens, qids)) ||
           (st = tt_queries_check(qs, idx)))) ||
-        (retriever != R_DENSE &&
+        (retriever != R_DENSE && !sq &&
+         !(text_default && tt_index_sparse_kind(idx) == TT_SPARSE_WEIGHTS) &&
          (st = sparse_queries ? tt_sparse_set_load_jsonl(&sq, sparse_queries)
                               : tt_sparse_set_load_text(&sq, query_text, 1)))) {
         rc = cli_fail("search", st);
@@ -530,7 +566,13 @@ int cmd_search(int argc, char **argv) {
     tt_index_get_info(idx, &info);
     tt_search_options eff;
     tt_search_options_resolve(&so, (uint32_t)k, &eff);
-    const uint64_t nq = qs ? qs->num_queries : tt_sparse_set_size(sq);
+    if (retriever != R_DENSE && !sq) {
+        fprintf(stderr, "tartan search: error: the encoder sent no sparse parts (protocol 2, "
+                "doc/encoder-protocol.md) for the weighted sparse index %s\n", index);
+        goto done;
+    }
+    const bool by_sparse = retriever == R_SPARSE; /* query ids and order: the sparse set's */
+    const uint64_t nq = by_sparse ? tt_sparse_set_size(sq) : qs->num_queries;
     if (retriever != R_DENSE) {
         char fusion[96] = "";
         if (retriever == R_HYBRID)
@@ -642,7 +684,7 @@ int cmd_search(int argc, char **argv) {
                 /* The batch numbers queries from the start of its slice. */
                 fprintf(stderr, "tartan search: error: in the queries from number %llu (id %s) "
                         "on: %s\n", (unsigned long long)q0,
-                        qs ? qs->ids[q0] : tt_sparse_set_id(sq, q0), tt_last_error());
+                        by_sparse ? tt_sparse_set_id(sq, q0) : qs->ids[q0], tt_last_error());
             }
             goto done;
         }
@@ -651,7 +693,7 @@ int cmd_search(int argc, char **argv) {
     double wall = now_s() - t0;
     cli_progress_done(&ps);
     for (uint64_t q = 0; q < nq; q++)
-        if (write_results(f, idx, qs ? qs->ids[q] : tt_sparse_set_id(sq, q), hits + q * k,
+        if (write_results(f, idx, by_sparse ? tt_sparse_set_id(sq, q) : qs->ids[q], hits + q * k,
                           nhits[q], jsonl, tag)) {
             fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
                     strerror(errno));

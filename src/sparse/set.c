@@ -3,6 +3,7 @@
 #include "sparse/sparse.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int tt_sparse_set_new(tt_sparse_set **out, int kind) {
@@ -266,4 +267,18 @@ int tt_sparse_set_append_text(tt_sparse_set *s, const char *id, size_t id_len,
         return tt_err(TT_EVALUE, "%s: more than 2^32 tokens", where);
     end_record(s, e0, (uint32_t)ntok);
     return TT_OK;
+}
+
+int tt_sparse_set_new_weights(tt_sparse_set **out) {
+    return tt_sparse_set_new(out, TT_SPARSE_KIND_WEIGHTS);
+}
+
+int tt_sparse_set_add(tt_sparse_set *s, const char *id, size_t id_len, uint32_t n,
+                      const char *const *terms, const size_t *term_lens, const float *weights) {
+    if (!s || !id || (n && (!terms || !term_lens || !weights)))
+        return tt_err(TT_EINVAL, "tt_sparse_set_add: NULL argument");
+    char where[160];
+    snprintf(where, sizeof where, "sparse record %llu '%.*s'", (unsigned long long)s->n + 1,
+             (int)TT_MIN(id_len, 100), id);
+    return tt_sparse_set_append(s, id, id_len, n, terms, term_lens, weights, 0, where);
 }
