@@ -7,6 +7,7 @@
 # documents, and bad input.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 have_numpy || { echo "numpy missing: skip"; exit 77; }
+PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE
 HASH="${TT_BUILDDIR:-.}/tartan-hash-encoder --dim 16"
 
 # A random corpus of 120 documents over 40 words (titles on some), in two parts, and
@@ -166,6 +167,76 @@ expect_ok "search --sparse-queries" "$T" search --index "$WORK/w" --mode sparse 
     && ok "weighted scores equal the 8-bit quantized model's" || bad "weights: $(head -5 "$WORK/m")"
 expect_fail "add BM25 counts to a weighted index" "has weighted sparse postings" \
     "$T" add --index "$WORK/w" --encoder "$HASH" --corpus "$WORK/two.jsonl" --bm25
+
+# encoder protocol 2: a Python encoder with sparse parts (term -> its length), round trip
+# through build and search against the model of the same weights
+mkdir -p "$WORK/enc"
+cat >"$WORK/enc.py" <<EOF
+import re, sys
+sys.path.insert(0, "${TT_SRCDIR:-.}/tools/encoders")
+import tartan_protocol as tp
+def terms(t):
+    return {w: float(len(w)) for w in re.findall(r"[a-z0-9]+", t.lower())}
+def enc(texts):
+    return [([[float(len(t)), 1.0, 0.5, float(t.count("w1"))]], terms(t)) for t in texts]
+if __name__ == "__main__":
+    tp.argument_parser("test").parse_args()
+    tp.serve(enc, 4, description="sparse-test", batch_size=7, sparse=True)
+EOF
+"$PY" - "$WORK" <<'EOF'
+import json, re, sys
+w = sys.argv[1]
+terms = lambda t: {x: float(len(x)) for x in re.findall(r"[a-z0-9]+", t.lower())}
+with open(w + "/enc/sparse.jsonl", "w") as f:
+    for l in open(w + "/all.jsonl"):
+        d = json.loads(l)
+        t = d["title"] + " " + d["text"] if d.get("title") else d["text"]
+        f.write(json.dumps({"id": d["_id"], "terms": terms(t)}) + "\n")
+with open(w + "/enc/squeries.jsonl", "w") as f:
+    for l in open(w + "/queries.jsonl"):
+        q = json.loads(l)
+        f.write(json.dumps({"id": q["_id"], "terms": terms(q["text"])}) + "\n")
+EOF
+cp "$WORK/all.jsonl" "$WORK/queries.jsonl" "$WORK/enc/"
+expect_ok "build with a protocol-2 encoder" "$T" build --encoder "$PY $WORK/enc.py" \
+    --corpus "$WORK/all.jsonl" --centroids 8 --out "$WORK/p2"
+expect_ok "search --mode sparse with its query parts" "$T" search --index "$WORK/p2" \
+    --mode sparse --encoder "$PY $WORK/enc.py" --queries "$WORK/queries.jsonl" --k 200 \
+    --out "$WORK/p2.run"
+"$PY" "$WORK/model.py" weights "$WORK/p2.run" "$WORK/enc" >"$WORK/m" \
+    && ok "protocol 2 round trip: the encoder's sparse parts, indexed and searched" \
+    || bad "protocol 2: $(head -5 "$WORK/m")"
+expect_ok "hybrid with a protocol-2 encoder" "$T" search --index "$WORK/p2" --mode hybrid \
+    --encoder "$PY $WORK/enc.py" --queries "$WORK/queries.jsonl" --k 10 --out "$WORK/p2h.run"
+sed 's/, terms(t)) for t in texts]/) for t in texts]/; s/sparse=True/sparse=False/' \
+    "$WORK/enc.py" >"$WORK/enc_v1.py"
+expect_fail "a protocol-1 encoder cannot give a weighted index sparse queries" "sent no sparse parts" \
+    "$T" search --index "$WORK/p2" --mode hybrid --encoder "$PY $WORK/enc_v1.py" \
+    --queries "$WORK/queries.jsonl" --out "$WORK/x.run"
+expect_ok "a protocol-1 encoder still builds (no sparse parts)" "$T" build --encoder \
+    "$PY $WORK/enc_v1.py" --corpus "$WORK/all.jsonl" --centroids 8 --out "$WORK/v1"
+[ ! -e "$WORK/v1/sparse.tt" ] && ok "protocol 1: no sparse postings" || bad "protocol 1 wrote sparse.tt"
+sed 's/float(len(w))/float("nan")/' "$WORK/enc.py" >"$WORK/enc_nan.py"
+expect_fail "a NaN sparse weight from an encoder" "weight" \
+    "$T" build --encoder "$PY $WORK/enc_nan.py" --corpus "$WORK/all.jsonl" --out "$WORK/bad"
+expect_ok "hash encoder --sparse" "$T" build --encoder "$HASH --sparse" --corpus "$WORK/all.jsonl" \
+    --centroids 8 --out "$WORK/hs"
+expect_ok "hybrid with the hash encoder's sparse parts" "$T" search --index "$WORK/hs" \
+    --mode hybrid --encoder "$HASH --sparse" --queries "$WORK/queries.jsonl" --k 10 --out "$WORK/hs.run"
+[ "$(wc -l <"$WORK/hs.run")" -eq 120 ] && ok "hash --sparse: 10 hits per query" || bad "hs.run: $(wc -l <"$WORK/hs.run")"
+"$PY" - "${TT_SRCDIR:-.}/tools/encoders" <<'EOF' && ok "diffretriever sparse_terms: max-pool, log1p(relu), content words" \
+    || bad "diffretriever sparse_terms"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import diffretriever_encoder as de
+words = [de.content_word(t) for t in ["\u2581cell", "\u2581the", "Cap", "\u0120dna", "x", "\u2581Cell", "ab"]]
+assert words == ["cell", None, None, "dna", None, None, "ab"], words
+lg = np.array([[1.0, 5.0, 9.0, -1.0, 3.0, 2.0, 0.5], [2.0, 0.0, 0.0, -2.0, 0.0, 0.0, 4.0]])
+t = de.sparse_terms(lg, words, top=2)
+assert t == {"ab": float(np.log1p(4.0)), "cell": float(np.log1p(2.0))}, t
+assert "dna" not in de.sparse_terms(lg, words)  # negative logits give no term
+EOF
 
 # bad input: nothing built, a message naming the file and line
 printf '{"id": "doc0", "terms": {"a": NaN}}\n' >"$WORK/nan.jsonl"
