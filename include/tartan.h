@@ -825,6 +825,18 @@ TT_API void tt_encoder_set_sparse_sink(tt_encoder *enc, tt_sparse_sink_fn fn, vo
 enum { TT_SPARSE_NONE = 0, TT_SPARSE_BM25 = 1, TT_SPARSE_WEIGHTS = 2 };
 TT_API int tt_index_sparse_kind(const tt_index *idx);
 
+/* The sparse postings of an open index (kind TT_SPARSE_NONE: none, the rest 0). */
+typedef struct tt_sparse_info {
+    int kind;              /* TT_SPARSE_NONE, _BM25 or _WEIGHTS */
+    uint64_t bytes;        /* the sparse.tt files (not counted in tt_index_info's bytes) */
+    uint64_t terms;        /* dictionary entries, summed over the segments */
+    uint64_t postings;     /* (term, document) pairs, deleted documents included */
+    uint64_t live_docs;    /* BM25's N */
+    double avgdl;          /* BM25's avgdl over the live documents */
+} tt_sparse_info;
+/* Errors: TT_EINVAL (NULL). */
+TT_API int tt_index_sparse_info(const tt_index *idx, tt_sparse_info *out);
+
 typedef struct tt_sparse_options {
     uint32_t struct_size;  /* set by tt_sparse_options_init */
     double k1, b;          /* BM25 (defaults 0.9, 0.4) */

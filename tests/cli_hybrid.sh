@@ -255,4 +255,18 @@ expect_ok "build without sparse postings" B --corpus "$WORK/two.jsonl" --out "$W
 expect_fail "sparse search on an index without postings" "no sparse postings" \
     "$T" search --index "$WORK/plain" --mode sparse --queries "$WORK/queries.jsonl" --out "$WORK/x.run"
 [ ! -e "$WORK/x.run" ] && ok "no run written" || bad "a failed search wrote a run"
+# info, and an upsert: the replaced text is gone from the sparse postings
+"$T" info "$WORK/live" | grep -q "^sparse *BM25 postings: " && ok "info: BM25 postings" \
+    || bad "info: $("$T" info "$WORK/live" | grep sparse)"
+"$T" info "$WORK/plain" | grep -q "^sparse *none" && ok "info: no sparse postings" || bad "info without sparse"
+"$T" info --json "$WORK/live" | "$PY" -c "import json, sys; s = json.load(sys.stdin)['sparse']; assert s['kind'] == 'bm25' and s['postings'] > 0, s" \
+    && ok "info --json: sparse" || bad "info --json: sparse"
+printf '{"_id": "doc7", "text": "zebra quagga"}\n' >"$WORK/up.jsonl"
+expect_ok "add --upsert --bm25" "$T" add --index "$WORK/live" --encoder "$HASH" --corpus "$WORK/up.jsonl" --bm25 --upsert
+printf 'u1\tzebra\n' >"$WORK/uq.tsv"
+expect_ok "search after the upsert" "$T" search --index "$WORK/live" --mode sparse --queries "$WORK/uq.tsv" --k 500 --out "$WORK/u.run"
+[ "$(grep -c '^u1 ' "$WORK/u.run")" = 1 ] && grep -q '^u1 Q0 doc7 1 ' "$WORK/u.run" \
+    && ok "upsert: the new text is found" || bad "upsert: $(grep '^u1 ' "$WORK/u.run")"
+[ "$(grep -c ' doc7 ' "$WORK/u.run")" -le 1 ] && ok "upsert: the replaced document is returned once at most" \
+    || bad "upsert: doc7 twice"
 finish

@@ -29,6 +29,25 @@ void tt_fusion_options_init(tt_fusion_options *o) {
 
 int tt_index_sparse_kind(const tt_index *idx) { return idx ? (int)idx->sparse_kind : 0; }
 
+int tt_index_sparse_info(const tt_index *idx, tt_sparse_info *out) {
+    if (!idx || !out)
+        return tt_err(TT_EINVAL, "tt_index_sparse_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->kind = (int)idx->sparse_kind;
+    if (!idx->sparse_kind)
+        return TT_OK;
+    out->bytes = idx->sparse_bytes;
+    out->live_docs = idx->sparse_live;
+    out->avgdl = idx->sparse_avgdl;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_sparse_seg *sp = &idx->seg[s].sparse;
+        out->terms += sp->T;
+        for (uint64_t t = 0; t < sp->T; t++)
+            out->postings += tt_sparse_seg_df(sp, t);
+    }
+    return TT_OK;
+}
+
 const char *tt_sparse_set_id(const tt_sparse_set *s, uint64_t i) {
     return s && i < s->n ? tt_st_str(&s->ids, (uint32_t)i) : NULL;
 }
