@@ -802,7 +802,9 @@ TT_API int64_t tt_sparse_set_find(const tt_sparse_set *s, const char *id);
 TT_API int tt_sparse_set_new_weights(tt_sparse_set **out);
 /* Appends one record: n (term, weight) pairs (terms need not be distinct: weights of a
  * repeated term add up; zeros are dropped). Errors: TT_EVALUE (bad or repeated id, empty
- * or oversized term, NaN, infinite or negative weight), TT_ENOMEM. */
+ * or oversized term, NaN, infinite or negative weight, repeated weights adding up past
+ * float's range), TT_ENOMEM; after an error other than a bad weight or term (checked
+ * first) the set may hold a partial record: free it. */
 TT_API int tt_sparse_set_add(tt_sparse_set *s, const char *id, size_t id_len, uint32_t n,
                              const char *const *terms, const size_t *term_lens,
                              const float *weights);

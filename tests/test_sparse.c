@@ -532,6 +532,7 @@ START_TEST(jsonl_input) {
         {"{\"id\": \"a\", \"terms\": {\"x\": -Infinity}}\n", TT_EPARSE},
         {"{\"id\": \"a\", \"terms\": {\"x\": 1e999}}\n", TT_EVALUE},
         {"{\"id\": \"a\", \"terms\": {\"x\": -1}}\n", TT_EVALUE},
+        {"{\"id\": \"a\", \"terms\": {\"x\": 3e38, \"x\": 3e38}}\n", TT_EVALUE},
         {"{\"id\": \"a\", \"terms\": {\"\": 1}}\n", TT_EVALUE},
         {"{\"id\": \"a\", \"terms\": [1]}\n", TT_EPARSE},
         {"{\"id\": \"a\"}\n", TT_EPARSE},

@@ -74,7 +74,8 @@ static uint64_t live_df(const tt_index *idx, const tt_segment *sg, uint64_t t) {
     uint32_t df = tt_sparse_seg_df(&sg->sparse, t);
     if (!sg->num_deleted)
         return df;
-    uint64_t first = tt_sparse_seg_first_block(&sg->sparse, t), nb = (df + 127) / 128, n = 0;
+    uint64_t first = tt_sparse_seg_first_block(&sg->sparse, t), nb = (df + TT_SPARSE_BLOCK - 1) / TT_SPARSE_BLOCK,
+             n = 0;
     uint32_t docs[TT_SPARSE_BLOCK];
     uint8_t vals[TT_SPARSE_BLOCK];
     for (uint64_t j = 0; j < nb; j++) {

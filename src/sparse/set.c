@@ -200,10 +200,13 @@ int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32
         s->value[s->nent] = values[i];
         s->nent++;
     }
-    uint64_t before = s->nent;
-    end_record(s, e0, len ? len : (uint32_t)TT_MIN(before - e0, UINT32_MAX));
-    if (!len)
-        s->len[s->n - 1] = (uint32_t)(s->nent - e0);
+    merge_record(s, e0);
+    for (uint64_t e = e0; e < s->nent; e++)
+        if (!isfinite(s->value[e]))
+            return tt_err(TT_EVALUE, "%s: the weights of a repeated term add up to more than a "
+                          "float holds", where);
+    /* the length: the caller's, else the number of distinct terms */
+    end_record(s, e0, len ? len : (uint32_t)TT_MIN(s->nent - e0, UINT32_MAX));
     return TT_OK;
 }
 
