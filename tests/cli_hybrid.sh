@@ -165,6 +165,12 @@ expect_ok "search --sparse-queries" "$T" search --index "$WORK/w" --mode sparse 
     --sparse-queries "$WORK/squeries.jsonl" --k 200 --out "$WORK/w.run"
 "$PY" "$WORK/model.py" weights "$WORK/w.run" "$WORK" >"$WORK/m" \
     && ok "weighted scores equal the 8-bit quantized model's" || bad "weights: $(head -5 "$WORK/m")"
+expect_ok "compact a weighted index" "$T" compact --index "$WORK/w"
+expect_ok "search it again" "$T" search --index "$WORK/w" --mode sparse \
+    --sparse-queries "$WORK/squeries.jsonl" --k 200 --out "$WORK/w2.run"
+cmp -s "$WORK/w.run" "$WORK/w2.run" && ok "compaction keeps quantized weights as they were" \
+    || bad "compaction changed the weighted run"
+expect_ok "verify the compacted weighted index" "$T" verify "$WORK/w"
 expect_fail "add BM25 counts to a weighted index" "has weighted sparse postings" \
     "$T" add --index "$WORK/w" --encoder "$HASH" --corpus "$WORK/two.jsonl" --bm25
 
