@@ -158,6 +158,11 @@ expect_ok "sparse search after compaction" "$T" search --index "$WORK/live" --mo
 cmp -s "$WORK/l.run" "$WORK/c.run" && ok "compaction changes no sparse result" || bad "compaction changed the sparse run"
 expect_ok "hybrid after compaction" "$T" search --index "$WORK/live" --mode hybrid \
     --encoder "$HASH" --queries "$WORK/queries.jsonl" --k 10 --out "$WORK/hc.run"
+# the calibration (build, add) lives beside the sparse postings through all of it
+ls "$WORK/live" | grep -q 'tune\.tt$' && ls "$WORK/live" | grep -q 'sparse\.tt$' \
+    && ok "compaction keeps tune.tt and sparse.tt" || bad "after compaction: $(ls "$WORK/live")"
+grep -q "sparse BM25 + plaid dense (calibrated for k=" "$WORK/err" \
+    && ok "hybrid's dense part uses the calibration" || bad "hybrid parameters: $(cat "$WORK/err")"
 
 # precomputed weights
 expect_ok "build --sparse" B --corpus "$WORK/all.jsonl" --sparse "$WORK/sparse.jsonl" --out "$WORK/w"
@@ -275,4 +280,13 @@ expect_ok "search after the upsert" "$T" search --index "$WORK/live" --mode spar
     && ok "upsert: the new text is found" || bad "upsert: $(grep '^u1 ' "$WORK/u.run")"
 [ "$(grep -c ' doc7 ' "$WORK/u.run")" -le 1 ] && ok "upsert: the replaced document is returned once at most" \
     || bad "upsert: doc7 twice"
+# sharded indexes hold no sparse postings yet: refused clearly
+"$T" build --encoder "$HASH" --centroids 16 --corpus "$WORK/all.jsonl" --bm25 --shards 2 \
+    --out "$WORK/sh" >"$WORK/out" 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q "not supported with --shards" "$WORK/err" && [ ! -e "$WORK/sh" ] \
+    && ok "build --bm25 --shards is refused" || bad "build --bm25 --shards: $(cat "$WORK/err")"
+expect_ok "a sharded build" B --corpus "$WORK/all.jsonl" --shards 2 --no-tune --out "$WORK/sh"
+expect_fail "sparse search on a sharded index" "is a sharded index (2 shards): --mode sparse" \
+    "$T" search --index "$WORK/sh" --mode sparse --queries "$WORK/queries.jsonl" --out "$WORK/sh.run"
+[ ! -e "$WORK/sh.run" ] && ok "no run written" || bad "a run was written"
 finish

@@ -25,5 +25,7 @@ replay index "$C/corpus/index" "$C/regress/index"
 replay eval "$C/corpus/eval" "$C/regress/eval"
 replay records "$C/corpus/records" "$C/regress/records"
 replay encoder "$C/corpus/encoder" "$C/regress/encoder"
+replay serve "$C/corpus/serve" "$C/regress/serve"
+replay shards "$C/corpus/shards" "$C/regress/shards"
 replay sparse "$C/corpus/sparse" "$C/regress/sparse"
 finish

@@ -52,19 +52,25 @@ static void usage(FILE *f) {
         "  --io uring|mmap      residual reads (default: io_uring when available)\n"
         "  --direct             O_DIRECT residual reads (io_uring only)\n"
         "  --queue-depth N      io_uring reads in flight per thread (default 64)\n"
-        "  --nprobe N           centroids probed per query vector (default by k: 1, 2, 4)\n"
+        "  --nprobe N           centroids probed per query vector (default: the index's\n"
+        "                       calibrated value (tartan tune), else by k: 1, 2, 4)\n"
+        "  --untuned            ColBERTv2's defaults by k even where the index has\n"
+        "                       calibrated parameters\n"
         "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
         "                       implies --pruning absolute)\n"
         "  --pruning R          relative (default: a centroid counts if it scores within a\n"
         "                       ratio of a query vector's best centroid score) or absolute\n"
         "                       (ColBERTv2: --threshold, default by k 0.5, 0.45, 0.4)\n"
-        "  --prune-ratio F      relative pruning ratio in [0, 1] (default 0.5)\n"
+        "  --prune-ratio F      relative pruning ratio in [0, 1] (default: calibrated, else\n"
+        "                       0.5)\n"
         "  --rerank adaptive|fixed  documents scored decompressed: adaptive (default:\n"
         "                       ndocs/4, then more while the query's own stage-3 errors\n"
         "                       say they could enter the top k, at most ndocs) or fixed\n"
         "                       (ColBERTv2: max(ndocs/4, k))\n"
-        "  --ndocs N            candidates kept after pruned centroid interaction (default\n"
-        "                       by k: 256, 1024, max(4k, 4096))\n"
+        "  --rerank-margin F    adaptive depth: standard deviations of the query's stage-3\n"
+        "                       error allowed for (default: calibrated, else 1)\n"
+        "  --ndocs N            candidates kept after pruned centroid interaction (default:\n"
+        "                       calibrated, else by k: 256, 1024, max(4k, 4096))\n"
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
         "  --threads T          search threads (default 1; 0: all CPUs)\n"
         "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
@@ -100,7 +106,7 @@ static const char *io_name(int io) {
 
 /* Scores with 9 significant digits: every float32 reads back exactly, and scores of tiny
  * magnitude (raw inner products) stay distinct. */
-static int write_results(FILE *f, const tt_index *idx, const char *qid,
+static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
                          const tt_hit *hits, uint32_t n, bool jsonl, const char *tag) {
     if (jsonl) {
         fputs("{\"qid\": ", f);
@@ -109,7 +115,7 @@ static int write_results(FILE *f, const tt_index *idx, const char *qid,
     }
     for (uint32_t r = 0; r < n; r++) {
         size_t len;
-        const char *id = tt_index_doc_id(idx, hits[r].doc, &len);
+        const char *id = tt_sharded_doc_id(idx, hits[r].doc, &len);
         if (jsonl) {
             char *s = strndup(id, len);
             if (!s)
@@ -281,7 +287,8 @@ int cmd_search(int argc, char **argv) {
         {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
         {"encoder", required_argument, 0, 'E'}, {"encoder-timeout", required_argument, 0, 'O'},
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
-        {"rerank", required_argument, 0, 'K'},
+        {"rerank", required_argument, 0, 'K'},  {"untuned", no_argument, 0, 'U'},
+        {"rerank-margin", required_argument, 0, 'M'},
         {"dense-mode", required_argument, 0, 1001}, {"sparse-queries", required_argument, 0, 1002},
         {"query-text", required_argument, 0, 1003}, {"k1", required_argument, 0, 1004},
         {"b", required_argument, 0, 1005},      {"fusion", required_argument, 0, 1006},
@@ -416,6 +423,14 @@ int cmd_search(int argc, char **argv) {
             else
                 return cli_usage_error("search", "--rerank must be adaptive or fixed");
             break;
+        case 'U':
+            so.tuned = 0;
+            break;
+        case 'M':
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1000))
+                return cli_usage_error("search", "--rerank-margin must be in [0, 1000]");
+            so.rerank_margin = (float)d;
+            break;
         case 'R':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
                 return cli_usage_error("search", "--prune-ratio must be in [0, 1]");
@@ -507,26 +522,30 @@ int cmd_search(int argc, char **argv) {
     tt_queries *qs = NULL;
     tt_sparse_set *sq = NULL;
     uint64_t *sparse_of = NULL;
-    tt_index *idx = NULL;
+    tt_sharded *sh = NULL; /* a plain index opens as one shard */
+    const tt_index *idx = NULL;
     tt_hit *hits = NULL;
     uint32_t *nhits = NULL;
     double *secs = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
-    /* --mode sparse with --encoder: the encoder's sparse parts (a weighted index) or the
-     * texts (BM25); its dense vectors are not searched. */
-    if (retriever == R_SPARSE && encoder && (st = tt_index_open(&idx, index, &oo)) == TT_OK &&
-        tt_index_sparse_kind(idx) != TT_SPARSE_WEIGHTS)
-        encoder = NULL;
-    if (idx)
-        tt_index_close(idx);
-    idx = NULL;
-    if (st) {
+    if ((st = tt_sharded_open(&sh, index, &oo, 0, 1)) ||
+        (st = (idx = tt_sharded_shard(sh, 0, NULL, NULL)) ? TT_OK : TT_EINVAL)) {
         rc = cli_fail("search", st);
         goto done;
     }
-    if ((st = tt_index_open(&idx, index, &oo)) ||
-        ((retriever != R_SPARSE || encoder) &&
+    /* Sparse postings live in an unsharded index only (tt_build refuses them sharded). */
+    if (retriever != R_DENSE && tt_sharded_num_shards(sh) > 1) {
+        fprintf(stderr, "tartan search: error: %s is a sharded index (%u shards): --mode %s "
+                "needs an unsharded index with sparse postings\n", index,
+                tt_sharded_num_shards(sh), retriever == R_HYBRID ? "hybrid" : "sparse");
+        goto done;
+    }
+    /* --mode sparse with --encoder: the encoder's sparse parts (a weighted index) or the
+     * texts (BM25); its dense vectors are not searched. */
+    if (retriever == R_SPARSE && encoder && tt_index_sparse_kind(idx) != TT_SPARSE_WEIGHTS)
+        encoder = NULL;
+    if (((retriever != R_SPARSE || encoder) &&
          ((st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs,
                                          text_default && tt_index_sparse_kind(idx) ==
                                                              TT_SPARSE_WEIGHTS ? &sq : NULL)
@@ -565,7 +584,10 @@ int cmd_search(int argc, char **argv) {
     tt_index_info info;
     tt_index_get_info(idx, &info);
     tt_search_options eff;
-    tt_search_options_resolve(&so, (uint32_t)k, &eff);
+    /* Hybrid: the dense search runs to the fusion depth, so its parameters are those of
+     * that k (tt_hybrid_search_batch). */
+    const uint32_t dense_k = retriever == R_HYBRID && fo.depth > k ? fo.depth : (uint32_t)k;
+    int tuned_fields = tt_search_options_resolve_index(idx, &so, dense_k, &eff);
     if (retriever != R_DENSE && !sq) {
         fprintf(stderr, "tartan search: error: the encoder sent no sparse parts (protocol 2, "
                 "doc/encoder-protocol.md) for the weighted sparse index %s\n", index);
@@ -573,10 +595,28 @@ int cmd_search(int argc, char **argv) {
     }
     const bool by_sparse = retriever == R_SPARSE; /* query ids and order: the sparse set's */
     const uint64_t nq = by_sparse ? tt_sparse_set_size(sq) : qs->num_queries;
+    /* Where the dense parameters come from (tartan tune). */
+    char from[160];
+    {
+        tt_tune_info ti;
+        tt_index_tuned(idx, &ti);
+        const tt_tuned *ts = dense_k <= 10 ? &ti.k10 : &ti.k100;
+        if (tuned_fields)
+            snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
+                     "%.2f%s)%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
+                     ts->k, ts->recall, ti.target, ts->reached ? "" : ", not reached",
+                     tuned_fields < 4 ? ", with your flags" : "");
+        else
+            snprintf(from, sizeof from, "%s", !ti.tuned ? "ColBERTv2's defaults by k (the index "
+                     "is not calibrated: tartan tune)" : so.tuned ? "your flags" :
+                     "ColBERTv2's defaults by k (--untuned)");
+    }
     if (retriever != R_DENSE) {
-        char fusion[96] = "";
+        char fusion[320] = "";
         if (retriever == R_HYBRID)
-            snprintf(fusion, sizeof fusion, " + %s dense, fusion %s depth %u%s", mode_name(eff.mode),
+            snprintf(fusion, sizeof fusion, " + %s dense%s%s%s, fusion %s depth %u%s",
+                     mode_name(eff.mode), eff.mode == TT_MODE_PLAID ? " (" : "",
+                     eff.mode == TT_MODE_PLAID ? from : "", eff.mode == TT_MODE_PLAID ? ")" : "",
                      fo.method == TT_FUSION_RRF ? "rrf" : "minmax", fo.depth,
                      fo.method == TT_FUSION_RRF ? "" : " (alpha)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu, sparse %s%s\n",
@@ -589,16 +629,21 @@ int cmd_search(int argc, char **argv) {
             snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
         else
             snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
+        char rerank[48];
+        if (eff.rerank == TT_RERANK_FIXED)
+            snprintf(rerank, sizeof rerank, "fixed");
+        else
+            snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
-                "%s ndocs=%u rerank=%s; residuals via %s\n",
-                (unsigned long long)qs->num_queries, (unsigned long long)info.num_docs,
+                "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
+                (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
                 (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
-                eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", io_name(info.io));
+                rerank, from, io_name(info.io));
     }
     else
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "
                 "via %s\n", (unsigned long long)qs->num_queries,
-                (unsigned long long)info.num_docs, mode_name(eff.mode), (unsigned long long)k,
+                (unsigned long long)tt_sharded_num_docs(sh), mode_name(eff.mode), (unsigned long long)k,
                 io_name(info.io));
     {
         /* Why io_uring is not used, if it was asked for (or chosen by default). */
@@ -659,8 +704,9 @@ int cmd_search(int argc, char **argv) {
     for (uint64_t q0 = 0; q0 < nq; q0 += slice) {
         uint64_t m = nq - q0 < slice ? nq - q0 : slice;
         if (retriever == R_DENSE)
-            st = tt_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, m,
-                                 (uint32_t)k, &so, threads, hits + q0 * k, nhits + q0, secs + q0);
+            st = tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0, m,
+                                         (uint32_t)k, &so, threads, hits + q0 * k, nhits + q0,
+                                         secs + q0);
         else if (retriever == R_SPARSE) {
             uint64_t *rows = malloc(m * sizeof *rows);
             if (!rows) {
@@ -693,7 +739,7 @@ int cmd_search(int argc, char **argv) {
     double wall = now_s() - t0;
     cli_progress_done(&ps);
     for (uint64_t q = 0; q < nq; q++)
-        if (write_results(f, idx, by_sparse ? tt_sparse_set_id(sq, q) : qs->ids[q], hits + q * k,
+        if (write_results(f, sh, by_sparse ? tt_sparse_set_id(sq, q) : qs->ids[q], hits + q * k,
                           nhits[q], jsonl, tag)) {
             fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
                     strerror(errno));
@@ -732,7 +778,7 @@ done:
     free(hits);
     free(nhits);
     free(secs);
-    tt_index_close(idx);
+    tt_sharded_close(sh);
     tt_queries_free(qs);
     tt_sparse_set_free(sq);
     free(sparse_of);
