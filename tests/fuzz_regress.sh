@@ -27,4 +27,5 @@ replay records "$C/corpus/records" "$C/regress/records"
 replay encoder "$C/corpus/encoder" "$C/regress/encoder"
 replay serve "$C/corpus/serve" "$C/regress/serve"
 replay shards "$C/corpus/shards" "$C/regress/shards"
+replay sparse "$C/corpus/sparse" "$C/regress/sparse"
 finish
