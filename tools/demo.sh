@@ -19,7 +19,7 @@ echo "== 1. a synthetic collection: 20,000 documents x 20-40 vectors x 128-d, 20
 # which is what PLAID's default pruning threshold assumes (doc/search.md).
 "$build/tartan-synth" --out "$work/demo" --docs 20000 --doclen 20-40 --dim 128 \
     --queries 200 --qlen 32 --seed 7 --noise 0.3 --qnoise 0.2
-echo "== 2. build a 2-bit index"
+echo "== 2. build a 2-bit index (it ends by calibrating its search: tartan tune)"
 "$T" build --vectors "$work/demo.vectors.npy" --doclens "$work/demo.doclens.npy" \
     --ids "$work/demo.ids.txt" --out "$work/index" --nbits 2 --describe "tartan-synth demo"
 echo "== 3. what was built"
