@@ -30,7 +30,9 @@ static void usage(FILE *f) {
         "                       default: the index's own factor (tartan info shows it)\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --threads T          worker threads (default: all CPUs)\n"
-        "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n");
+        "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n"
+        "  --metadata FILE      metadata of the new documents (JSON Lines, as tartan build);\n"
+        "                       without it, an index with metadata gets null rows for them\n");
 }
 
 static int run_add(const char *index, tt_input *in, tt_change_options *o) {
@@ -80,6 +82,7 @@ int cmd_add(int argc, char **argv) {
         {"corpus", required_argument, 0, 'C'},  {"encoder-timeout", required_argument, 0, 'T'},
         {"bf16", no_argument, 0, 'B'},          {"threads", required_argument, 0, 't'},
         {"memory", required_argument, 0, 'm'},  {"pool-factor", required_argument, 0, 'P'},
+        {"metadata", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *index = NULL, *vectors = NULL, *doclens = NULL, *ids = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -98,6 +101,7 @@ int cmd_add(int argc, char **argv) {
         case 'l': doclens = optarg; break;
         case 'i': ids = optarg; break;
         case 'u': o.upsert = 1; break;
+        case 'M': o.metadata = optarg; break;
         case 'E': encoder = optarg; break;
         case 'C': corpus = optarg; break;
         case 'B': io.bf16_from_uint16 = 1; break;

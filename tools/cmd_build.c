@@ -53,7 +53,11 @@ static void usage(FILE *f) {
         "                       and search (default 1: none; doc/pooling.md). Queries are\n"
         "                       never pooled; tartan add uses the index's factor\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
-        "  --describe TEXT      encoder description stored in the index\n");
+        "  --describe TEXT      encoder description stored in the index\n"
+        "  --metadata FILE      document metadata, JSON Lines: one object per document in\n"
+        "                       document order, or keyed by a string \"id\" when the first\n"
+        "                       object has one; values string, number, boolean or null. Kept\n"
+        "                       in the index (SQLite) for tartan search --where\n");
 }
 
 /* Builds from an open input and prints the summary. */
@@ -126,6 +130,7 @@ int cmd_build(int argc, char **argv) {
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
+        {"metadata", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -143,6 +148,7 @@ int cmd_build(int argc, char **argv) {
         case 'v': vectors = optarg; break;
         case 'l': doclens = optarg; break;
         case 'i': ids = optarg; break;
+        case 'M': o.metadata = optarg; break;
         case 'o': out = optarg; break;
         case 'f': o.force = 1; break;
         case 'b':

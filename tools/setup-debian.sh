@@ -3,7 +3,7 @@
 # Skips apt-get when everything is already there, so it is cheap to call twice.
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config libopenblas-dev liburing-dev \
-libxxhash-dev check python3 python3-numpy ${TT_EXTRA_PKGS:-}"
+libxxhash-dev check python3 python3-numpy libsqlite3-dev ${TT_EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
