@@ -398,7 +398,7 @@ int cmd_search(int argc, char **argv) {
         case 'F': filter_ids = optarg; break;
         case 'M': with_md = true; break;
         case 'X':
-            if ((rc_arg = cli_parse_u64(optarg, &u)) || u < 1)
+            if (!cli_parse_u64(optarg, &u) || u < 1)
                 return cli_usage_error("search", "--filter-direct-max must be at least 1");
             so.filter_direct_max = u;
             break;
