@@ -25,4 +25,5 @@ replay index "$C/corpus/index" "$C/regress/index"
 replay eval "$C/corpus/eval" "$C/regress/eval"
 replay records "$C/corpus/records" "$C/regress/records"
 replay encoder "$C/corpus/encoder" "$C/regress/encoder"
+replay metadata "$C/corpus/metadata" "$C/regress/metadata"
 finish
