@@ -9,7 +9,10 @@
 #   W/NAME.idx       an index built with --metadata whose column "bucket" is uniform in
 #                    [0, 1000) (independent of the vectors): bucket < c allows c/10 %
 #   W/NAME.queries.npy  queries (the first NQ, default 50, are used)
-# NDOCS (default 768) and EXTRA (more search flags) apply to every PLAID run.
+# NDOCS (default 768) and EXTRA (more search flags) apply to every PLAID run; CUTS
+# (default "1 10 100 500 1000") are the bucket bounds; REUSE=1 keeps the exhaustive
+# reference runs of an earlier run in W (they depend only on the index, the queries and
+# the filter) and reruns everything else.
 set -eu
 B=$1
 W=$2
@@ -37,8 +40,12 @@ run() {
 echo "| filter | allowed | plan | p50 | recall@10 vs exhaustive restricted |"
 echo "|---|---:|---|---:|---:|"
 # Unfiltered: the exhaustive reference and PLAID (defaults and NDOCS).
-ex=$(run "$W/fb.ex.run" --mode exhaustive)
-echo "| none | all | exhaustive | $ex ms | (reference) |"
+if [ -n "${REUSE:-}" ] && [ -s "$W/fb.ex.run" ]; then
+    echo "| none | all | exhaustive | (earlier run) | (reference) |"
+else
+    ex=$(run "$W/fb.ex.run" --mode exhaustive)
+    echo "| none | all | exhaustive | $ex ms | (reference) |"
+fi
 for nd in 0 "$NDOCS"; do
     flag=""
     [ "$nd" = 0 ] || flag="--ndocs $nd"
@@ -55,6 +62,9 @@ for cut in ${CUTS:-1 10 100 500 1000}; do
         cp "$W/fb.ex.run" "$ref"
         allowed=all
         t="(as unfiltered)"
+    elif [ -n "${REUSE:-}" ] && [ -s "$ref" ]; then
+        t="(earlier run)"
+        allowed=$(sed -n 's/.*filter: \([0-9]*\) documents allowed.*/\1/p' "$ref.err")
     else
         t="$(run "$ref" --mode exhaustive --where "$w") ms"
         allowed=$(sed -n 's/.*filter: \([0-9]*\) documents allowed.*/\1/p' "$ref.err")

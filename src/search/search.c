@@ -146,7 +146,10 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
             n += (uint64_t)__builtin_popcountll(
                 idx->deleted ? o.filter->bits[w] & ~idx->deleted[w] : o.filter->bits[w]);
         ctx->allowed = n;
-        uint64_t dmax = o.filter_direct_max ? o.filter_direct_max : TT_FILTER_DIRECT_MAX;
+        uint64_t dmax = o.filter_direct_max
+                            ? o.filter_direct_max
+                            : (uint64_t)sqrt((double)o.ndocs * (double)idx->num_live /
+                                             TT_FILTER_DIRECT_DIV);
         ctx->direct = n <= dmax && n < idx->num_live;
     }
     uint32_t kk = (uint64_t)k > ctx->allowed ? (uint32_t)ctx->allowed : k;
