@@ -411,15 +411,15 @@ typedef struct tt_search_options {
     uint64_t filter_direct_max; /* PLAID with a filter: at most this many allowed live
                          * documents are scored directly (centroid interaction over all of
                          * them, then decompressed MaxSim over the best) instead of through
-                         * the IVF; 0: the default crossover, sqrt(ndocs * live documents
-                         * / TT_FILTER_DIRECT_DIV) (doc/search.md, "Filters") */
+                         * the IVF; 0: the default crossover, sqrt(TT_FILTER_DIRECT_MUL *
+                         * ndocs * live documents) (doc/search.md, "Filters") */
 } tt_search_options;
 
 /* The default crossover of filtered PLAID search: the direct plan costs about the
  * allowed count A, the IVF plan about the lists probed to find ndocs allowed candidates,
- * ndocs * live / A; they meet at A = sqrt(ndocs * live / TT_FILTER_DIRECT_DIV), with the
- * divisor measured on 300k documents (doc/benchmarks.md, "Filtered search"). */
-#define TT_FILTER_DIRECT_DIV 2
+ * ndocs * live / A; they meet at A = sqrt(TT_FILTER_DIRECT_MUL * ndocs * live), with the
+ * factor measured on 300k documents (doc/benchmarks.md, "Filtered search"). */
+#define TT_FILTER_DIRECT_MUL 2
 
 TT_API void tt_search_options_init(tt_search_options *opt);
 

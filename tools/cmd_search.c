@@ -63,8 +63,8 @@ static void usage(FILE *f) {
         "                       with --where: documents allowed by both\n"
         "  --with-metadata      --jsonl/--json: each result carries its \"metadata\" object\n"
         "  --filter-direct-max N  score at most N allowed documents directly rather than\n"
-        "                       through the IVF (default: sqrt(ndocs * documents / %d))\n",
-        TT_FILTER_DIRECT_DIV);
+        "                       through the IVF (default: sqrt(%d * ndocs * documents))\n",
+        TT_FILTER_DIRECT_MUL);
 }
 
 static int dbl_cmp(const void *a, const void *b) {

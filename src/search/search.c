@@ -148,8 +148,8 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
         ctx->allowed = n;
         uint64_t dmax = o.filter_direct_max
                             ? o.filter_direct_max
-                            : (uint64_t)sqrt((double)o.ndocs * (double)idx->num_live /
-                                             TT_FILTER_DIRECT_DIV);
+                            : (uint64_t)sqrt(TT_FILTER_DIRECT_MUL * (double)o.ndocs *
+                                             (double)idx->num_live);
         ctx->direct = n <= dmax && n < idx->num_live;
     }
     uint32_t kk = (uint64_t)k > ctx->allowed ? (uint32_t)ctx->allowed : k;
