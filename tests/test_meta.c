@@ -456,10 +456,34 @@ START_TEST(bad_metadata_files) {
 }
 END_TEST
 
+/* The bitmap by hand: bounds, counts, membership. */
+START_TEST(filter_api) {
+    tt_filter *f;
+    ck_assert_int_eq(tt_filter_new(&f, 130), TT_OK);
+    ck_assert_uint_eq(tt_filter_num_rows(f), 130);
+    ck_assert_uint_eq(tt_filter_count(f), 0);
+    ck_assert_int_eq(tt_filter_add(f, 0), TT_OK);
+    ck_assert_int_eq(tt_filter_add(f, 64), TT_OK);
+    ck_assert_int_eq(tt_filter_add(f, 129), TT_OK);
+    ck_assert_int_eq(tt_filter_add(f, 129), TT_OK); /* twice: once */
+    ck_assert_int_eq(tt_filter_add(f, 130), TT_EINVAL);
+    ck_assert_uint_eq(tt_filter_count(f), 3);
+    ck_assert(tt_filter_has(f, 64) && !tt_filter_has(f, 63) && !tt_filter_has(f, 130));
+    ck_assert(!tt_filter_has(NULL, 0));
+    ck_assert_int_eq(tt_filter_add(NULL, 0), TT_EINVAL);
+    tt_filter_free(f);
+    tt_filter_free(NULL);
+    ck_assert_int_eq(tt_filter_new(&f, 0), TT_OK);
+    ck_assert_uint_eq(tt_filter_count(f), 0);
+    tt_filter_free(f);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("meta");
     TCase *tc = tcase_create("meta");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, filter_api);
     tcase_add_test(tc, where_and_filtered_search_match_brute_force);
     tcase_add_test(tc, metadata_follows_changes);
     tcase_add_test(tc, bad_metadata_files);
