@@ -104,6 +104,32 @@ TT_API uint32_t tt_input_dim(const tt_input *in);
 TT_API uint64_t tt_input_num_docs(const tt_input *in);
 TT_API uint64_t tt_input_num_vectors(const tt_input *in);
 
+/* --------------------------------------------------- input from memory */
+
+/* Element types of vectors held in memory. */
+enum { TT_DTYPE_F32 = 1, TT_DTYPE_F16 = 2 };
+
+/* A corpus held by the caller, read in place (never copied as a whole): nblocks blocks
+ * of row-major vectors, blocks[b] holding block_rows[b] rows of dim elements of dtype
+ * (TT_DTYPE_F32: float; TT_DTYPE_F16: IEEE half as uint16_t), concatenated in order.
+ * Documents: with doclens (num_docs values, each 1..2^31, summing to the rows
+ * of all blocks) they run across blocks as doclens says; with doclens NULL each block
+ * is one document (num_docs is ignored; a block of 0 rows is TT_EVALUE). ids (may be
+ * NULL: row numbers) holds num_docs NUL-terminated ids, copied, checked as an ids
+ * file's lines are (1..1024 bytes, no whitespace or control characters, no
+ * duplicates). name (may be NULL: "memory") names the vectors in messages.
+ * OWNERSHIP: the blocks are borrowed: they must stay valid and unchanged until
+ * tt_input_free; the build copies rows out of them a chunk at a time (from its worker
+ * threads), converting float16 to float32. Finiteness is checked as the build reads them
+ * (TT_EVALUE naming the vector and document), like a file's.
+ * Errors: TT_EINVAL (NULL arguments), TT_EUNSUPPORTED (dtype), TT_EDIM (dim 0, doclens
+ * that do not sum to the rows), TT_EVALUE (no vectors, a document of length 0),
+ * TT_EPARSE (a bad or duplicate id), TT_ENOMEM. */
+TT_API int tt_input_from_memory(tt_input **out, uint32_t dim, int dtype, size_t nblocks,
+                                const void *const *blocks, const uint64_t *block_rows,
+                                const int64_t *doclens, uint64_t num_docs,
+                                const char *const *ids, const char *name);
+
 /* ------------------------------------------------------------------ build */
 
 enum { TT_KEEP_NONE = 0, TT_KEEP_F16 = 1 };
@@ -155,11 +181,43 @@ typedef struct tt_build_options {
                                  * its own residual is unbiased over the held-out vectors
                                  * (doc/format.md, "Debiased weights"); 0: the weights as
                                  * trained (ColBERTv2's, with lloyd_max_rounds 0) */
+    uint32_t shards;            /* 0 or 1 (default): one index directory. S >= 2 (at most
+                                 * 4096, at most the number of documents): a sharded
+                                 * index (doc/format.md, "Sharded indexes"): S index
+                                 * directories out_dir/shard-NNNN, shard s holding the
+                                 * documents [D*s/S, D*(s+1)/S) encoded with the one
+                                 * codebook trained on the whole input (the same as an
+                                 * unsharded build's), and out_dir/SHARDS naming them;
+                                 * published as one directory. force does not replace a
+                                 * sharded index yet (refused: "not a tartan index") */
+    const struct tt_build_group *group; /* NULL (default): this process builds alone. Else
+                                 * one of a group of processes (e.g. MPI ranks:
+                                 * tartan-mpi build) that build one sharded index
+                                 * together; every member calls tt_build with the same
+                                 * input, options and out_dir (a file system they all
+                                 * see). Rank 0 checks and locks out_dir, trains the
+                                 * codebook and leaves it in the build directory; rank r
+                                 * encodes shards r, r + size, ...; rank 0 writes SHARDS
+                                 * and publishes once every rank succeeded. A failure
+                                 * anywhere fails every member (TT_EIO "another process
+                                 * of the build failed" where it did not happen) and
+                                 * nothing is published. Needs shards >= 2, no codebook */
     const char *metadata;       /* NULL, or a JSON Lines file of document metadata
                                  * (doc/metadata.md): one object per document, in document
                                  * order or keyed by "id"; stored in the index as an SQLite
                                  * database (metadata.tt) for filtered search */
 } tt_build_options;
+
+/* The members of a group build (tt_build_options.group). */
+typedef struct tt_build_group {
+    uint32_t rank, size;        /* this member, 0 .. size-1; rank 0 publishes */
+    /* Called by every member at the same points in the same order. Returns 0 if every
+     * member passed status 0 (TT_OK), else non-zero; and copies `bytes` bytes at buf
+     * from rank 0 to the others (buf NULL when bytes is 0). E.g. MPI_Allreduce of the
+     * statuses, then MPI_Bcast. */
+    int (*sync)(void *user, int status, void *buf, size_t bytes);
+    void *user;
+} tt_build_group;
 
 TT_API void tt_build_options_init(tt_build_options *opt);
 
@@ -404,6 +462,12 @@ typedef struct tt_search_options {
     int pruning;         /* TT_PRUNE_AUTO (default), _ABSOLUTE or _RELATIVE */
     float prune_ratio;   /* RELATIVE: in [0, 1]; NaN: the default (0.5) */
     int rerank;          /* TT_RERANK_ADAPTIVE (default) or TT_RERANK_FIXED */
+    int tuned;           /* 1 (default): nprobe, ndocs, prune_ratio and rerank_margin
+                          * left at their defaults take the index's calibrated values
+                          * (tt_index_tune) when it has them; 0: ColBERTv2's table by k */
+    float rerank_margin; /* ADAPTIVE: standard deviations of the query's stage-3 error
+                          * added to its mean when deciding whether a document could
+                          * still enter the top k (>= 0; NaN: the default, 1) */
     /* Appended after rerank (filtered search, doc/search.md "Filters"). */
     const struct tt_filter *filter; /* NULL, or the allowed rows (a tt_filter over the
                          * index's num_docs rows, not owned): no other document counts in
@@ -450,6 +514,54 @@ TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *
                            const tt_search_options *opt, int threads, tt_hit *hits,
                            uint32_t *nhits, double *seconds);
 
+/* ------------------------------------------------------- sharded indexes */
+
+/* A sharded index (tt_build_options.shards >= 2; doc/format.md, "Sharded indexes") is
+ * a directory holding SHARDS and the shards shard-0000 ... shard-NNNN, each an ordinary
+ * index (tt_index_open, tt_index_verify, tt_search work on one alone) with a
+ * contiguous range of the documents, all sharing one codebook. Its rows are the
+ * shards' rows laid end to end: shard s's row r is global row first_row(s) + r. A
+ * search of several shards searches each with tt_search_batch and merges the per-shard
+ * top-k lists by the total order of one search (higher score, then lower global row):
+ * in exhaustive and exact modes the result equals the unsharded index's; in PLAID mode
+ * each shard chooses its own candidates (what MPI ranks serving the shards do too). */
+typedef struct tt_sharded tt_sharded;
+
+/* 1 if dir holds a sharded index (a SHARDS file), else 0. */
+TT_API int tt_index_is_sharded(const char *dir);
+/* Opens the shards s of the sharded index at dir with s % nranks == rank (rank 0 of 1:
+ * every shard), checking each against SHARDS (its documents and the shared codebook).
+ * A plain index opens as one shard (rank 0 opens it; other ranks open nothing). opt as
+ * tt_index_open. Errors: TT_EINVAL (NULL, rank >= nranks), those of tt_index_open, and
+ * TT_ECORRUPT (SHARDS damaged, a shard changed after the build). */
+TT_API int tt_sharded_open(tt_sharded **out, const char *dir, const tt_open_options *opt,
+                           uint32_t rank, uint32_t nranks);
+TT_API void tt_sharded_close(tt_sharded *sh);
+TT_API uint32_t tt_sharded_num_shards(const tt_sharded *sh); /* in the index */
+TT_API uint32_t tt_sharded_num_open(const tt_sharded *sh);   /* opened by this call */
+TT_API uint64_t tt_sharded_num_docs(const tt_sharded *sh);   /* rows of every shard */
+/* The i-th open shard (0 <= i < num_open, ascending shard numbers): its index, and (may
+ * be NULL) its number and first global row. NULL with TT_EINVAL when i is out of range.
+ * Owned by sh. */
+TT_API const tt_index *tt_sharded_shard(const tt_sharded *sh, uint32_t i, uint32_t *shard,
+                                        uint64_t *first_row);
+/* The id of global row `row`, as tt_index_doc_id; NULL (TT_EINVAL) when the row is
+ * beyond the index or in a shard this process did not open. */
+TT_API const char *tt_sharded_doc_id(const tt_sharded *sh, uint64_t row, size_t *len);
+/* tt_search_batch over the open shards: per query, each shard's top k, rows made
+ * global, merged into the best k (hits nq*k, nhits nq; seconds, may be NULL: each
+ * query's latency summed over the shards). Errors: those of tt_search_batch. */
+TT_API int tt_sharded_search_batch(const tt_sharded *sh, const float *Q,
+                                   const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq,
+                                   uint32_t k, const tt_search_options *opt, int threads,
+                                   tt_hit *hits, uint32_t *nhits, double *seconds);
+/* Merges nlists hit lists, each sorted best first by (higher score, then lower doc) and
+ * over disjoint documents, into the best k of them in that order (out: k entries).
+ * Returns how many were written (min(k, sum of counts)); UINT32_MAX if out of memory
+ * (more than 64 lists). */
+TT_API uint32_t tt_hits_merge(const tt_hit *const *lists, const uint32_t *counts,
+                              uint32_t nlists, uint32_t k, tt_hit *out);
+
 /* ------------------------------------------------------ search (more) */
 
 /* Residual path of a context whose io_uring ring could not be set up although the
@@ -464,6 +576,15 @@ enum { TT_IO_PREAD = 3 };
  * (threshold stays NaN). opt may be NULL (defaults). */
 TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
                                       tt_search_options *out);
+/* The same for a search of idx: where opt leaves nprobe, ndocs or prune_ratio at their
+ * defaults (0, 0, NaN, NaN), opt->tuned is set and idx has calibrated parameters
+ * (tt_index_tuned), those fields take them (k <= 10: the k = 10 set; k <= 100: the
+ * k = 100 set; larger k: the k = 100 set with ndocs scaled by k / 100, never below
+ * the table's). An explicit threshold (absolute pruning) keeps its own rule; nprobe
+ * and ndocs may still come from the calibration. Returns how many fields came from
+ * the calibration (0: none; the parameters are ColBERTv2's table and the caller's). */
+TT_API int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options *opt,
+                                           uint32_t k, tt_search_options *out);
 
 /* Counters of one search context since it was created or last reset. */
 typedef struct tt_search_stats {
@@ -483,6 +604,97 @@ typedef struct tt_search_stats {
 /* Errors: TT_EINVAL (NULL). */
 TT_API int tt_search_ctx_stats(const tt_search_ctx *ctx, tt_search_stats *out);
 TT_API void tt_search_ctx_reset_stats(tt_search_ctx *ctx);
+
+/* ------------------------------------------------------ calibrated defaults */
+
+/* Search parameters measured for one k (doc/search.md, "Calibrated defaults"). */
+typedef struct tt_tuned {
+    uint32_t k;            /* 10 or 100 */
+    int nprobe;
+    uint32_t ndocs;
+    float prune_ratio;     /* relative pruning */
+    float rerank_margin;   /* adaptive stage-4 depth */
+    double recall;         /* mean recall@k against exhaustive search on the calibration
+                            * queries, with these parameters */
+    double ms;             /* their mean CPU time per query (ms, one thread), as measured */
+    int reached;           /* recall >= the target; 0: the best recall the grid had */
+} tt_tuned;
+
+/* An index's calibration (tune.tt), as tt_index_tune measured it. */
+typedef struct tt_tune_info {
+    int tuned;             /* 0: the index has none (search uses ColBERTv2's table) */
+    int pseudo;            /* 1: pseudo-queries made from the index's documents; 0: the
+                            * caller's queries */
+    uint32_t num_queries;  /* calibration queries */
+    uint32_t query_len;    /* vectors per pseudo-query (0 with the caller's queries) */
+    double noise;          /* pseudo-queries: relative noise added to document vectors */
+    double target;         /* target recall */
+    uint64_t seed;
+    uint64_t live_docs;    /* live documents when measured */
+    uint64_t generation;   /* the generation measured */
+    int cost;              /* TT_TUNE_COST_TIME or TT_TUNE_COST_WORK */
+    tt_tuned k10, k100;
+} tt_tune_info;
+
+/* Errors: TT_EINVAL (NULL). out->tuned = 0 for an index without calibration. */
+TT_API int tt_index_tuned(const tt_index *idx, tt_tune_info *out);
+
+/* How candidate parameter sets are compared: by measured time per query (the searching
+ * thread's CPU time, robust to other processes' load; default: the choice among sets
+ * that all reach the target can still differ between runs), or by a
+ * deterministic count of the work a search did (documents and vectors scored, weighted
+ * by their per-item cost on this code path: the same choice on every run). */
+enum { TT_TUNE_COST_TIME = 0, TT_TUNE_COST_WORK = 1 };
+
+typedef struct tt_tune_options {
+    uint32_t struct_size;    /* set by tt_tune_options_init */
+    double target_recall;    /* recall@k against exhaustive to reach; default 0.95 */
+    /* Calibration queries: the caller's (Q, qoffs, qlens, nqueries as tt_search_batch
+     * takes them; Q may be NULL), else pseudo-queries: num_queries (default 64) random
+     * live documents, query_len of each one's decompressed vectors (with repeats when it
+     * has fewer; 0: 4 when the documents hold at most 16 vectors each and dim >= 1024,
+     * the DiffRetriever shape, else 32, ColBERT's), each moved by Gaussian noise of
+     * `noise` times its norm (default 0.5; NaN: the default) and renormalised when the
+     * index is. */
+    const float *Q;
+    const uint64_t *qoffs;
+    const uint32_t *qlens;
+    uint64_t nqueries;
+    uint32_t num_queries;
+    uint32_t query_len;
+    float noise;
+    uint64_t seed;           /* pseudo-queries (default 42) */
+    int threads;             /* the exhaustive reference's threads (0: every CPU); the
+                              * candidates are timed on one */
+    int cost;                /* TT_TUNE_COST_TIME (default) or TT_TUNE_COST_WORK */
+    int if_stale;            /* 1: re-check (what tartan add does): nothing happens
+                              * unless the index has changed by a quarter of its live
+                              * documents since it was calibrated, or drifted
+                              * (retrain_advised); then the stored parameters are
+                              * measured on the new calibration queries and kept when
+                              * they still reach the target (republished with the new
+                              * figures), else re-tuned. An index without calibration
+                              * is tuned */
+    tt_progress_fn progress; /* may be NULL */
+    void *progress_user;
+    const volatile int *cancel; /* may be NULL: set, the tuning stops with TT_ECANCELED */
+} tt_tune_options;
+
+TT_API void tt_tune_options_init(tt_tune_options *opt);
+
+/* Calibrates PLAID's parameters for the index at dir (doc/search.md, "Calibrated
+ * defaults"): the exact top 100 of every calibration query by exhaustive search; then,
+ * over a grid of nprobe (1..32), ndocs (k..8192) and the adaptive stage-4 margin (1, 2,
+ * 4 standard deviations) with relative pruning, the cheapest set
+ * (by opt->cost) whose recall@k against it reaches the target, for k = 10 and k = 100;
+ * the best-recall set when none does. Publishes them as tune.tt in the next generation
+ * (a change: it holds DIR/LOCK while it measures), where tt_search and
+ * tt_search_options_resolve_index find them. out (may be NULL) receives what was
+ * stored (with if_stale and nothing due: the stored calibration, unchanged; its
+ * generation tells which).
+ * Errors: TT_EINVAL (options, queries of another dimension), TT_EVALUE (NaN in Q),
+ * TT_ENOTFOUND, TT_EBUSY, TT_ECORRUPT, TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED. */
+TT_API int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out);
 
 /* Threads the BLAS library (OpenBLAS) may use inside one sgemm call, process-wide.
  * Search threads come from tt_search_batch; BLAS threads on top of them oversubscribe

@@ -157,6 +157,18 @@ for c in "short:1199 lines for 1200 documents" "long:long.jsonl:1201: more lines
     [ -e "$W/bad" ] && bad "$f: something left at the output"
 done
 
+# ------------------------------------------------ sharded indexes (not supported yet)
+expect_fail "build --shards refuses --metadata" "not supported in a sharded build" "$T" build \
+    --vectors "$W/s.vectors.npy" --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" \
+    --out "$W/shm" --metadata "$W/m.jsonl" --centroids 64 --shards 2
+[ -e "$W/shm" ] && bad "build --shards --metadata: something left at the output"
+expect_ok "build --shards 2 (no metadata)" "$T" build --vectors "$W/s.vectors.npy" \
+    --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" --out "$W/sh" --centroids 64 --shards 2
+head -3 "$W/s.ids.txt" >"$W/sh.ids"
+expect_fail "a sharded index refuses --filter-ids" "need an unsharded index" "$T" search \
+    --index "$W/sh" --queries "$W/s.queries.npy" --out "$W/sh.run" --filter-ids "$W/sh.ids"
+[ -e "$W/sh.run" ] && bad "sharded --filter-ids: a run appeared"
+
 # ------------------------------------------------------- through add, delete, compact
 "$PY" - "$W" <<'PY'
 import numpy as np, sys

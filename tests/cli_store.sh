@@ -121,8 +121,10 @@ cut(w + "/u", 2, w + "/q_up0.npy")    # up0, new with the upsert
 EOF
 
 IDX="$WORK/idx"
+# --no-tune: the generations below count the changes of this test (a calibration is a
+# generation of its own; tests/cli_tune.sh covers it).
 r "$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" --ids "$WORK/c.ids" \
-    --out "$IDX" --centroids 16 --threads 2 --keep-originals f16
+    --out "$IDX" --centroids 16 --threads 2 --keep-originals f16 --no-tune
 case_begin S1 "build: generation 1, 400 live documents, one segment, verifies"
 check "build exit $rc" rc_is 0
 check "state $(state "$IDX")" [ "$(state "$IDX")" = "1 400 0 1" ]
@@ -225,7 +227,7 @@ with open(w + "/corpus.jsonl", "w") as c, open(w + "/more.jsonl", "w") as m, \
 EOF
 EI="$WORK/eidx"
 r "$T" build --encoder "$HASH --dim 64" --corpus "$WORK/corpus.jsonl" --out "$EI" \
-    --centroids 16 --threads 2
+    --centroids 16 --threads 2 --no-tune
 rb=$rc
 r "$T" add --index "$EI" --encoder "$HASH --dim 64" --corpus "$WORK/more.jsonl" --threads 2
 ra=$rc

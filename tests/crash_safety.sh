@@ -25,14 +25,14 @@ IDX="$WORK/idx"
 build() { # corpus out [extra options]: the command line of one build
     c=$1; o=$2; shift 2
     "$T" build --vectors "$WORK/$c.vectors.npy" --doclens "$WORK/$c.doclens.npy" \
-        --ids "$WORK/$c.ids.txt" --out "$o" --threads 2 --centroids 128 --force "$@"
+        --ids "$WORK/$c.ids.txt" --out "$o" --threads 2 --centroids 128 --force --no-tune "$@"
 }
 # A build in the background whose pid ($!) is tartan's own, so that kill -9 hits the
 # build and not a shell around it: the subshell execs tartan (the libtool wrapper
 # script execs the binary in turn).
 build_bg() { # corpus out
     (exec "$T" build --vectors "$WORK/$1.vectors.npy" --doclens "$WORK/$1.doclens.npy" \
-        --ids "$WORK/$1.ids.txt" --out "$2" --threads 2 --centroids 128 --force \
+        --ids "$WORK/$1.ids.txt" --out "$2" --threads 2 --centroids 128 --force --no-tune \
         >/dev/null 2>&1) &
 }
 docs_of() { # index -> its document count, or "none" (no index), or "bad" (does not open)

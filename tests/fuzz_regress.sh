@@ -26,4 +26,6 @@ replay eval "$C/corpus/eval" "$C/regress/eval"
 replay records "$C/corpus/records" "$C/regress/records"
 replay encoder "$C/corpus/encoder" "$C/regress/encoder"
 replay metadata "$C/corpus/metadata" "$C/regress/metadata"
+replay serve "$C/corpus/serve" "$C/regress/serve"
+replay shards "$C/corpus/shards" "$C/regress/shards"
 finish

@@ -47,7 +47,7 @@ chmod a+r "$WORK"/c.* "$WORK"/L.* "$WORK"/s.*
 cat >"$WORK/bld" <<EOF
 #!/bin/sh
 exec "$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" \\
-    --ids "$WORK/c.ids.txt" --centroids 16 --threads 2 "\$@"
+    --ids "$WORK/c.ids.txt" --centroids 16 --threads 2 --no-tune "\$@"
 EOF
 chmod 755 "$WORK/bld"
 BLD="$WORK/bld"

@@ -101,7 +101,7 @@ P0="$WORK/p0"
 P1="$WORK/p1"
 "$T" build --vectors "$WORK/b.vectors.npy" --doclens "$WORK/b.doclens.npy" \
     --ids "$WORK/b.ids.txt" --out "$P0" --threads 2 --centroids 128 --metadata "$WORK/b.meta" \
-    >/dev/null 2>&1 ||
+    --no-tune >/dev/null 2>&1 ||
     { bad "build"; finish; }
 cp -a "$P0" "$P1"
 "$T" add --index "$P1" --vectors "$WORK/m.vectors.npy" --doclens "$WORK/m.doclens.npy" \
@@ -255,7 +255,7 @@ awk 'NR <= 30 { print "doc" (NR * 7); next } { print "n" NR }' "$WORK/n.ids.txt"
 F0="$WORK/f0"
 "$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" \
     --ids "$WORK/c.ids.txt" --out "$F0" --centroids 16 --threads 2 --keep-originals f16 \
-    >/dev/null 2>&1 || { bad "small build"; finish; }
+    --no-tune >/dev/null 2>&1 || { bad "small build"; finish; }
 F1="$WORK/f1" # with an added segment and deletions: work for a compaction
 cp -a "$F0" "$F1"
 "$T" add --index "$F1" --vectors "$WORK/n.vectors.npy" --doclens "$WORK/n.doclens.npy" \

@@ -814,6 +814,138 @@ START_TEST(pooled_build) {
 }
 END_TEST
 
+/* tt_input_from_memory: one float32 block with doclens, one block per document, and
+ * float16 rows all build the index a file of the same vectors builds (every file but
+ * meta's timestamp has the same hash); ids are copied and checked; bad shapes, values
+ * and ids fail with a message naming the input. */
+START_TEST(memory_input) {
+    char *dir = tu_tmpdir(), prefix[512], ref[512], out[512], idsf[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    snprintf(idsf, sizeof idsf, "%s/ids.txt", dir);
+    const uint32_t dim = 16, doclen = 4;
+    const uint64_t ndocs = 300, n = ndocs * doclen;
+    float *x = write_corpus(prefix, ndocs, doclen, dim, 11);
+    char **ids = malloc(ndocs * sizeof *ids);
+    FILE *f = fopen(idsf, "w");
+    for (uint64_t d = 0; d < ndocs; d++) {
+        ids[d] = malloc(16);
+        snprintf(ids[d], 16, "doc-%llu", (unsigned long long)d);
+        fprintf(f, "%s\n", ids[d]);
+    }
+    fclose(f);
+    tt_build_options o = small_opts();
+    o.num_centroids = 8;
+    tt_input *in = open_corpus(prefix, idsf);
+    ck_assert_int_eq(tt_build(ref, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+
+    /* one block, doclens */
+    int64_t *lens = malloc(ndocs * sizeof *lens);
+    for (uint64_t d = 0; d < ndocs; d++)
+        lens[d] = doclen;
+    const void *blk[] = {x};
+    uint64_t rows[] = {n};
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, blk, rows, lens, ndocs,
+                                          (const char *const *)ids, "mem"), TT_OK);
+    ck_assert_uint_eq(tt_input_num_docs(in), ndocs);
+    ck_assert_uint_eq(tt_input_num_vectors(in), n);
+    ck_assert_uint_eq(tt_input_dim(in), dim);
+    snprintf(out, sizeof out, "%s/one", dir);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    assert_same_index(ref, out);
+
+    /* a block per document, no doclens */
+    const void **blks = malloc(ndocs * sizeof *blks);
+    uint64_t *brows = malloc(ndocs * sizeof *brows);
+    for (uint64_t d = 0; d < ndocs; d++) {
+        blks[d] = x + d * doclen * dim;
+        brows[d] = doclen;
+    }
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, ndocs, blks, brows, NULL, 0,
+                                          (const char *const *)ids, NULL), TT_OK);
+    snprintf(out, sizeof out, "%s/per-doc", dir);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    assert_same_index(ref, out);
+
+    /* float16 blocks of uneven sizes with doclens across them = float32 of the rounded */
+    uint16_t *h = malloc(n * dim * sizeof *h);
+    float *xr = malloc(n * dim * sizeof *xr);
+    for (uint64_t i = 0; i < n * dim; i++) {
+        h[i] = tt_f32_to_f16(x[i]);
+        xr[i] = tt_f16_to_f32(h[i]);
+    }
+    const void *hb[] = {h, h + 7 * dim, h + 700 * dim};
+    uint64_t hrows[] = {7, 693, n - 700};
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F16, 3, hb, hrows, lens, ndocs,
+                                          NULL, NULL), TT_OK);
+    snprintf(out, sizeof out, "%s/f16", dir);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    const void *rb[] = {xr};
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, rb, rows, lens, ndocs,
+                                          NULL, NULL), TT_OK);
+    char out2[512];
+    snprintf(out2, sizeof out2, "%s/f16-as-f32", dir);
+    ck_assert_int_eq(tt_build(out2, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    assert_same_index(out, out2);
+
+    /* errors */
+    lens[5] = 3;
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, blk, rows, lens, ndocs,
+                                          NULL, "mem"), TT_EDIM);
+    ck_assert_ptr_null(in);
+    ck_assert_msg(strstr(tt_last_error(), "mem: doclens sum to 1199"), "%s", tt_last_error());
+    lens[5] = 0;
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, blk, rows, lens, ndocs,
+                                          NULL, "mem"), TT_EVALUE);
+    ck_assert_msg(strstr(tt_last_error(), "document 5 has length 0"), "%s", tt_last_error());
+    lens[5] = doclen;
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, 7, 1, blk, rows, lens, ndocs, NULL, NULL),
+                     TT_EUNSUPPORTED);
+    ck_assert_int_eq(tt_input_from_memory(&in, 0, TT_DTYPE_F32, 1, blk, rows, lens, ndocs, NULL,
+                                          NULL), TT_EDIM);
+    brows[9] = 0;
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, ndocs, blks, brows, NULL, 0,
+                                          NULL, "list"), TT_EVALUE);
+    ck_assert_msg(strstr(tt_last_error(), "list: document 9 has no vectors"), "%s", tt_last_error());
+    brows[9] = doclen;
+    char *saved = ids[7];
+    ids[7] = ids[3];
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, blk, rows, lens, ndocs,
+                                          (const char *const *)ids, "mem"), TT_EPARSE);
+    ck_assert_msg(strstr(tt_last_error(), "duplicate id 'doc-3'"), "%s", tt_last_error());
+    ids[7] = (char *)"bad id";
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, blk, rows, lens, ndocs,
+                                          (const char *const *)ids, "mem"), TT_EPARSE);
+    ids[7] = saved;
+    /* NaN: found by the build, which names the input, the vector and leaves nothing */
+    x[333 * dim + 2] = NAN;
+    ck_assert_int_eq(tt_input_from_memory(&in, dim, TT_DTYPE_F32, 1, blk, rows, lens, ndocs,
+                                          NULL, "mem"), TT_OK);
+    snprintf(out, sizeof out, "%s/nan", dir);
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EVALUE);
+    ck_assert_msg(strstr(tt_last_error(), "mem: vector 333 (document 83)"), "%s", tt_last_error());
+    ck_assert_int_ne(access(out, F_OK), 0);
+    tt_input_free(in);
+
+    for (uint64_t d = 0; d < ndocs; d++)
+        free(ids[d]);
+    free(ids);
+    free(lens);
+    free(blks);
+    free(brows);
+    free(h);
+    free(xr);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(compression_ratio_128d_2bit) {
     /* Large enough that per-index constants (centroids) are amortised as in practice:
      * 50k vectors x 128-d with 64 centroids. The 2-bit index must be >= 7x smaller
@@ -850,6 +982,7 @@ int main(void) {
     tcase_add_test(tc, bad_inputs_leave_nothing);
     tcase_add_test(tc, non_finite_values_and_ids);
     tcase_add_test(tc, float64_input);
+    tcase_add_test(tc, memory_input);
     tcase_add_test(tc, build_nanofiqa);
     tcase_add_test(tc, compression_ratio_128d_2bit);
     tcase_add_test(tc, pooled_build);

@@ -13,6 +13,9 @@
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int cmd_build(int argc, char **argv);
+/* tartan build as one member of a group building one sharded index (tartan-mpi build;
+ * tt_build_options.group); group NULL is cmd_build. */
+int cmd_build_group(int argc, char **argv, const tt_build_group *group);
 int cmd_info(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_search(int argc, char **argv);
@@ -22,6 +25,12 @@ int cmd_encode(int argc, char **argv);
 int cmd_add(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+/* tt_index_tune with the terminal's progress and the cooperative interrupt, and a summary
+ * on stderr (cmd_tune.c; tartan tune, build, add). */
+int cli_tune_index(const char *cmd, const char *index, tt_tune_options *o);
+void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool published);
 
 /* Prints "tartan <cmd>: error: <tt_last_error() or tt_strerror(status)>" to stderr
  * and returns CLI_FAIL. */

@@ -57,8 +57,10 @@ static int run_add(const char *index, tt_input *in, tt_change_options *o) {
     tt_index *idx;
     tt_index_info ii;
     tt_segment_info si;
+    tt_tune_info ti = {0};
     if (tt_index_open(&idx, index, &oo) == TT_OK) {
         tt_index_get_info(idx, &ii);
+        tt_index_tuned(idx, &ti);
         int factor = o->pool_factor ? o->pool_factor : (int)ii.pool_factor;
         if (factor > 1 && tt_index_segment_info(idx, ii.num_segments - 1, &si) == TT_OK)
             printf(" pooled by %d to %llu", factor, (unsigned long long)si.num_vectors);
@@ -71,6 +73,18 @@ static int run_add(const char *index, tt_input *in, tt_change_options *o) {
            (unsigned long long)cs.live_docs);
     printf("residual MSE of the added vectors %.3g (tartan info compares it with the build's)\n",
            cs.added_mse);
+    fflush(stdout);
+    /* The calibration is re-checked when the index has grown or drifted enough. */
+    if (ti.tuned) {
+        tt_tune_options to;
+        tt_tune_options_init(&to);
+        to.target_recall = ti.target;
+        to.threads = o->threads;
+        to.if_stale = 1;
+        if (cli_tune_index("add", index, &to) != CLI_OK)
+            fprintf(stderr, "tartan add: the documents are added, but the search calibration "
+                    "was not re-checked: run 'tartan tune --index %s'\n", index);
+    }
     return CLI_OK;
 }
 

@@ -57,10 +57,22 @@ static void usage(FILE *f) {
         "  --metadata FILE      document metadata, JSON Lines: one object per document in\n"
         "                       document order, or keyed by a string \"id\" when the first\n"
         "                       object has one; values string, number, boolean or null. Kept\n"
-        "                       in the index (SQLite) for tartan search --where\n");
+        "                       in the index (SQLite) for tartan search --where\n"
+        "  --target-recall F    calibrate search for this recall@k against exhaustive\n"
+        "                       search (default 0.95; tartan tune, doc/search.md)\n"
+        "  --no-tune            do not calibrate (tartan search then uses ColBERTv2's\n"
+        "                       defaults by k until tartan tune is run)\n"
+        "  --shards S           a sharded index: S index directories OUT/shard-NNNN of\n"
+        "                       consecutive documents sharing one codebook, and OUT/SHARDS\n"
+        "                       naming them (doc/format.md; search it whole, or per shard\n"
+        "                       under MPI: doc/scale.md)\n");
 }
 
-/* Builds from an open input and prints the summary. */
+/* Calibration after the build (tartan tune): on unless --no-tune. */
+static bool tune_after = true;
+static double tune_target = 0.95;
+
+/* Builds from an open input and prints the summary; then calibrates the index. */
 static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     cli_progress_state ps;
     cli_progress_init(&ps);
@@ -73,6 +85,8 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
         return CLI_FAIL; /* the caller dies of the signal after its own cleanup */
     if (st)
         return cli_fail("build", st);
+    if (o->group && o->group->rank != 0)
+        return CLI_OK; /* rank 0 reports */
     char h1[32], h2[32], pooled[96] = "";
     uint64_t stored = tt_input_num_vectors(in);
     if (o->pool_factor > 1) { /* what pooling kept: the index knows */
@@ -91,12 +105,32 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
     printf("built %s: %llu documents, %llu vectors%s x %u dims, %u centroids, %d-bit residuals\n",
            out, (unsigned long long)tt_input_num_docs(in), (unsigned long long)stored, pooled,
            tt_input_dim(in), bs.num_centroids, o->nbits);
+    if (o->shards > 1)
+        printf("in %u shards (%s/shard-0000 ...)\n", o->shards, out);
     uint64_t f16 = tt_input_num_vectors(in) * tt_input_dim(in) * 2;
     printf("index %s (float16 input vectors: %s, %.2fx smaller) in %.2f s "
            "(train %.2f s, encode %.2f s, ivf %.2f s)\n",
            cli_human_bytes(bs.index_bytes, h1, sizeof h1), cli_human_bytes(f16, h2, sizeof h2),
            (double)f16 / (double)bs.index_bytes, bs.seconds_total, bs.seconds_train,
            bs.seconds_encode, bs.seconds_ivf);
+    fflush(stdout);
+    if (tune_after && o->shards > 1) {
+        /* Each shard is an index of its own: calibrating is per shard (and the same
+         * parameters then serve one process and MPI ranks alike). */
+        fprintf(stderr, "tartan build: the shards are not calibrated: tartan search uses "
+                "ColBERTv2's defaults on each until 'tartan tune --index %s/shard-NNNN'\n", out);
+    } else if (tune_after) {
+        tt_tune_options to;
+        tt_tune_options_init(&to);
+        to.target_recall = tune_target;
+        to.threads = o->threads;
+        /* The index is built and published whatever happens here: a failed calibration
+         * leaves it with ColBERTv2's defaults, which is what it says. */
+        if (cli_tune_index("build", out, &to) != CLI_OK)
+            fprintf(stderr, "tartan build: %s is built, but not calibrated: tartan search will "
+                    "use ColBERTv2's defaults until 'tartan tune --index %s' succeeds\n", out,
+                    out);
+    }
     return CLI_OK;
 }
 
@@ -117,6 +151,10 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
 }
 
 int cmd_build(int argc, char **argv) {
+    return cmd_build_group(argc, argv, NULL);
+}
+
+int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
     static const struct option longopts[] = {
         {"vectors", required_argument, 0, 'v'},  {"doclens", required_argument, 0, 'l'},
         {"ids", required_argument, 0, 'i'},      {"out", required_argument, 0, 'o'},
@@ -131,6 +169,8 @@ int cmd_build(int argc, char **argv) {
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
         {"metadata", required_argument, 0, 'M'},
+        {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
+        {"shards", required_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -139,6 +179,7 @@ int cmd_build(int argc, char **argv) {
     tt_input_options io;
     tt_build_options_init(&o);
     tt_input_options_init(&io);
+    o.group = group;
     uint64_t u;
     double d;
     int c, rc_arg;
@@ -219,7 +260,17 @@ int cmd_build(int argc, char **argv) {
             if ((rc_arg = cli_pool_factor_arg("build", optarg, &o.pool_factor)))
                 return rc_arg;
             break;
+        case 'Z':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 4096)
+                return cli_usage_error("build", "--shards must be 1..4096");
+            o.shards = (uint32_t)u;
+            break;
         case 'B': io.bf16_from_uint16 = 1; break;
+        case 'U': tune_after = false; break;
+        case 'R':
+            if (!cli_parse_double(optarg, &tune_target) || !(tune_target > 0 && tune_target <= 1))
+                return cli_usage_error("build", "--target-recall must be in (0, 1]");
+            break;
         case 'd': o.encoder = optarg; break;
         case 'E': encoder = optarg; break;
         case 'C': corpus = optarg; break;
@@ -239,6 +290,9 @@ int cmd_build(int argc, char **argv) {
     /* An interrupt stops the build at its next check; it removes what it wrote. */
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
+    if ((encoder || corpus) && group)
+        return cli_usage_error("build", "--encoder is not supported in a group build (encode "
+                               "to .npy first: tartan encode)");
     if (encoder || corpus) {
         if (!encoder || !corpus || vectors || doclens || ids)
             return cli_usage_error("build", "--encoder and --corpus go together, without "

@@ -88,7 +88,26 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
         printf("]");
     }
     tt_metadata_close(md);
-    printf("\n}\n");
+    printf(",\n  \"calibration\": ");
+    tt_tune_info t;
+    tt_index_tuned(idx, &t);
+    if (!t.tuned) {
+        printf("null\n}\n");
+        return;
+    }
+    printf("{\"target\": %.4f, \"source\": \"%s\", \"queries\": %u, \"query_len\": %u, "
+           "\"live_docs\": %llu, \"generation\": %llu, \"cost\": \"%s\"",
+           t.target, t.pseudo ? "pseudo" : "queries", t.num_queries, t.query_len,
+           (unsigned long long)t.live_docs, (unsigned long long)t.generation,
+           t.cost == TT_TUNE_COST_WORK ? "work" : "time");
+    const tt_tuned *sets[2] = {&t.k10, &t.k100};
+    for (int i = 0; i < 2; i++)
+        printf(",\n    \"k%u\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
+               "\"rerank_margin\": %.4f, \"recall\": %.4f, \"ms\": %.4f, \"reached\": %s}",
+               sets[i]->k, sets[i]->nprobe, sets[i]->ndocs, (double)sets[i]->prune_ratio,
+               (double)sets[i]->rerank_margin, sets[i]->recall, sets[i]->ms,
+               sets[i]->reached ? "true" : "false");
+    printf("}\n}\n");
 }
 
 /* The metadata columns (tartan search --where). */
@@ -203,6 +222,21 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
             printf(", residual MSE %.3g", si.added_mse);
         printf("\n");
     }
+    tt_tune_info t;
+    tt_index_tuned(idx, &t);
+    if (t.tuned) {
+        printf("search       calibrated on %u %s at %llu live documents (generation %llu), "
+               "target recall %.2f:\n", t.num_queries, t.pseudo ? "pseudo-queries" : "queries",
+               (unsigned long long)t.live_docs, (unsigned long long)t.generation, t.target);
+        const tt_tuned *sets[2] = {&t.k10, &t.k100};
+        for (int i = 0; i < 2; i++)
+            printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank margin "
+                   "%.0f: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+                   (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin, sets[i]->k,
+                   sets[i]->recall, sets[i]->reached ? "" : " (target not reached)");
+    } else {
+        printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
+    }
     print_metadata(idx);
     if (in->added_vectors) {
         printf("drift        added vectors compress with residual MSE %.3g, %.2fx the build's "
@@ -211,6 +245,48 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
             printf("             that is %.0f%% worse: consider tartan compact --retrain "
                    "(doc/format.md, \"Drift\")\n", 100.0 * (in->drift - 1));
     }
+}
+
+/* A sharded index: its shards, their documents and global rows (tartan info on a shard
+ * describes it in full). */
+static int info_sharded(const char *dir, int json) {
+    tt_open_options o;
+    tt_open_options_init(&o);
+    o.io = TT_IO_MMAP;
+    tt_sharded *sh;
+    int st = tt_sharded_open(&sh, dir, &o, 0, 1);
+    if (st)
+        return cli_fail("info", st);
+    const uint32_t n = tt_sharded_num_shards(sh);
+    if (json) {
+        printf("{\"index\": ");
+        cli_json_string(stdout, dir);
+        printf(", \"sharded\": true, \"num_shards\": %u, \"num_docs\": %llu, \"shards\": [", n,
+               (unsigned long long)tt_sharded_num_docs(sh));
+    } else {
+        printf("index        %s (sharded: %u shards sharing one codebook; `tartan info "
+               "%s/shard-0000` describes one)\ndocuments    %llu\n", dir, n, dir,
+               (unsigned long long)tt_sharded_num_docs(sh));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t num = 0;
+        uint64_t first = 0;
+        const tt_index *idx = tt_sharded_shard(sh, i, &num, &first);
+        tt_index_info in;
+        tt_index_get_info(idx, &in);
+        if (json)
+            printf("%s{\"name\": \"shard-%04u\", \"first_row\": %llu, \"num_docs\": %llu, "
+                   "\"num_vectors\": %llu}", i ? ", " : "", num, (unsigned long long)first,
+                   (unsigned long long)in.num_docs, (unsigned long long)in.num_vectors);
+        else
+            printf("shard-%04u   rows %llu..%llu: %llu documents, %llu vectors\n", num,
+                   (unsigned long long)first, (unsigned long long)(first + in.num_docs - 1),
+                   (unsigned long long)in.num_docs, (unsigned long long)in.num_vectors);
+    }
+    if (json)
+        printf("]}\n");
+    tt_sharded_close(sh);
+    return CLI_OK;
 }
 
 int cmd_info(int argc, char **argv) {
@@ -223,7 +299,7 @@ int cmd_info(int argc, char **argv) {
             printf("usage: tartan info [--json] DIR\n\nCounts, dimensions, bytes by component, "
                    "bits per dimension, compression against\nfloat16/float32, the memory search "
                    "keeps resident, build parameters, encoder,\ntoken pooling (vectors before "
-                   "and after), segments and drift.\n");
+                   "and after), segments, drift and the search calibration.\n");
             return CLI_OK;
         } else if (argv[i][0] == '-' || dir) {
             return cli_usage_error("info", "unexpected argument '%s'", argv[i]);
@@ -233,6 +309,8 @@ int cmd_info(int argc, char **argv) {
     }
     if (!dir)
         return cli_usage_error("info", "expected an index directory");
+    if (tt_index_is_sharded(dir))
+        return info_sharded(dir, json);
     tt_open_options o;
     tt_open_options_init(&o);
     o.io = TT_IO_MMAP;

@@ -37,19 +37,25 @@ static void usage(FILE *f) {
         "  --io uring|mmap      residual reads (default: io_uring when available)\n"
         "  --direct             O_DIRECT residual reads (io_uring only)\n"
         "  --queue-depth N      io_uring reads in flight per thread (default 64)\n"
-        "  --nprobe N           centroids probed per query vector (default by k: 1, 2, 4)\n"
+        "  --nprobe N           centroids probed per query vector (default: the index's\n"
+        "                       calibrated value (tartan tune), else by k: 1, 2, 4)\n"
+        "  --untuned            ColBERTv2's defaults by k even where the index has\n"
+        "                       calibrated parameters\n"
         "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
         "                       implies --pruning absolute)\n"
         "  --pruning R          relative (default: a centroid counts if it scores within a\n"
         "                       ratio of a query vector's best centroid score) or absolute\n"
         "                       (ColBERTv2: --threshold, default by k 0.5, 0.45, 0.4)\n"
-        "  --prune-ratio F      relative pruning ratio in [0, 1] (default 0.5)\n"
+        "  --prune-ratio F      relative pruning ratio in [0, 1] (default: calibrated, else\n"
+        "                       0.5)\n"
         "  --rerank adaptive|fixed  documents scored decompressed: adaptive (default:\n"
         "                       ndocs/4, then more while the query's own stage-3 errors\n"
         "                       say they could enter the top k, at most ndocs) or fixed\n"
         "                       (ColBERTv2: max(ndocs/4, k))\n"
-        "  --ndocs N            candidates kept after pruned centroid interaction (default\n"
-        "                       by k: 256, 1024, max(4k, 4096))\n"
+        "  --rerank-margin F    adaptive depth: standard deviations of the query's stage-3\n"
+        "                       error allowed for (default: calibrated, else 1)\n"
+        "  --ndocs N            candidates kept after pruned centroid interaction (default:\n"
+        "                       calibrated, else by k: 256, 1024, max(4k, 4096))\n"
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
         "  --threads T          search threads (default 1; 0: all CPUs)\n"
         "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
@@ -96,7 +102,7 @@ static const char *io_name(int io) {
 
 /* Scores with 9 significant digits: every float32 reads back exactly, and scores of tiny
  * magnitude (raw inner products) stay distinct. */
-static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uint64_t q,
+static int write_results(FILE *f, const tt_sharded *idx, const tt_queries *qs, uint64_t q,
                          const tt_hit *hits, uint32_t n, bool jsonl, const char *tag,
                          tt_metadata *md) {
     if (jsonl) {
@@ -106,7 +112,7 @@ static int write_results(FILE *f, const tt_index *idx, const tt_queries *qs, uin
     }
     for (uint32_t r = 0; r < n; r++) {
         size_t len;
-        const char *id = tt_index_doc_id(idx, hits[r].doc, &len);
+        const char *id = tt_sharded_doc_id(idx, hits[r].doc, &len);
         if (jsonl) {
             char *s = strndup(id, len);
             if (!s)
@@ -367,9 +373,10 @@ int cmd_search(int argc, char **argv) {
         {"tag", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
         {"encoder", required_argument, 0, 'E'}, {"encoder-timeout", required_argument, 0, 'O'},
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
-        {"rerank", required_argument, 0, 'K'},
+        {"rerank", required_argument, 0, 'K'},  {"untuned", no_argument, 0, 'U'},
+        {"rerank-margin", required_argument, 0, 'M'},
         {"json", no_argument, 0, 'j'},          {"where", required_argument, 0, 'W'},
-        {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'M'},
+        {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
         {"filter-direct-max", required_argument, 0, 'X'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
@@ -397,7 +404,7 @@ int cmd_search(int argc, char **argv) {
         case 'j': jsonl = true; break;
         case 'W': where = optarg; break;
         case 'F': filter_ids = optarg; break;
-        case 'M': with_md = true; break;
+        case 'V': with_md = true; break;
         case 'X':
             if (!cli_parse_u64(optarg, &u) || u < 1)
                 return cli_usage_error("search", "--filter-direct-max must be at least 1");
@@ -457,6 +464,14 @@ int cmd_search(int argc, char **argv) {
             else
                 return cli_usage_error("search", "--rerank must be adaptive or fixed");
             break;
+        case 'U':
+            so.tuned = 0;
+            break;
+        case 'M':
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1000))
+                return cli_usage_error("search", "--rerank-margin must be in [0, 1000]");
+            so.rerank_margin = (float)d;
+            break;
         case 'R':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
                 return cli_usage_error("search", "--prune-ratio must be in [0, 1]");
@@ -514,7 +529,8 @@ int cmd_search(int argc, char **argv) {
     cli_signals_install(false);
     int rc = CLI_FAIL, st;
     tt_queries *qs = NULL;
-    tt_index *idx = NULL;
+    tt_sharded *sh = NULL; /* a plain index opens as one shard */
+    const tt_index *idx = NULL;
     tt_hit *hits = NULL;
     uint32_t *nhits = NULL;
     double *secs = NULL;
@@ -522,7 +538,8 @@ int cmd_search(int argc, char **argv) {
     tt_filter *filter = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
-    if ((st = tt_index_open(&idx, index, &oo)) ||
+    if ((st = tt_sharded_open(&sh, index, &oo, 0, 1)) ||
+        (st = (idx = tt_sharded_shard(sh, 0, NULL, NULL)) ? TT_OK : TT_EINVAL) ||
         (st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs)
                       : tt_queries_load(&qs, queries, qlens, qids)) ||
         (st = tt_queries_check(qs, idx))) {
@@ -532,6 +549,14 @@ int cmd_search(int argc, char **argv) {
     cli_sigbus_install("search", idx);
     tt_index_info info;
     tt_index_get_info(idx, &info);
+    /* Metadata and filters are one index's rows: a sharded index has no metadata (its
+     * build refuses it), and a filter over its global rows is not split per shard yet. */
+    if ((where || filter_ids || with_md) && tt_sharded_num_shards(sh) > 1) {
+        fprintf(stderr, "tartan search: error: %s: --where, --filter-ids and --with-metadata "
+                "need an unsharded index (this one has %u shards); search one shard "
+                "(%s/shard-NNNN) instead\n", index, tt_sharded_num_shards(sh), index);
+        goto done;
+    }
     if ((where || with_md) && (st = tt_metadata_open(idx, &md))) {
         rc = cli_fail("search", st);
         goto done;
@@ -542,23 +567,40 @@ int cmd_search(int argc, char **argv) {
     }
     so.filter = filter;
     tt_search_options eff;
-    tt_search_options_resolve(&so, (uint32_t)k, &eff);
+    int tuned_fields = tt_search_options_resolve_index(idx, &so, (uint32_t)k, &eff);
     if (eff.mode == TT_MODE_PLAID) {
-        char prune[64];
+        char prune[64], from[160];
         if (eff.pruning == TT_PRUNE_ABSOLUTE)
             snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
         else
             snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
+        char rerank[48];
+        if (eff.rerank == TT_RERANK_FIXED)
+            snprintf(rerank, sizeof rerank, "fixed");
+        else
+            snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
+        tt_tune_info ti;
+        tt_index_tuned(idx, &ti);
+        const tt_tuned *ts = k <= 10 ? &ti.k10 : &ti.k100;
+        if (tuned_fields)
+            snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
+                     "%.2f%s)%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
+                     ts->k, ts->recall, ti.target, ts->reached ? "" : ", not reached",
+                     tuned_fields < 4 ? ", with your flags" : "");
+        else
+            snprintf(from, sizeof from, "%s", !ti.tuned ? "ColBERTv2's defaults by k (the index "
+                     "is not calibrated: tartan tune)" : so.tuned ? "your flags" :
+                     "ColBERTv2's defaults by k (--untuned)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
-                "%s ndocs=%u rerank=%s; residuals via %s\n",
-                (unsigned long long)qs->num_queries, (unsigned long long)info.num_docs,
+                "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
+                (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
                 (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
-                eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", io_name(info.io));
+                rerank, from, io_name(info.io));
     }
     else
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "
                 "via %s\n", (unsigned long long)qs->num_queries,
-                (unsigned long long)info.num_docs, mode_name(eff.mode), (unsigned long long)k,
+                (unsigned long long)tt_sharded_num_docs(sh), mode_name(eff.mode), (unsigned long long)k,
                 io_name(info.io));
     {
         /* Why io_uring is not used, if it was asked for (or chosen by default). */
@@ -619,7 +661,7 @@ int cmd_search(int argc, char **argv) {
     double t0 = now_s();
     for (uint64_t q0 = 0; q0 < nq; q0 += slice) {
         uint64_t m = nq - q0 < slice ? nq - q0 : slice;
-        st = tt_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, m, (uint32_t)k,
+        st = tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0, m, (uint32_t)k,
                              &so, threads, hits + q0 * k, nhits + q0, secs + q0);
         if (st) {
             cli_progress_done(&ps);
@@ -637,7 +679,7 @@ int cmd_search(int argc, char **argv) {
     double wall = now_s() - t0;
     cli_progress_done(&ps);
     for (uint64_t q = 0; q < nq; q++)
-        if (write_results(f, idx, qs, q, hits + q * k, nhits[q], jsonl, tag,
+        if (write_results(f, sh, qs, q, hits + q * k, nhits[q], jsonl, tag,
                           with_md ? md : NULL)) {
             fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
                     strerror(errno));
@@ -678,7 +720,7 @@ done:
     free(secs);
     tt_filter_free(filter);
     tt_metadata_close(md);
-    tt_index_close(idx);
+    tt_sharded_close(sh);
     tt_queries_free(qs);
     return rc;
 }

@@ -6,7 +6,7 @@
 # command-line integration path.
 # Usage (Debian 12, as root): tools/run-tests.sh      (CI: .ci/run calls this)
 # TT_FUZZ_SECONDS (default 60) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
-# leaves stages out.
+# leaves stages out (also "python": the Python binding's tests).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 TT_EXTRA_PKGS="${TT_EXTRA_PKGS:-} clang libclang-rt-14-dev valgrind" "$top/tools/setup-debian.sh" \
@@ -123,7 +123,9 @@ run_valgrind() {
     }
     T="$dir/tartan"
     vgrun 0 "build" "$T" build --vectors "$w/c.vectors.npy" --doclens "$w/c.doclens.npy" \
-        --ids "$w/c.ids.txt" --out "$w/idx" --centroids 32 --threads 2 --keep-originals f16
+        --ids "$w/c.ids.txt" --out "$w/idx" --centroids 32 --threads 2 --keep-originals f16 \
+        --no-tune
+    vgrun 0 "tune" "$T" tune --index "$w/idx" --pseudo-queries 8 --threads 2
     vgrun 0 "verify" "$T" verify "$w/idx"
     vgrun 0 "info" "$T" info "$w/idx"
     vgrun 0 "info --json" "$T" info --json "$w/idx"
@@ -143,9 +145,34 @@ run_valgrind() {
     summary="$summary valgrind: $ok clean, $bad failed;"
 }
 
+# Python binding (doc/python.md): `make python` installs the extension into a venv of
+# the plain build (Debian's python3-numpy through --system-site-packages; no PyPI) and
+# `make python-check` runs python/tests there; each Python test counts once.
+run_python() {
+    dir="$top/build-test-plain"
+    if [ ! -f "$dir/libtartan.la" ]; then
+        echo "=== python: the plain build is missing"; fail; return
+    fi
+    echo "=== python: make python python-check"
+    make -C "$dir" python-check TT_PYTHON3=/usr/bin/python3 PYTHON_TEST_FLAGS=-v \
+        >"$dir/python.out" 2>&1
+    rc=$?
+    p=$(grep -cE ' \.\.\. ok$' "$dir/python.out")
+    f=$(grep -cE ' \.\.\. (FAIL|ERROR)$' "$dir/python.out")
+    grep -E ' \.\.\. (FAIL|ERROR|skipped)' "$dir/python.out"
+    xp=$((xp + p)); xf=$((xf + f))
+    if [ $rc != 0 ] || [ "$f" != 0 ] || [ "$p" = 0 ]; then
+        tail -n 60 "$dir/python.out"
+        [ "$f" = 0 ] && fail
+        status=1
+    fi
+    summary="$summary python: $p passed, $f failed;"
+}
+
 skip fuzz || run_fuzz
 skip tsan || run_tsan
 skip valgrind || run_valgrind
+skip python || run_python
 
 echo "=== summary:$summary"
 # CI reads the closing line: every Check test program counts once per configuration,

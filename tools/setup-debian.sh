@@ -4,6 +4,12 @@
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config libopenblas-dev liburing-dev \
 libxxhash-dev check python3 python3-numpy libsqlite3-dev ${TT_EXTRA_PKGS:-}"
+# tartan serve (doc/server.md): HTTP, JSON; curl for its tests
+PKGS="$PKGS libmicrohttpd-dev libjansson-dev curl"
+# the Python binding (python/, doc/python.md): headers, venv, and pip/setuptools to install it
+PKGS="$PKGS python3-dev python3-venv python3-pip python3-setuptools python3-wheel"
+# MPI (optional: tartan-mpi and tests/cli_mpi.sh; doc/scale.md)
+PKGS="$PKGS libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -12,12 +12,14 @@ static const struct {
     {"add", cmd_add, "add documents to an index (a new segment; no retraining)"},
     {"delete", cmd_delete, "delete documents from an index by id"},
     {"compact", cmd_compact, "merge an index's segments, drop deleted documents"},
+    {"tune", cmd_tune, "calibrate search parameters on an index; store them in it"},
     {"info", cmd_info, "describe an index: counts, sizes, compression, parameters"},
     {"verify", cmd_verify, "re-check every checksum and invariant of an index"},
     {"search", cmd_search, "search an index with query vectors; write a TREC run"},
     {"eval", cmd_eval, "evaluate a run against qrels (MRR, nDCG, recall, MAP)"},
     {"report", cmd_report, "storage-vs-effectiveness report over index variants"},
     {"encode", cmd_encode, "run an encoder over a collection; write .npy vectors"},
+    {"serve", cmd_serve, "serve searches, adds and deletes over HTTP/JSON"},
 };
 
 static void usage(FILE *f) {

@@ -130,6 +130,9 @@ static inline float tt_bf16_to_f32(uint16_t h) {
 /* ------------------------------------------------------ miscellaneous */
 
 double tt_now(void);            /* monotonic seconds */
+/* CPU seconds of the calling thread (user + system), or tt_now() where the clock is
+ * missing: what a measurement compares on a machine other processes load. */
+double tt_thread_cpu_now(void);
 int tt_default_threads(void);   /* online CPUs, at least 1 */
 /* L2-normalises n rows of dim floats in place. Returns the index of the first
  * all-zero row, or -1 if none. */

@@ -11,6 +11,13 @@ double tt_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double tt_thread_cpu_now(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return tt_now();
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 int tt_default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (int)TT_MIN(n, 256);

@@ -6,6 +6,7 @@
  * published with a manifest (written last) and a directory rename, so a failed or
  * killed build never leaves an index that opens at the output path. */
 #include "index/build.h"
+#include "index/shards.h"
 #include "io/dir.h"
 
 #include <dirent.h>
@@ -299,6 +300,12 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         defaults.pool_factor = 1;
     if (o->debias != 0 && o->debias != 1)
         return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
+    if (o->shards > TT_MAX_SHARDS)
+        return tt_err(TT_EINVAL, "at most %u shards (got %u)", TT_MAX_SHARDS, o->shards);
+    if (o->metadata && o->shards > 1)
+        return tt_err(TT_EINVAL, "%s: document metadata is not supported in a sharded build "
+                      "(shards %u) yet; build one index, or leave the metadata out",
+                      o->metadata, o->shards);
 
     /* A codebook taken from another index fixes what training would choose. */
     tt_index *cb = NULL;
@@ -324,6 +331,12 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         defaults.seed = cb->info.seed;
     }
 
+    if (o->group && (o->group->size < 1 || o->group->rank >= o->group->size ||
+                     !o->group->sync || o->shards < 2 || cb)) {
+        tt_index_close(cb);
+        return tt_err(TT_EINVAL, "a build by a group of processes needs shards >= 2, a rank "
+                      "below the group's size, a sync function, and no codebook option");
+    }
     b.o = o;
     b.dim = in->dim;
     b.nbits = (uint32_t)o->nbits;
@@ -332,6 +345,11 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     uint64_t per_vec = (uint64_t)b.dim * (4 + (o->keep_originals ? 2 : 0)) + 64;
     b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, o->memory_bytes / 4 / per_vec));
 
+    if (o->group) { /* one process of several writing one sharded index: index/shards.c */
+        if ((st = tt_build_in_group(&b, out_dir, in, &pool, t0)))
+            goto fail;
+        goto published;
+    }
     /* The output first: a bad OUT fails now, not after hours of training. */
     if ((st = tt_build_prepare_output(&b, out_dir)))
         goto fail;
@@ -351,8 +369,15 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         goto fail;
     b.in = pool ? tt_pooled_input(pool) : in;
     b.wdir = b.tmp;
-    if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)) ||
-        (st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
+    if ((st = cb ? tt_build_codebook_from(&b, cb) : tt_build_train(&b)))
+        goto fail;
+    if (o->shards > 1) { /* a sharded index: index/shards.c */
+        if ((st = tt_build_shards(&b, 0, 1, t0)) || (st = tt_build_progress(&b, "publish", 0, 1)) ||
+            (st = tt_build_publish(&b)))
+            goto fail;
+        goto published;
+    }
+    if ((st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))
@@ -376,6 +401,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         b.st.index_bytes += strcmp(b.man.e[i].name, TT_F_ORIGINALS) ? b.man.e[i].size : 0;
     if ((st = tt_build_publish(&b)))
         goto fail;
+published:
     if (o->progress)
         o->progress(o->progress_user, "publish", 1, 1);
     b.st.seconds_total = tt_now() - t0;
@@ -383,6 +409,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         *stats = b.st;
     st = TT_OK;
 fail:
+    if (st && o->shards > 1 && (!o->group || o->group->rank == 0))
+        tt_build_shards_discard(&b); /* a group's: rank 0, once every process stopped */
     if (mdb_open)
         tt_mdb_free(&mdb);
     tt_build_discard(&b, st);

@@ -129,5 +129,25 @@ void tt_pooled_free(tt_pooled *p);
 int tt_build_prepare_output(builder *b, const char *out_dir);
 int tt_build_publish(builder *b);
 void tt_build_discard(builder *b, int status);
+/* shards.c: a sharded build (b->o->shards >= 2) after training: shards first,
+ * first + stride, ... of b->o->shards, each an index directory shard-NNNN in the build
+ * directory with the documents [D*s/S, D*(s+1)/S) of b->in; with every shard
+ * (first 0, stride 1) also the SHARDS file. _finish writes SHARDS from a list
+ * (index/shards.h); _discard removes the shards' files from the build directory (a
+ * failed build; tt_build_discard removes the rest). */
+struct tt_shards_file;
+int tt_build_shards(builder *b, uint32_t first, uint32_t stride, double t0);
+int tt_build_shards_finish(builder *b, const struct tt_shards_file *f);
+void tt_build_shards_discard(builder *b);
+/* The whole build of one process of b->o->group (a sharded build by several
+ * processes, tartan-mpi build): rank 0 prepares OUT and trains; every rank writes its
+ * shards; rank 0 writes SHARDS and publishes once every rank succeeded. Every process
+ * passes the same sync points whatever happens. */
+/* Removes the shards (shard-NNNN holding only index files) and SHARDS from a killed
+ * sharded build's directory `name` in pfd (path for messages), so that the removal of
+ * the directory itself can follow. Best effort. */
+void tt_shards_remove_stale(int pfd, const char *name, const char *path);
+int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled **pool,
+                      double t0);
 
 #endif

@@ -53,6 +53,8 @@ struct tt_index {
     tt_manifest man;           /* the generation this index is a snapshot of */
 
     tt_fmap f_meta, f_centroids, f_codec;
+    tt_fmap f_tune;            /* tune.tt, when the generation has one */
+    tt_tune_info tuned;        /* its parameters (tuned = 0 without) */
     const float *centroids;    /* num_centroids * dim (mmap, little-endian host) */
     tt_cq cq;                  /* int8 copy for the candidate stages (made at open) */
     tt_codec codec;
@@ -115,6 +117,12 @@ static inline const uint16_t *tt_index_original(const tt_index *idx, uint32_t s,
  * in [lo, hi] (TT_ECORRUPT naming the file otherwise). */
 bool tt_meta_get(const tt_fmap *m, const char *key, char *val, size_t cap);
 int tt_meta_u64(const tt_fmap *m, const char *key, uint64_t lo, uint64_t hi, uint64_t *out);
+/* tune.tt (src/index/tuned.c): writes t as its text into buf (returns the length, or
+ * TT_ENOMEM when cap is too small); reads the mapped file m, checking every value
+ * (TT_ECORRUPT naming the file and key). */
+int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap);
+int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t);
+
 /* Ids "0", "1", ..., "D-1" laid out as ids.tt's payload (offsets then digits), in one
  * allocation *mem (free it). For segments without ids.tt. */
 int tt_row_ids(uint64_t D, void **mem, const uint64_t **off, const char **data);

@@ -2,6 +2,7 @@
  * from a file is checked against the file sizes before it is used, so a damaged or
  * hostile index gives an error naming the file, never an out-of-bounds read. */
 #include "index/index.h"
+#include "index/shards.h"
 #include "io/dir.h"
 
 #include <errno.h>
@@ -672,6 +673,15 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
         return st;
     idx->res_bytes = idx->codec.bytes_per_vec;
     idx->code_bytes = idx->num_centroids <= 65536 ? 2 : 4;
+    /* The calibrated search parameters, when the generation has them. */
+    for (uint32_t i = 0; i < idx->man.n; i++)
+        if (!memcmp(idx->man.e[i].kind, "TUNE", 4)) {
+            if ((st = open_file(idx, &idx->f_tune, idx->man.e[i].name, "TUNE", TT_MAP_WHOLE,
+                                RESIDENT)) ||
+                (st = tt_tune_parse(&idx->f_tune, idx->num_centroids, &idx->tuned)))
+                return st;
+            break;
+        }
     return TT_OK;
 }
 
@@ -767,6 +777,10 @@ int tt_index_not_found(const char *dir) {
         return tt_err_errno(TT_ENOTFOUND, errno, "%s", dir);
     if (!S_ISDIR(sb.st_mode))
         return tt_err(TT_ENOTFOUND, "%s: Not a directory (an index is a directory)", dir);
+    if (tt_is_sharded_dir(dir))
+        return tt_err(TT_ENOTFOUND, "%s: a sharded index (SHARDS, doc/scale.md): search, info "
+                      "and verify take it whole, each %s/shard-NNNN is an index of its own; "
+                      "add, delete and compact do not apply to it as a whole", dir, dir);
     return tt_err(TT_ENOTFOUND, "%s: not a tartan index (no MANIFEST)", dir);
 }
 
@@ -790,7 +804,7 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         tt_index *idx = calloc(1, sizeof *idx);
         if (!idx)
             return tt_err(TT_ENOMEM, "%s: out of memory", dir);
-        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec,
+        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune,
                              &idx->f_metadata};
         for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
             shared[i]->fd = -1;
@@ -819,7 +833,8 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
         free(idx);
         return tt_err(TT_ENOMEM, "%s: out of memory", dir);
     }
-    idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = idx->f_metadata.fd = -1;
+    idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = idx->f_tune.fd = -1;
+    idx->f_metadata.fd = -1;
     uint64_t meta_docs, meta_vectors;
     int st = tt_manifest_copy(&idx->man, man);
     if (!st)
@@ -838,7 +853,8 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
 void tt_index_close(tt_index *idx) {
     if (!idx)
         return;
-    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_metadata};
+    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune,
+                         &idx->f_metadata};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
         if (shared[i]->path || shared[i]->fd >= 0)
             tt_fmap_close(shared[i]);
@@ -874,6 +890,13 @@ int tt_index_use_cq_kernel(tt_index *idx, int kernel) {
     idx->info.resident_bytes += tt_cq_bytes(&cq) - tt_cq_bytes(&idx->cq);
     tt_cq_free(&idx->cq);
     idx->cq = cq;
+    return TT_OK;
+}
+
+int tt_index_tuned(const tt_index *idx, tt_tune_info *out) {
+    if (!idx || !out)
+        return tt_err(TT_EINVAL, "tt_index_tuned: NULL argument");
+    *out = idx->tuned;
     return TT_OK;
 }
 

@@ -106,6 +106,8 @@ static void remove_stale(builder *b) {
             continue;
         char *p = tt_path_join(b->op.parent, de->d_name);
         if (p)
+            tt_shards_remove_stale(b->op.pfd, de->d_name, p); /* a sharded build's */
+        if (p)
             (void)tt_remove_ours(b->op.pfd, de->d_name, p, tt_is_index_file);
         free(p);
     }

@@ -37,6 +37,7 @@ void tt_input_free(tt_input *in) {
     free(in->ids_blob);
     free(in->id_off);
     free(in->ids_path);
+    tt_input_mem_free(in->mem);
     free(in);
 }
 

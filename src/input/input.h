@@ -27,7 +27,13 @@ struct tt_input {
      * documents were not pooled (their lengths are doclens). */
     const uint32_t *input_lens;
     uint64_t input_vectors;
+    /* tt_input_from_memory's blocks (input/memory.c), freed with the input; NULL for
+     * files and callbacks. */
+    struct tt_input_mem *mem;
 };
+
+typedef struct tt_input_mem tt_input_mem;
+void tt_input_mem_free(tt_input_mem *m);
 
 /* Reads global vectors [v0, v0+n) (may span files) as float32 into out (n*dim floats).
  * Thread-safe. Errors: TT_EINVAL (range), and those of tt_vecfile_read. */

@@ -28,6 +28,7 @@
 #define TT_F_META "meta.tt"
 #define TT_F_CENTROIDS "centroids.tt"
 #define TT_F_CODEC "codec.tt"
+#define TT_F_TUNE "tune.tt"
 #define TT_F_DOCLENS "doclens.tt"
 #define TT_F_CODES "codes.tt"
 #define TT_F_RESIDUALS "residuals.tt"

@@ -32,6 +32,10 @@ int tt_search_options_check(const tt_search_options *opt) {
     if (opt->struct_size >= offsetof(tt_search_options, rerank) + sizeof(int) &&
         opt->rerank != TT_RERANK_ADAPTIVE && opt->rerank != TT_RERANK_FIXED)
         return tt_err(TT_EINVAL, "search options: unknown rerank mode %d", opt->rerank);
+    if (opt->struct_size >= offsetof(tt_search_options, rerank_margin) + sizeof(float) &&
+        !isnan(opt->rerank_margin) && !(opt->rerank_margin >= 0 && opt->rerank_margin <= 1e3))
+        return tt_err(TT_EINVAL, "search options: rerank_margin %g is not in [0, 1000] (NaN "
+                      "means the default)", (double)opt->rerank_margin);
     return TT_OK;
 }
 
@@ -48,6 +52,8 @@ void tt_search_options_init(tt_search_options *opt) {
     opt->pruning = TT_PRUNE_AUTO;
     opt->prune_ratio = NAN;
     opt->rerank = TT_RERANK_ADAPTIVE;
+    opt->tuned = 1;
+    opt->rerank_margin = NAN;
 }
 
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs) {
@@ -92,10 +98,58 @@ void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
         if (isnan(o.prune_ratio))
             o.prune_ratio = TT_PRUNE_RATIO_DEFAULT;
     }
+    if (isnan(o.rerank_margin))
+        o.rerank_margin = TT_RERANK_MARGIN_DEFAULT;
     if (o.ndocs == 0)
         o.ndocs = nd;
     /* Stage 2 keeps ndocs documents: fewer than k would return fewer than k hits. */
     if (o.ndocs < k)
         o.ndocs = k;
     *out = o;
+}
+
+/* Calibrated parameters (doc/search.md, "Calibrated defaults"): the fields the caller
+ * left at their defaults take the index's measured values. */
+int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options *opt,
+                                    uint32_t k, tt_search_options *out) {
+    tt_search_options o;
+    tt_search_options_init(&o);
+    if (opt && opt->struct_size > sizeof(uint32_t))
+        memcpy(&o, opt, TT_MIN((size_t)opt->struct_size, sizeof o));
+    o.struct_size = sizeof o;
+    /* A caller built before calibration existed gets it (init's default: the memcpy
+     * above stops at its struct_size): it is the index's default. */
+    int from = 0;
+    if (idx && idx->tuned.tuned && o.tuned && o.mode == TT_MODE_PLAID) {
+        const tt_tuned *t = k <= 10 ? &idx->tuned.k10 : &idx->tuned.k100;
+        if (o.nprobe <= 0) {
+            o.nprobe = t->nprobe;
+            from++;
+        }
+        if (o.ndocs == 0) {
+            uint64_t nd = t->ndocs;
+            if (k > 100) {
+                int np;
+                float th;
+                uint32_t table;
+                tt_search_defaults_for_k(k, &np, &th, &table);
+                nd = TT_MAX(nd * k / 100, (uint64_t)table);
+                nd = TT_MIN(nd, (uint64_t)UINT32_MAX);
+            }
+            o.ndocs = (uint32_t)nd;
+            from++;
+        }
+        bool relative = o.pruning == TT_PRUNE_RELATIVE ||
+                        (o.pruning == TT_PRUNE_AUTO && isnan(o.threshold));
+        if (relative && isnan(o.prune_ratio)) {
+            o.prune_ratio = t->prune_ratio;
+            from++;
+        }
+        if (isnan(o.rerank_margin)) {
+            o.rerank_margin = t->rerank_margin;
+            from++;
+        }
+    }
+    tt_search_options_resolve(&o, k, out);
+    return from;
 }

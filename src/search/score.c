@@ -74,3 +74,23 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     tt_score_flush(c);
     return TT_OK;
 }
+
+int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out) {
+    const tt_index *idx = c->idx;
+    const uint64_t rb = idx->res_bytes, v0 = idx->doc_vec0[doc];
+    const uint32_t len = idx->doclens[doc];
+    int st;
+    if (len > c->rows_cap)
+        return tt_err(TT_EINVAL, "%s: document %llu has more vectors than this context holds",
+                      idx->dir, (unsigned long long)doc);
+    if ((st = tt_score_reserve_ranges(c, 1)))
+        return st;
+    c->roff[0] = v0 * rb;
+    c->rlen[0] = (uint64_t)len * rb;
+    if ((st = tt_fetcher_read(c->fetch, 1, c->roff, c->rlen, c->rptr)))
+        return st;
+    for (uint32_t j = 0; j < len; j++)
+        c->gcodes[j] = tt_index_code(idx, v0 + j);
+    tt_resdec_decode_add(&c->dec, c->rptr[0], len, idx->centroids, c->gcodes, out);
+    return TT_OK;
+}

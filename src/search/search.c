@@ -35,7 +35,8 @@ static int hit_doc_cmp(const void *a, const void *b) {
 
 /* Adaptive PLAID stage 4. c->top holds the stage-3 survivors with their centroid-only
  * scores s3. They are scored in batches of `first`, best s3 first; after each batch,
- * e = mean + standard deviation of (decompressed score - s3 * scale) over the documents
+ * e = mean + margin standard deviations (default 1) of (decompressed score - s3 * scale)
+ * over the documents
  * scored so far in this query, and the
  * next batch holds only documents with s3 * scale + e >= the k-th best decompressed
  * score so far (once there are k): the documents that, erring as much as the worst
@@ -43,7 +44,7 @@ static int hit_doc_cmp(const void *a, const void *b) {
  * the scores: each query measures its own error, so sharply ranked queries (real text)
  * stop after the first batch and noisy ones (stage-3 scores far from the decompressed
  * ones) go deeper, up to every survivor. */
-static int stage4_adaptive(tt_search_ctx *c, uint32_t kk, uint32_t first) {
+static int stage4_adaptive(tt_search_ctx *c, uint32_t kk, uint32_t first, float margin) {
     int st;
     size_t n = tt_topk_finish(&c->top);
     if ((st = tt_grow((void **)&c->s3, &c->s3_cap, n, sizeof *c->s3, "candidates")) ||
@@ -92,7 +93,7 @@ static int stage4_adaptive(tt_search_ctx *c, uint32_t kk, uint32_t first) {
          * on noisy 128-d synthetics, for at most 0.004 more recall@10); no margin at all
          * is about ColBERTv2's fixed depth. */
         double mu = esum / ecnt, var = esq / ecnt - mu * mu;
-        emax = (float)(mu + sqrt(var > 0 ? var : 0));
+        emax = (float)(mu + margin * sqrt(var > 0 ? var : 0));
         p = e;
     }
     return TT_OK;
@@ -129,7 +130,7 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
     tt_search_options o;
     if ((st = tt_search_options_check(opt)))
         return st;
-    tt_search_options_resolve(opt, k, &o);
+    tt_search_options_resolve_index(idx, opt, k, &o);
     if ((st = check_options(idx, &o)) || (st = tt_ctx_set_query(ctx, Q, nq, o.score)))
         return st;
     /* The filter: the allowed live documents, counted; the plan follows from it. */
@@ -204,7 +205,7 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
         ctx->st.stage3_docs += n;
         t1 = tt_now();
         ctx->st.seconds[2] += t1 - t0;
-        if ((st = stage4_adaptive(ctx, kk, n3)))
+        if ((st = stage4_adaptive(ctx, kk, n3, o.rerank_margin)))
             return st;
         ctx->st.seconds[3] += tt_now() - t1;
         goto done;

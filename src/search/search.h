@@ -77,6 +77,9 @@ int tt_search_options_check(const tt_search_options *opt);
 
 /* The relative pruning rule's default prune_ratio (doc/search.md, "Pruning"). */
 #define TT_PRUNE_RATIO_DEFAULT 0.5f
+/* The adaptive stage-4 depth's default margin, in standard deviations (doc/search.md,
+ * "Stage-4 depth"). */
+#define TT_RERANK_MARGIN_DEFAULT 1.0f
 
 /* PLAID defaults by k (ColBERTv2): k <= 10: nprobe 1, threshold 0.5, ndocs 256;
  * k <= 100: 2, 0.45, 1024; larger: 4, 0.4, max(4k, 4096). */
@@ -119,6 +122,9 @@ void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
                      const uint8_t *const *ptr);
 int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n);
 int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
+/* The decompressed vectors c + r of document doc (doclens[doc] * dim floats, in the
+ * codec's position order) into out; for calibration's pseudo-queries (src/tune/). */
+int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);
 
 /* scan.c: the reference modes over every document: decompressed (exhaustive) and
  * float16 originals (exact). */

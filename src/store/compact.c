@@ -385,8 +385,9 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     memset(&keep, 0, sizeof keep);
     for (uint32_t i = 0; i < next.n && !st; i++) {
         const char *k = next.e[i].kind;
+        /* The calibration (tune.tt) stays with the codebook it was measured on. */
         if (!s.o.retrain && (!memcmp(k, "META", 4) || !memcmp(k, "CENT", 4) ||
-                             !memcmp(k, "CODC", 4)))
+                             !memcmp(k, "CODC", 4) || !memcmp(k, "TUNE", 4)))
             st = tt_manifest_add(&keep, &next.e[i]);
     }
     free(next.e);

@@ -48,6 +48,11 @@ LIBS="$(pc --libs openblas) $(pc --libs liburing) $(pc --libs libxxhash) $(pc --
 [ -n "$(pc --libs libxxhash)" ] || LIBS="$LIBS -lxxhash"
 [ -n "$(pc --libs sqlite3)" ] || LIBS="$LIBS -lsqlite3"
 LIBS="$LIBS -lm -pthread"
+# tartan serve's request parser (fuzz_serve.c) is tool code: its sources and jansson.
+SERVE_SRC="$src/tools/serve/request.c $src/tools/serve/buf.c"
+JANSSON_CFLAGS=$(pc --cflags jansson)
+JANSSON_LIBS=$(pc --libs jansson)
+[ -n "$JANSSON_LIBS" ] || JANSSON_LIBS=-ljansson
 
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Library + shared helper objects, rebuilt when a source or config.h is newer.
@@ -70,7 +75,13 @@ fi
 for t in "$src"/tests/fuzz/fuzz_*.c; do
     name=$(basename "$t" .c)
     [ "$name" = fuzz_util ] && continue
+    extra_src=""
+    extra_libs=""
+    if [ "$name" = fuzz_serve ]; then
+        extra_src="$JANSSON_CFLAGS $SERVE_SRC"
+        extra_libs=$JANSSON_LIBS
+    fi
     # shellcheck disable=SC2086
-    "$cc" $CFLAGS -fsanitize=fuzzer "$t" $objs $LIBS -o "$out/$name"
+    "$cc" $CFLAGS -fsanitize=fuzzer "$t" $extra_src $objs $LIBS $extra_libs -o "$out/$name"
     echo "fuzz: built $out/$name"
 done

@@ -1,0 +1,121 @@
+/* tune.tt: the calibrated search parameters of a generation (doc/format.md, "tune.tt";
+ * doc/search.md, "Calibrated defaults"). Text, "key=value" lines like meta.tt, so that
+ * a reader can see what was measured. src/tune/ measures and writes them; the index
+ * reads them at open and search uses them (tt_search_options_resolve_index). */
+#include "index/index.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int fmt_set(char *buf, size_t cap, const tt_tuned *t) {
+    return snprintf(buf, cap, "nprobe %d ndocs %u prune_ratio %.4f margin %.4f recall %.4f ms %.4f "
+                    "reached %d", t->nprobe, t->ndocs, (double)t->prune_ratio,
+                    (double)t->rerank_margin, t->recall, t->ms, t->reached);
+}
+
+int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
+    char a[160], b[160];
+    fmt_set(a, sizeof a, &t->k10);
+    fmt_set(b, sizeof b, &t->k100);
+    int n = snprintf(buf, cap,
+                     "target=%.4f\nsource=%s\nnum_queries=%u\nquery_len=%u\nnoise=%.4f\n"
+                     "seed=%llu\nlive_docs=%llu\ngeneration=%llu\ncost=%s\nk10=%s\nk100=%s\n",
+                     t->target, t->pseudo ? "pseudo" : "queries", t->num_queries, t->query_len,
+                     t->noise, (unsigned long long)t->seed, (unsigned long long)t->live_docs,
+                     (unsigned long long)t->generation,
+                     t->cost == TT_TUNE_COST_WORK ? "work" : "time", a, b);
+    if (n < 0 || (size_t)n >= cap)
+        return tt_err(TT_ENOMEM, "tune.tt: the text does not fit in %zu bytes", cap);
+    return n;
+}
+
+static int bad(const char *path, const char *key) {
+    return tt_err(TT_ECORRUPT, "%s: missing or bad value for '%s'", path, key);
+}
+
+static bool get_u64(const tt_fmap *m, const char *key, uint64_t *out) {
+    char v[64], *e;
+    if (!tt_meta_get(m, key, v, sizeof v))
+        return false;
+    errno = 0;
+    unsigned long long x = strtoull(v, &e, 10);
+    if (errno || e == v || *e)
+        return false;
+    *out = x;
+    return true;
+}
+
+static bool get_double(const tt_fmap *m, const char *key, double lo, double hi, double *out) {
+    char v[64], *e;
+    if (!tt_meta_get(m, key, v, sizeof v))
+        return false;
+    double x = strtod(v, &e);
+    if (e == v || *e || !(x >= lo && x <= hi))
+        return false;
+    *out = x;
+    return true;
+}
+
+/* "nprobe N ndocs N prune_ratio F margin F recall F ms F reached 0|1" */
+static bool get_set(const tt_fmap *m, const char *key, uint32_t k, uint32_t num_centroids,
+                    tt_tuned *t) {
+    char v[320];
+    if (!tt_meta_get(m, key, v, sizeof v))
+        return false;
+    int np, reached, used = 0;
+    unsigned nd;
+    double ratio, margin, recall, ms;
+    if (sscanf(v, "nprobe %d ndocs %u prune_ratio %lf margin %lf recall %lf ms %lf reached %d%n",
+               &np, &nd, &ratio, &margin, &recall, &ms, &reached, &used) != 7 || v[used] != '\0')
+        return false;
+    if (np < 1 || (uint32_t)np > num_centroids || nd < 1 || !(ratio >= 0 && ratio <= 1) ||
+        !(margin >= 0 && margin <= 1e3) ||
+        !(recall >= 0 && recall <= 1) || !(ms >= 0 && ms < 1e9) || (reached != 0 && reached != 1))
+        return false;
+    t->k = k;
+    t->nprobe = np;
+    t->ndocs = nd;
+    t->prune_ratio = (float)ratio;
+    t->rerank_margin = (float)margin;
+    t->recall = recall;
+    t->ms = ms;
+    t->reached = reached;
+    return true;
+}
+
+int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t) {
+    memset(t, 0, sizeof *t);
+    char v[32];
+    uint64_t x;
+    if (!get_double(m, "target", 0, 1, &t->target))
+        return bad(m->path, "target");
+    if (!tt_meta_get(m, "source", v, sizeof v) ||
+        (strcmp(v, "pseudo") != 0 && strcmp(v, "queries") != 0))
+        return bad(m->path, "source");
+    t->pseudo = !strcmp(v, "pseudo");
+    if (!get_u64(m, "num_queries", &x) || x == 0 || x > UINT32_MAX)
+        return bad(m->path, "num_queries");
+    t->num_queries = (uint32_t)x;
+    if (!get_u64(m, "query_len", &x) || x > UINT32_MAX)
+        return bad(m->path, "query_len");
+    t->query_len = (uint32_t)x;
+    if (!get_double(m, "noise", 0, 100, &t->noise))
+        return bad(m->path, "noise");
+    if (!get_u64(m, "seed", &t->seed))
+        return bad(m->path, "seed");
+    if (!get_u64(m, "live_docs", &t->live_docs))
+        return bad(m->path, "live_docs");
+    if (!get_u64(m, "generation", &t->generation))
+        return bad(m->path, "generation");
+    if (!tt_meta_get(m, "cost", v, sizeof v) || (strcmp(v, "time") != 0 && strcmp(v, "work") != 0))
+        return bad(m->path, "cost");
+    t->cost = !strcmp(v, "work") ? TT_TUNE_COST_WORK : TT_TUNE_COST_TIME;
+    if (!get_set(m, "k10", 10, num_centroids, &t->k10))
+        return bad(m->path, "k10");
+    if (!get_set(m, "k100", 100, num_centroids, &t->k100))
+        return bad(m->path, "k100");
+    t->tuned = 1;
+    return TT_OK;
+}

@@ -1,0 +1,20 @@
+/* A sharded index opened for search (src/shard/): some or all of its shards, each an
+ * open tt_index, with the first global row of each; and the merge of per-shard top-k
+ * lists (doc/format.md, "Sharded indexes"; doc/scale.md). */
+#ifndef TT_SHARD_H
+#define TT_SHARD_H
+
+#include "index/index.h"
+#include "index/shards.h"
+
+struct tt_sharded {
+    char *dir;
+    uint32_t num_shards;    /* in SHARDS (1 for a plain index opened as one shard) */
+    uint64_t num_docs, num_vectors;
+    uint64_t *first_row;    /* num_shards + 1: global row of each shard's row 0 */
+    uint32_t nopen;         /* the shards this process opened */
+    uint32_t *open_id;      /* nopen: their numbers, ascending */
+    tt_index **idx;         /* nopen */
+};
+
+#endif

@@ -1,0 +1,379 @@
+/* Calibration queries, their exhaustive reference, and the grid search over PLAID's
+ * parameters (doc/search.md, "Calibrated defaults").
+ *
+ * Why measure instead of using ColBERTv2's table: the table was tuned on 128-d ColBERT
+ * vectors. On 3584-d hidden states with 4-vector queries, or noisy 128-d collections,
+ * the same nprobe and ndocs find half of exhaustive search's top 10 (doc/benchmarks.md).
+ * Recall against exhaustive search is what PLAID's approximations cost, and it can be
+ * measured on the index itself: with the user's queries, or with pseudo-queries made
+ * from its documents. The grid (nprobe x ndocs) is searched as a staircase: recall
+ * grows with both, so the smallest ndocs that reaches the target with nprobe p is an
+ * upper bound for 2p, and each nprobe costs a measurement or two; the search stops
+ * when more probes cost more than the cheapest set found, or stop adding recall. */
+#include "tune/tune.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
+/* Share of a pseudo-query's vectors taken from other documents than its source. */
+#define PSEUDO_OTHER 0.5
+static const uint32_t NDOCS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+/* The default relative pruning: stage 2 keeps ndocs documents anyway, and on the
+ * collections measured no pruning (ratio 0) found nothing more at the same ndocs
+ * (doc/search.md, "Calibrated defaults"). */
+#define PRUNE_RATIO 0.5f
+/* The adaptive stage-4 depth's margin (doc/search.md, "Stage-4 depth"): when the
+ * centroid-only scores of stage 3 misrank, no ndocs helps unless stage 4 goes deeper. */
+static const float MARGINS[] = {1.0f, 2.0f, 4.0f};
+
+static void calib_zero(tt_calib *c, const tt_index *idx, int cost) {
+    memset(c, 0, sizeof *c);
+    c->idx = idx;
+    c->cost = cost;
+    uint64_t live_vecs = 0;
+    for (uint64_t d = 0; d < idx->num_docs; d++)
+        if (!tt_index_deleted(idx, d))
+            live_vecs += idx->doclens[d];
+    c->avg_doclen = idx->num_live ? (double)live_vecs / (double)idx->num_live : 1;
+}
+
+static int calib_buffers(tt_calib *c) {
+    int st;
+    if ((st = tt_search_ctx_new(c->idx, &c->ctx)))
+        return st;
+    c->truth = tt_alloc(c->nq, TT_CALIB_DEPTH * sizeof *c->truth, "calibration reference");
+    c->ntruth = tt_alloc(c->nq, sizeof *c->ntruth, "calibration reference");
+    c->hits = tt_alloc(TT_CALIB_DEPTH, sizeof *c->hits, "calibration hits");
+    return c->truth && c->ntruth && c->hits ? TT_OK : TT_ENOMEM;
+}
+
+int tt_calib_init(tt_calib *c, const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                  const uint32_t *qlens, uint64_t nq, int cost) {
+    calib_zero(c, idx, cost);
+    if (!Q || !qoffs || !qlens || nq == 0)
+        return tt_err(TT_EINVAL, "calibration: no queries");
+    for (uint64_t i = 0; i < nq; i++) {
+        if (qlens[i] == 0)
+            return tt_err(TT_EINVAL, "calibration: query %llu has no vectors",
+                          (unsigned long long)i);
+        int64_t bad = tt_find_nonfinite(Q + qoffs[i] * idx->dim, qlens[i], idx->dim);
+        if (bad >= 0)
+            return tt_err(TT_EVALUE, "calibration: query %llu has a NaN or infinite value",
+                          (unsigned long long)i);
+    }
+    c->Q = Q;
+    c->qoffs = qoffs;
+    c->qlens = qlens;
+    c->nq = nq;
+    return calib_buffers(c);
+}
+
+/* A standard normal deviate (Box-Muller; one of the pair is enough here). */
+static double gauss(tt_rng *r) {
+    double u = tt_rng_uniform(r), v = tt_rng_uniform(r);
+    return sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * 3.14159265358979323846 * v);
+}
+
+int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
+                         float noise, uint64_t seed, int cost, uint32_t *qlen_used) {
+    calib_zero(c, idx, cost);
+    const uint32_t dim = idx->dim;
+    if (idx->num_live == 0)
+        return tt_err(TT_EINVAL, "%s: no live documents to calibrate on", idx->dir);
+    if (n == 0)
+        return tt_err(TT_EINVAL, "calibration: zero pseudo-queries");
+    /* The query shape the index implies: DiffRetriever-style encoders write a fixed
+     * few (4-16) vectors per passage of LLM hidden states and ask with 4; ColBERT
+     * writes one per token and asks with 32. */
+    if (qlen == 0)
+        qlen = idx->max_doclen <= 16 && dim >= 1024 ? 4 : 32;
+    if (qlen_used)
+        *qlen_used = qlen;
+    c->nq = n;
+    int st;
+    if (!(c->Q_own = tt_alloc((uint64_t)n * qlen, (uint64_t)dim * sizeof(float), "pseudo-queries")) ||
+        !(c->qoffs_own = tt_alloc(n, sizeof *c->qoffs_own, "pseudo-queries")) ||
+        !(c->qlens_own = tt_alloc(n, sizeof *c->qlens_own, "pseudo-queries")))
+        return TT_ENOMEM;
+    c->Q = c->Q_own;
+    c->qoffs = c->qoffs_own;
+    c->qlens = c->qlens_own;
+    if ((st = calib_buffers(c)))
+        return st;
+    float *doc = tt_alloc(idx->max_doclen, (uint64_t)dim * sizeof(float), "pseudo-queries");
+    float *other = tt_alloc(idx->max_doclen, (uint64_t)dim * sizeof(float), "pseudo-queries");
+    float *in = tt_alloc(dim, sizeof(float), "pseudo-queries");
+    uint32_t *pick = tt_alloc(idx->max_doclen, sizeof *pick, "pseudo-queries");
+    if (!doc || !other || !in || !pick) {
+        st = TT_ENOMEM;
+        goto done;
+    }
+    tt_rng r;
+    tt_rng_seed(&r, seed);
+    for (uint32_t q = 0; q < n; q++) {
+        /* A random live document (rejection: deleted rows are a minority until
+         * compaction, and the search below is bounded by their share). */
+        uint64_t d;
+        do
+            d = tt_rng_below(&r, idx->num_docs);
+        while (tt_index_deleted(idx, d));
+        uint32_t len = idx->doclens[d];
+        if ((st = tt_score_doc_vectors(c->ctx, d, doc)))
+            goto done;
+        /* qlen of its vectors: a random subset, or all of them and random repeats. */
+        for (uint32_t j = 0; j < len; j++)
+            pick[j] = j;
+        for (uint32_t j = 0; j + 1 < len; j++) {
+            uint32_t t = j + (uint32_t)tt_rng_below(&r, len - j);
+            uint32_t x = pick[j];
+            pick[j] = pick[t];
+            pick[t] = x;
+        }
+        c->qoffs_own[q] = (uint64_t)q * qlen;
+        c->qlens_own[q] = qlen;
+        for (uint32_t i = 0; i < qlen; i++) {
+            uint32_t j = i < len ? pick[i] : (uint32_t)tt_rng_below(&r, len);
+            float *out = c->Q_own + ((uint64_t)q * qlen + i) * dim;
+            const float *src = doc + (uint64_t)j * dim;
+            /* Real queries match more than one document: half the vectors come from
+             * other random documents (measured on scifact: from the source document
+             * alone, pseudo-queries were easier than the real ones and calibrated
+             * too cheap a search; doc/benchmarks.md, "Calibrated defaults"). */
+            if (tt_rng_uniform(&r) < PSEUDO_OTHER) {
+                uint64_t o;
+                do
+                    o = tt_rng_below(&r, idx->num_docs);
+                while (tt_index_deleted(idx, o));
+                if ((st = tt_score_doc_vectors(c->ctx, o, other)))
+                    goto done;
+                src = other + tt_rng_below(&r, idx->doclens[o]) * dim;
+            }
+            tt_codec_to_input(&idx->codec, src, in);
+            double norm = 0;
+            for (uint32_t t = 0; t < dim; t++)
+                norm += (double)in[t] * in[t];
+            /* Noise of expected norm noise * |x|. */
+            double sd = noise * sqrt(norm / dim);
+            for (uint32_t t = 0; t < dim; t++)
+                out[t] = (float)(in[t] + sd * gauss(&r));
+            if (idx->normalized)
+                tt_normalize_rows(out, 1, dim);
+        }
+    }
+    st = TT_OK;
+done:
+    free(doc);
+    free(other);
+    free(in);
+    free(pick);
+    return st;
+}
+
+void tt_calib_free(tt_calib *c) {
+    tt_search_ctx_free(c->ctx);
+    free(c->Q_own);
+    free(c->qoffs_own);
+    free(c->qlens_own);
+    free(c->truth);
+    free(c->ntruth);
+    free(c->hits);
+    memset(c, 0, sizeof *c);
+}
+
+int tt_calib_truth(tt_calib *c, int threads) {
+    tt_search_options o;
+    tt_search_options_init(&o);
+    o.mode = TT_MODE_EXHAUSTIVE;
+    return tt_search_batch(c->idx, c->Q, c->qoffs, c->qlens, c->nq, TT_CALIB_DEPTH, &o, threads,
+                           c->truth, c->ntruth, NULL);
+}
+
+/* Share of the reference's top min(k, n) among the hits. */
+static double overlap(const tt_hit *truth, uint32_t ntruth, const tt_hit *hits, uint32_t nhits,
+                      uint32_t k) {
+    uint32_t want = TT_MIN(k, ntruth), got = 0;
+    if (want == 0)
+        return 1;
+    for (uint32_t i = 0; i < want; i++)
+        for (uint32_t j = 0; j < nhits && j < k; j++)
+            if (hits[j].doc == truth[i].doc) {
+                got++;
+                break;
+            }
+    return (double)got / want;
+}
+
+int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
+                     float margin, tt_tuned *t, double *cost) {
+    const tt_index *idx = c->idx;
+    tt_search_options o;
+    tt_search_options_init(&o);
+    o.nprobe = nprobe;
+    o.ndocs = ndocs;
+    o.pruning = TT_PRUNE_RELATIVE;
+    o.prune_ratio = ratio;
+    o.rerank_margin = margin;
+    o.tuned = 0;
+    tt_search_ctx_reset_stats(c->ctx);
+    /* The thread's CPU time, not the wall clock: on a busy machine (the one a build
+     * often runs on) the wall clock measures the other processes too, and the choice
+     * among the sets would follow their load. Residual reads are served from the page
+     * cache after the reference scan, in this thread (io_uring completes buffered
+     * reads of cached pages inline), so their copying is counted. */
+    double recall = 0, t0 = tt_thread_cpu_now();
+    for (uint64_t q = 0; q < c->nq; q++) {
+        if (c->cancel && *c->cancel)
+            return tt_err(TT_ECANCELED, "%s: calibration cancelled", idx->dir);
+        uint32_t nh;
+        int st = tt_search(idx, c->ctx, c->Q + c->qoffs[q] * idx->dim, c->qlens[q], k, &o,
+                           c->hits, &nh);
+        if (st)
+            return st;
+        recall += overlap(c->truth + q * TT_CALIB_DEPTH, c->ntruth[q], c->hits, nh, k);
+    }
+    double secs = tt_thread_cpu_now() - t0;
+    tt_search_stats ss;
+    tt_search_ctx_stats(c->ctx, &ss);
+    memset(t, 0, sizeof *t);
+    t->k = k;
+    t->nprobe = nprobe;
+    t->ndocs = ndocs;
+    t->prune_ratio = ratio;
+    t->rerank_margin = margin;
+    t->recall = recall / (double)c->nq;
+    t->ms = 1e3 * secs / (double)c->nq;
+    c->measured++;
+    if (c->cost == TT_TUNE_COST_WORK) {
+        /* The work a search did, in rough units of one multiply-add: stage 1 reads the
+         * probed lists (a candidate each), stages 2-3 take a maximum per document
+         * vector and query vector, stage 4 decodes a document's vectors and multiplies
+         * them with the query. Counts, not times: the same on every run. */
+        double nqv = 0;
+        for (uint64_t q = 0; q < c->nq; q++)
+            nqv += c->qlens[q];
+        nqv /= (double)c->nq;
+        double dl = c->avg_doclen, dim = idx->dim;
+        double w = (double)ss.candidates + (double)(ss.stage2_docs + ss.stage3_docs) * dl * nqv +
+                   (double)ss.scored_docs * dl * dim * (1.0 + nqv);
+        *cost = w / (double)c->nq;
+    } else {
+        *cost = t->ms;
+    }
+    return TT_OK;
+}
+
+/* One measured point of the grid. */
+typedef struct point {
+    tt_tuned t;
+    double cost;
+    bool ok;   /* reached the target */
+} point;
+
+static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, double target,
+                   point *p) {
+    int st = tt_calib_measure(c, k, np, nd, PRUNE_RATIO, margin, &p->t, &p->cost);
+    p->ok = p->t.recall >= target;
+    p->t.reached = p->ok;
+    return st;
+}
+
+/* The staircase over (nprobe, ndocs) for one stage-4 margin: *best the cheapest set
+ * reaching the target (best->ok false if none), *top the best recall seen. */
+static int staircase(tt_calib *c, uint32_t k, double target, float margin, point *best_out,
+                     point *top_out) {
+    const tt_index *idx = c->idx;
+    /* The ndocs worth trying: from k (fewer is k anyway) up to the first that keeps
+     * every live document (more changes nothing). */
+    uint32_t nds[sizeof NDOCS / sizeof NDOCS[0]];
+    size_t nn = 0;
+    for (size_t n = 0; n < sizeof NDOCS / sizeof NDOCS[0]; n++) {
+        if (NDOCS[n] < k)
+            continue;
+        nds[nn++] = NDOCS[n];
+        if ((uint64_t)NDOCS[n] >= idx->num_live)
+            break;
+    }
+    if (nn == 0)
+        nds[nn++] = k;
+    point best = {.ok = false}, top = {.t.recall = -1};
+    double prev_top = -1;
+    int upper = -1; /* index into nds of the smallest ndocs that reached the target with
+                     * the previous nprobe: with more probes it still should */
+    for (size_t p = 0; p < sizeof NPROBES / sizeof NPROBES[0]; p++) {
+        int np = NPROBES[p];
+        bool all = (uint32_t)np >= idx->num_centroids;
+        if (all)
+            np = (int)idx->num_centroids;
+        point here = {.ok = false}, at;
+        double here_top = -1;
+        int st;
+        if (upper >= 0) {
+            /* Down the staircase: the smallest ndocs that still reaches the target. */
+            int n = upper;
+            if ((st = measure(c, k, np, nds[n], margin, target, &at)))
+                return st;
+            here_top = at.t.recall;
+            if (at.ok) {
+                here = at;
+                while (--n >= 0) {
+                    if ((st = measure(c, k, np, nds[n], margin, target, &at)))
+                        return st;
+                    if (!at.ok)
+                        break;
+                    here = at;
+                    upper = n;
+                }
+            } else {
+                upper = -1; /* measured noise: search upwards as below */
+            }
+        }
+        if (!here.ok) {
+            for (size_t n = upper >= 0 ? (size_t)upper + 1 : 0; n < nn; n++) {
+                if ((st = measure(c, k, np, nds[n], margin, target, &at)))
+                    return st;
+                here_top = TT_MAX(here_top, at.t.recall);
+                if (at.t.recall > top.t.recall)
+                    top = at;
+                if (at.ok) {
+                    here = at;
+                    upper = (int)n;
+                    break;
+                }
+                if (best.ok && at.cost > best.cost)
+                    break; /* dearer than a set that reaches the target already */
+            }
+        }
+        if (here.t.recall > top.t.recall)
+            top = here;
+        if (here.ok && (!best.ok || here.cost < best.cost))
+            best = here;
+        else if (here.ok && best.ok && here.cost > best.cost)
+            break; /* past the cheapest point: more probes cost more from here on */
+        /* Nothing reached yet and more probes stopped helping. */
+        if (!best.ok && here_top >= 0 && here_top < prev_top + 0.005)
+            break;
+        prev_top = TT_MAX(prev_top, here_top);
+        if (all)
+            break;
+    }
+    *best_out = best;
+    *top_out = top;
+    return TT_OK;
+}
+
+int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
+    point best = {.ok = false}, top = {.t.recall = -1};
+    for (size_t m = 0; m < sizeof MARGINS / sizeof MARGINS[0]; m++) {
+        point b, t;
+        int st = staircase(c, k, target, MARGINS[m], &b, &t);
+        if (st)
+            return st;
+        if (b.ok && (!best.ok || b.cost < best.cost))
+            best = b;
+        if (t.t.recall > top.t.recall)
+            top = t;
+    }
+    *out = best.ok ? best.t : top.t;
+    return TT_OK;
+}

@@ -1,0 +1,208 @@
+/* tt_index_tune: calibrates PLAID's parameters on the index and publishes them as the
+ * next generation's tune.tt (doc/search.md, "Calibrated defaults"; doc/format.md,
+ * "tune.tt"). A change like any other: it holds the writer's lock while it measures,
+ * so the generation it measures is the one it publishes on. */
+#include "store/store.h"
+#include "tune/tune.h"
+
+#include <math.h>
+#include <stdio.h>
+
+void tt_tune_options_init(tt_tune_options *opt) {
+    if (!opt)
+        return;
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    opt->target_recall = 0.95;
+    opt->num_queries = 64;
+    opt->noise = NAN;
+    opt->seed = 42;
+    opt->cost = TT_TUNE_COST_TIME;
+}
+
+#define TUNE_NOISE_DEFAULT 0.5f
+
+static int check_options(const tt_tune_options *in, tt_tune_options *o) {
+    tt_tune_options_init(o);
+    if (!in)
+        return TT_OK;
+    if (in->struct_size < sizeof(uint32_t) || in->struct_size > sizeof *o)
+        return tt_err(TT_EINVAL, "tune options: struct_size %u is not a size this library knows "
+                      "(initialise them with tt_tune_options_init)", in->struct_size);
+    memcpy(o, in, in->struct_size);
+    o->struct_size = sizeof *o;
+    if (!(o->target_recall > 0 && o->target_recall <= 1))
+        return tt_err(TT_EINVAL, "tune options: target recall %g is not in (0, 1]",
+                      o->target_recall);
+    if (!o->Q && o->num_queries == 0)
+        return tt_err(TT_EINVAL, "tune options: zero pseudo-queries");
+    if (!o->Q && o->num_queries > 100000)
+        return tt_err(TT_EINVAL, "tune options: %u pseudo-queries (at most 100000)",
+                      o->num_queries);
+    if (o->Q && (!o->qoffs || !o->qlens || o->nqueries == 0))
+        return tt_err(TT_EINVAL, "tune options: queries without offsets, lengths or count");
+    if (isnan(o->noise))
+        o->noise = TUNE_NOISE_DEFAULT;
+    if (!(o->noise >= 0 && o->noise <= 10))
+        return tt_err(TT_EINVAL, "tune options: noise %g is not in [0, 10]", (double)o->noise);
+    if (o->cost != TT_TUNE_COST_TIME && o->cost != TT_TUNE_COST_WORK)
+        return tt_err(TT_EINVAL, "tune options: unknown cost %d", o->cost);
+    if (o->threads < 0)
+        return tt_err(TT_EINVAL, "tune options: threads %d", o->threads);
+    return TT_OK;
+}
+
+static int progress(tt_store *s, const char *phase, uint64_t done, uint64_t total) {
+    return tt_store_progress(s, phase, done, total);
+}
+
+/* Writes t as g<gen>.tune.tt and makes it the next generation's only TUNE file. */
+static int write_tune(tt_store *s, tt_manifest *next, const tt_tune_info *t) {
+    char text[1024], name[TT_MANIFEST_NAME_LEN];
+    int n = tt_tune_format(t, text, sizeof text);
+    if (n < 0)
+        return n;
+    snprintf(name, sizeof name, "%s%s", s->prefix, TT_F_TUNE);
+    tt_fwriter w;
+    uint64_t size;
+    int st = tt_fw_open(&w, s->dir, name, "TUNE");
+    if (!st)
+        st = tt_fw_write(&w, text, (size_t)n);
+    if (!st)
+        st = tt_fw_finish(&w, 0, 0, 0, &size);
+    if (!st) {
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < next->n; i++)
+            if (memcmp(next->e[i].kind, "TUNE", 4))
+                next->e[m++] = next->e[i];
+        next->n = m;
+        tt_manifest_entry e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.name, sizeof e.name, "%s", name);
+        memcpy(e.kind, "TUNE", 4);
+        e.size = size;
+        e.payload_hash = w.h.payload_hash;
+        st = tt_manifest_add(next, &e);
+    }
+    tt_fw_abort(&w);
+    return st;
+}
+
+/* With if_stale: the stored sets measured again on these queries; *good when both
+ * still reach the target (t receives the new figures). */
+static int still_good(tt_calib *c, const tt_tune_info *old, double target, tt_tune_info *t,
+                      bool *good) {
+    *t = *old;
+    double cost;
+    int st;
+    const tt_tuned *sets[2] = {&old->k10, &old->k100};
+    tt_tuned *outs[2] = {&t->k10, &t->k100};
+    *good = true;
+    for (int i = 0; i < 2; i++) {
+        if ((st = tt_calib_measure(c, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+                                   sets[i]->prune_ratio, sets[i]->rerank_margin, outs[i],
+                                   &cost)))
+            return st;
+        outs[i]->reached = outs[i]->recall >= target;
+        *good = *good && outs[i]->reached;
+    }
+    return TT_OK;
+}
+
+int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out) {
+    tt_tune_options o;
+    tt_store s;
+    tt_index *idx = NULL;
+    tt_calib c;
+    tt_manifest next;
+    int st;
+    memset(&next, 0, sizeof next);
+    memset(&c, 0, sizeof c);
+    tt_err_clear();
+    if (out)
+        memset(out, 0, sizeof *out);
+    if ((st = check_options(opt, &o)))
+        return st;
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.threads = o.threads;
+    co.progress = o.progress;
+    co.progress_user = o.progress_user;
+    co.cancel = o.cancel;
+    if ((st = tt_store_open(&s, dir, &co)))
+        goto done;
+    /* We hold the lock: the current generation is the one we publish on. */
+    if ((st = tt_index_open(&idx, dir, NULL)))
+        goto done;
+    if (idx->man.generation != s.man.generation) {
+        st = tt_err(TT_EBUSY, "%s: the index changed while it was opened", dir);
+        goto done;
+    }
+    /* A re-check is due when the index has changed enough since it was measured:
+     * a quarter more or fewer live documents, or added vectors that compress worse
+     * than the build's (drift, doc/format.md). */
+    if (o.if_stale && idx->tuned.tuned) {
+        double was = (double)idx->tuned.live_docs, now = (double)idx->num_live;
+        if (fabs(now - was) <= 0.25 * was && !idx->info.retrain_advised) {
+            if (out)
+                *out = idx->tuned;
+            goto done;
+        }
+    }
+    if (idx->num_live == 0) {
+        st = tt_err(TT_EINVAL, "%s: the index has no live documents to calibrate on", dir);
+        goto done;
+    }
+    tt_tune_info t;
+    memset(&t, 0, sizeof t);
+    t.tuned = 1;
+    t.target = o.target_recall;
+    t.seed = o.seed;
+    t.cost = o.cost;
+    t.live_docs = idx->num_live;
+    t.generation = s.gen;
+    if (o.Q) {
+        t.pseudo = 0;
+        t.num_queries = (uint32_t)TT_MIN(o.nqueries, (uint64_t)UINT32_MAX);
+        st = tt_calib_init(&c, idx, o.Q, o.qoffs, o.qlens, o.nqueries, o.cost);
+    } else {
+        t.pseudo = 1;
+        t.num_queries = o.num_queries;
+        t.noise = o.noise;
+        st = tt_calib_init_pseudo(&c, idx, o.num_queries, o.query_len, o.noise, o.seed, o.cost,
+                                  &t.query_len);
+    }
+    if (st)
+        goto done;
+    c.cancel = o.cancel;
+    if ((st = progress(&s, "reference", 0, 1)) || (st = tt_calib_truth(&c, o.threads)) ||
+        (st = progress(&s, "reference", 1, 1)))
+        goto done;
+    bool good = false;
+    if (o.if_stale && idx->tuned.tuned) {
+        tt_tune_info now;
+        if ((st = still_good(&c, &idx->tuned, o.target_recall, &now, &good)))
+            goto done;
+        if (good) { /* the same parameters, measured on this generation */
+            t.k10 = now.k10;
+            t.k100 = now.k100;
+        }
+    }
+    if (!good &&
+        ((st = progress(&s, "tune k=10", 0, 2)) ||
+         (st = tt_calib_search(&c, 10, o.target_recall, &t.k10)) ||
+         (st = progress(&s, "tune k=100", 1, 2)) ||
+         (st = tt_calib_search(&c, 100, o.target_recall, &t.k100)) ||
+         (st = progress(&s, "tune k=100", 2, 2))))
+        goto done;
+    if ((st = tt_store_next(&s, &next)) || (st = write_tune(&s, &next, &t)) ||
+        (st = tt_store_publish(&s, &next)))
+        goto done;
+    if (out)
+        *out = t;
+done:
+    tt_calib_free(&c);
+    tt_index_close(idx);
+    tt_manifest_free(&next);
+    return tt_store_end(&s, st);
+}

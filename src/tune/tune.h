@@ -1,0 +1,52 @@
+/* Calibration of PLAID's parameters (doc/search.md, "Calibrated defaults"): calibrate.c
+ * makes or takes the calibration queries, finds their exact top 100 by exhaustive
+ * search and measures parameter sets against it; tune.c is tt_index_tune, the change
+ * that publishes what was chosen as the generation's tune.tt. */
+#ifndef TT_TUNE_H
+#define TT_TUNE_H
+
+#include "search/search.h"
+
+/* Depth of the exhaustive reference: recall is measured at k = 10 and k = 100. */
+#define TT_CALIB_DEPTH 100
+
+typedef struct tt_calib {
+    const tt_index *idx;
+    uint64_t nq;               /* queries */
+    const float *Q;            /* query i: qlens[i] vectors at Q + qoffs[i] * dim */
+    const uint64_t *qoffs;
+    const uint32_t *qlens;
+    float *Q_own;              /* pseudo-queries: the memory behind Q, qoffs, qlens */
+    uint64_t *qoffs_own;
+    uint32_t *qlens_own;
+    tt_hit *truth;             /* nq * TT_CALIB_DEPTH: exhaustive top, best first */
+    uint32_t *ntruth;          /* nq */
+    tt_search_ctx *ctx;        /* one thread times every candidate */
+    tt_hit *hits;              /* TT_CALIB_DEPTH */
+    double avg_doclen;
+    int cost;                  /* TT_TUNE_COST_* */
+    uint64_t measured;         /* parameter sets measured */
+    const volatile int *cancel;
+} tt_calib;
+
+/* Starts a calibration of idx (borrowed) with the caller's queries (borrowed; checked:
+ * dimension by the caller, values here). */
+int tt_calib_init(tt_calib *c, const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                  const uint32_t *qlens, uint64_t nq, int cost);
+/* ... or with n pseudo-queries of qlen vectors each (qlen 0: by the index's shape), made
+ * from random live documents' decompressed vectors moved by relative Gaussian noise.
+ * *qlen_used receives the length used. Deterministic for a seed. */
+int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
+                         float noise, uint64_t seed, int cost, uint32_t *qlen_used);
+void tt_calib_free(tt_calib *c);
+/* The exhaustive top TT_CALIB_DEPTH of every query, on `threads` threads. */
+int tt_calib_truth(tt_calib *c, int threads);
+/* Recall@k against the truth and the cost of one parameter set over every query:
+ * t->recall and t->ms filled, *cost the comparison key (ms, or the work count). */
+int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
+                     float margin, tt_tuned *t, double *cost);
+/* The grid search for one k: the cheapest set reaching `target`, else the best recall.
+ * progress (may be NULL) counts sets measured. */
+int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out);
+
+#endif

@@ -1,0 +1,112 @@
+#!/bin/sh
+# tartan-mpi (doc/scale.md) under mpirun -n 1..4 on one machine (oversubscribed):
+# distributed search gives the run of one-process `tartan search` over the same sharded
+# index, byte for byte, in PLAID and exhaustive modes, for every rank count and batch
+# size; a rank that reports an error or dies mid-search fails the job with a message
+# naming the rank, and no run is written. Skips (77) when tartan-mpi was not built
+# (configure found no MPI) and in sanitizer builds (OpenMPI's own allocations show up
+# as leaks under LeakSanitizer: the MPI tests run in the plain build).
+. "${TT_SRCDIR:-.}/tests/lib.sh"
+TM="${TT_BUILDDIR:-.}/tartan-mpi"
+[ -x "$TM" ] || { echo "tartan-mpi not built (no MPI): skip"; exit 77; }
+command -v mpirun >/dev/null || { echo "mpirun missing: skip"; exit 77; }
+grep -q 'fsanitize=address' "${TT_BUILDDIR:-.}/Makefile" && { echo "sanitizer build: skip"; exit 77; }
+have_numpy || { echo "numpy missing: skip"; exit 77; }
+# As root (CI containers) OpenMPI wants to be told; more ranks than cores is intended.
+MPIRUN="mpirun --oversubscribe"
+[ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers without CMA
+
+"$SYNTH" --out "$WORK/c" --docs 300 --doclen 1-30 --dim 32 --queries 23 --qlen 4 2>/dev/null
+V="$WORK/c.vectors.npy"; L="$WORK/c.doclens.npy"; Q="$WORK/c.queries.npy"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 --shards 3 \
+    --out "$WORK/sh" >/dev/null 2>&1 || bad "build --shards 3"
+for m in plaid exhaustive; do
+    "$T" search --index "$WORK/sh" --queries "$Q" --query-ids "$WORK/c.qids.txt" --k 15 \
+        --mode $m --out "$WORK/one.$m" 2>/dev/null
+    for n in 1 2 3 4; do
+        batch=$((n * 3 + 2))
+        $MPIRUN -n $n "$TM" search --index "$WORK/sh" --queries "$Q" \
+            --query-ids "$WORK/c.qids.txt" --k 15 --mode $m --batch $batch \
+            --out "$WORK/mpi.$m.$n" >"$WORK/log" 2>&1
+        [ -s "$WORK/one.$m" ] && cmp -s "$WORK/one.$m" "$WORK/mpi.$m.$n" \
+            && ok "$m, $n ranks, batches of $batch: the one-process run" \
+            || bad "$m, $n ranks: runs differ ($(tail -c 300 "$WORK/log"))"
+    done
+done
+# a plain index is one shard: rank 0 searches it, the others idle
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 \
+    --out "$WORK/one" >/dev/null 2>&1
+"$T" search --index "$WORK/one" --queries "$Q" --k 15 --mode exhaustive --out "$WORK/p1" 2>/dev/null
+$MPIRUN -n 2 "$TM" search --index "$WORK/one" --queries "$Q" --k 15 --mode exhaustive \
+    --out "$WORK/p2" >/dev/null 2>&1
+cmp -s "$WORK/p1" "$WORK/p2" && ok "a plain index under 2 ranks: its own run" || bad "plain index differs"
+
+# failures: an error reported by a rank, a rank that dies, a shard that is missing
+fails() { # DESC PATTERN FAULT N
+    rm -f "$WORK"/f.run*
+    TARTAN_MPI_FAULT=$3 $MPIRUN -n $4 "$TM" search --index "$WORK/sh" --queries "$Q" --batch 5 \
+        --out "$WORK/f.run" >"$WORK/log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$2" "$WORK/log" && [ -z "$(ls "$WORK" | grep f.run)" ]; then
+        ok "$1"
+    else
+        bad "$1 (exit $rc, $(ls "$WORK" | grep f.run), $(head -c 300 "$WORK/log"))"
+    fi
+}
+fails "rank 2 reports an error at batch 1: named, no run" "rank 2: error: injected" search-error:2:1 3
+fails "rank 0 fails at batch 0: named, no run" "rank 0: error: .*injected" search-error:0:0 2
+fails "rank 1 dies before batch 2: the job fails, no run" "exit\|terminated\|abort" search-die:1:2 4
+cp -r "$WORK/sh" "$WORK/sh2"
+rm -r "$WORK/sh2/shard-0002"
+TARTAN_MPI_FAULT= $MPIRUN -n 3 "$TM" search --index "$WORK/sh2" --queries "$Q" \
+    --out "$WORK/g.run" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "shard-0002" "$WORK/log" && [ ! -e "$WORK/g.run" ] \
+    && ok "a missing shard: named by the rank that serves it, no run" \
+    || bad "missing shard ($(head -c 300 "$WORK/log"))"
+
+# distributed build: the files of one-process `tartan build --shards 3` (meta.tt but its
+# moment, time and threads; MANIFEST names meta.tt's checksum), for 1..4 ranks
+same_tree() { # A B
+    (cd "$1" && find . -type f | sort) >"$WORK/t1"; (cd "$2" && find . -type f | sort) >"$WORK/t2"
+    cmp -s "$WORK/t1" "$WORK/t2" || return 1
+    for f in $(cat "$WORK/t1"); do
+        case $f in
+        */MANIFEST) ;;
+        */meta.tt)
+            tail -c +65 "$1/$f" | grep -v '^created=\|^build_seconds=\|^threads=' >"$WORK/m1"
+            tail -c +65 "$2/$f" | grep -v '^created=\|^build_seconds=\|^threads=' >"$WORK/m2"
+            cmp -s "$WORK/m1" "$WORK/m2" || return 1 ;;
+        *) cmp -s "$1/$f" "$2/$f" || return 1 ;;
+        esac
+    done
+}
+bargs="--vectors $V --doclens $L --ids $WORK/c.ids.txt --centroids 32 --shards 3"
+for n in 1 2 3 4; do
+    $MPIRUN -n $n "$TM" build $bargs --out "$WORK/d$n" >"$WORK/log" 2>&1
+    same_tree "$WORK/sh" "$WORK/d$n" && "$T" verify "$WORK/d$n/shard-0002" >/dev/null 2>&1 \
+        && ok "build by $n ranks: the one-process sharded index, file for file" \
+        || bad "build by $n ranks differs ($(tail -c 300 "$WORK/log"))"
+done
+bfails() { # DESC PATTERN FAULT N
+    rm -rf "$WORK/e"
+    TARTAN_MPI_FAULT=$3 $MPIRUN -n $4 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$2" "$WORK/log" && [ ! -e "$WORK/e" ]; then
+        ok "$1"
+    else
+        bad "$1 (exit $rc, $(ls "$WORK" | grep '^e'), $(head -c 300 "$WORK/log"))"
+    fi
+}
+bfails "rank 1 fails after writing its shard: nothing published" \
+    "rank 1: error: injected" build-error:1:2 3
+[ -z "$(ls "$WORK" | grep '^e.tmp-')" ] && ok "... and the build directory is removed" \
+    || bad "build directory left: $(ls "$WORK" | grep '^e')"
+bfails "rank 0 fails while training: nothing published" "rank 0: error: injected" build-error:0:1 4
+bfails "rank 2 dies after writing its shard: nothing published" "exit\|terminated\|abort" \
+    build-die:2:2 3
+$MPIRUN -n 2 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1 && same_tree "$WORK/sh" "$WORK/e" \
+    && [ -z "$(ls "$WORK" | grep '^e.tmp-')" ] \
+    && ok "the next build publishes and removes the dead build's directory" \
+    || bad "rebuild after a dead rank ($(ls "$WORK" | grep '^e'))"
+finish

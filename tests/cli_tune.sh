@@ -1,0 +1,92 @@
+#!/bin/sh
+# Calibrated defaults from the command line (doc/search.md, "Calibrated defaults"):
+# build calibrates, info and search say so, tune with pseudo- and real queries, the
+# work cost is repeatable, --untuned and flags override, add re-checks, bad input.
+. "${TT_SRCDIR:-.}/tests/lib.sh"
+
+"$SYNTH" --out "$WORK/c" --docs 800 --doclen 8-16 --dim 32 --queries 16 --qlen 8 \
+    --noise 0.3 --qnoise 0.2 2>/dev/null || { echo "tartan-synth failed"; exit 1; }
+"$SYNTH" --out "$WORK/m" --docs 400 --doclen 8-16 --dim 32 --queries 1 --qlen 8 \
+    --noise 0.3 --qnoise 0.2 --seed 5 2>/dev/null || { echo "tartan-synth failed"; exit 1; }
+B() { "$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" \
+    --ids "$WORK/c.ids.txt" --centroids 64 --threads 2 "$@"; }
+
+expect_ok "build calibrates" B --out "$WORK/idx"
+grep -q "build: calibrated on 64 pseudo-queries (target recall 0.95)" "$WORK/err" &&
+    grep -q "k=10 .*nprobe" "$WORK/err" && grep -q "k=100 .*nprobe" "$WORK/err" \
+    && ok "build prints the calibration" || bad "build output: $(cat "$WORK/err")"
+expect_ok "info" "$T" info "$WORK/idx"
+grep -q "^search       calibrated on 64 pseudo-queries" "$WORK/out" \
+    && ok "info shows the calibration" || bad "info: $(cat "$WORK/out")"
+expect_ok "info --json" "$T" info --json "$WORK/idx"
+"$PY" -c "import json,sys; c=json.load(open(sys.argv[1]))['calibration']; \
+assert c['source']=='pseudo' and c['queries']==64 and c['k10']['nprobe']>=1, c" "$WORK/out" \
+    && ok "info --json calibration" || bad "info --json: $(cat "$WORK/out")"
+expect_ok "verify" "$T" verify "$WORK/idx"
+
+S() { "$T" search --index "$WORK/idx" --queries "$WORK/c.queries.npy" \
+    --query-ids "$WORK/c.qids.txt" --out "$WORK/run" "$@"; }
+expect_ok "search" S --k 10
+grep -q "(calibrated for k=10 on 64 pseudo-queries" "$WORK/err" \
+    && ok "search says where its parameters come from" || bad "search: $(cat "$WORK/err")"
+expect_ok "search k=100" S --k 100
+grep -q "(calibrated for k=100 on 64 pseudo-queries" "$WORK/err" \
+    && ok "k=100 takes the k=100 set" || bad "search k=100: $(cat "$WORK/err")"
+expect_ok "search --untuned" S --k 10 --untuned
+grep -q "nprobe=1 .*ndocs=256 .*(ColBERTv2's defaults by k (--untuned))" "$WORK/err" \
+    && ok "--untuned: ColBERTv2's table" || bad "--untuned: $(cat "$WORK/err")"
+expect_ok "search with flags" S --k 10 --nprobe 3
+grep -q "nprobe=3 .*with your flags" "$WORK/err" && ok "a flag overrides its field" \
+    || bad "flags: $(cat "$WORK/err")"
+
+# The work cost is repeatable: two calibrations choose the same sets and recall.
+sets() { "$T" info --json "$1" | "$PY" -c "import json,sys; c=json.load(sys.stdin)['calibration']; \
+print(c['k10']['nprobe'], c['k10']['ndocs'], c['k10']['rerank_margin'], c['k10']['recall'], \
+c['k100']['nprobe'], c['k100']['ndocs'], c['k100']['rerank_margin'], c['k100']['recall'])"; }
+expect_ok "tune --cost work" "$T" tune --index "$WORK/idx" --cost work --pseudo-queries 32
+a=$(sets "$WORK/idx")
+expect_ok "tune --cost work again" "$T" tune --index "$WORK/idx" --cost work --pseudo-queries 32
+b=$(sets "$WORK/idx")
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "work cost: the same choice ($a)" || bad "work cost: '$a' vs '$b'"
+# Real queries.
+expect_ok "tune --queries" "$T" tune --index "$WORK/idx" --queries "$WORK/c.queries.npy"
+grep -q "calibrated on 16 queries" "$WORK/err" && ok "calibrated on the given queries" \
+    || bad "tune --queries: $(cat "$WORK/err")"
+
+# --if-stale on an unchanged index does nothing; after an add of half again it re-checks.
+gen() { "$T" info --json "$WORK/idx" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['generation'])"; }
+g=$(gen)
+expect_ok "tune --if-stale" "$T" tune --index "$WORK/idx" --if-stale
+[ "$(gen)" = "$g" ] && [ ! -s "$WORK/err" ] && ok "nothing due: nothing published" \
+    || bad "if-stale: generation $(gen) vs $g: $(cat "$WORK/err")"
+expect_ok "add" "$T" add --index "$WORK/idx" --vectors "$WORK/m.vectors.npy" \
+    --doclens "$WORK/m.doclens.npy"
+grep -q "add: \(calibrated\|calibration still holds\)" "$WORK/err" \
+    && ok "add re-checks the calibration" || bad "add: $(cat "$WORK/err")"
+"$T" info --json "$WORK/idx" | "$PY" -c "import json,sys; \
+assert json.load(sys.stdin)['calibration']['live_docs'] == 1200" \
+    && ok "re-checked on 1200 live documents" || bad "live_docs after add"
+
+# Without calibration.
+expect_ok "build --no-tune" B --out "$WORK/raw" --no-tune
+grep -q calibrated "$WORK/err" && bad "--no-tune calibrated" || ok "--no-tune"
+expect_ok "info uncalibrated" "$T" info "$WORK/raw"
+grep -q "not calibrated" "$WORK/out" && ok "info: not calibrated" || bad "info: $(cat "$WORK/out")"
+
+# Bad input.
+expect_fail "no index" "no-such" "$T" tune --index "$WORK/no-such"
+"$T" tune --index "$WORK/idx" --target-recall 2 >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q "target-recall" "$WORK/err" && ok "bad --target-recall: usage" \
+    || bad "bad --target-recall: $(cat "$WORK/err")"
+"$T" tune --index "$WORK/idx" --cost fast >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && ok "bad --cost: usage" || bad "bad --cost"
+"$T" tune --index "$WORK/idx" --qlens "$WORK/c.doclens.npy" >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && ok "--qlens without --queries: usage" || bad "--qlens alone"
+"$SYNTH" --out "$WORK/d" --docs 20 --doclen 4 --dim 16 --queries 2 --qlen 4 2>/dev/null
+expect_fail "queries of another dimension" "dim" "$T" tune --index "$WORK/idx" \
+    --queries "$WORK/d.queries.npy"
+# A damaged tune.tt is a corrupt index, named.
+f=$(ls "$WORK/idx" | grep 'tune.tt$')
+printf 'X' | dd of="$WORK/idx/$f" bs=1 seek=70 conv=notrunc 2>/dev/null
+expect_fail "damaged tune.tt" "$f" "$T" verify "$WORK/idx"
+finish

@@ -1,0 +1,333 @@
+/* Calibration (src/tune/, doc/search.md "Calibrated defaults"): deterministic for a seed
+ * with the work cost, stored and read back, used by search unless overridden, reaching
+ * its target on held-out pseudo-queries, kept by compaction, re-checked when stale. */
+#include "testutil.h"
+#include "index/index.h"
+#include "tune/tune.h"
+
+#define DIM 32
+#define NDOCS 1200
+#define DOCLEN 12
+
+static char *dir;
+
+static void build_index(const char *out, uint64_t ndocs, uint64_t seed, bool keep) {
+    uint64_t n = ndocs * DOCLEN;
+    float *x = malloc(n * DIM * sizeof *x);
+    int64_t *lens = malloc(ndocs * sizeof *lens);
+    /* Many loose clusters: centroid-only scores rank the documents imperfectly, so the
+     * grid has something to find. */
+    tu_clustered(x, n, DIM, 200, 0.35f, seed, NULL);
+    for (uint64_t d = 0; d < ndocs; d++)
+        lens[d] = DOCLEN;
+    char v[600], l[600];
+    snprintf(v, sizeof v, "%s.v.npy", out);
+    snprintf(l, sizeof l, "%s.l.npy", out);
+    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, DIM, x, n), TT_OK);
+    ck_assert_int_eq(tu_write_npy(l, TT_DT_I64, 0, lens, ndocs), TT_OK);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_msg(tt_input_open(&in, 1, vp, lp, NULL, NULL) == TT_OK, "%s", tt_last_error());
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.num_centroids = 128;
+    o.keep_originals = keep ? TT_KEEP_F16 : TT_KEEP_NONE;
+    tu_rmrf(out);
+    ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
+    free(x);
+    free(lens);
+}
+
+static void work_options(tt_tune_options *o) {
+    tt_tune_options_init(o);
+    o->cost = TT_TUNE_COST_WORK;
+    o->num_queries = 24;
+    o->threads = 2;
+    o->target_recall = 0.9;
+}
+
+static tt_tune_info stored(const char *d) {
+    tt_index *idx = NULL;
+    ck_assert_msg(tt_index_open(&idx, d, NULL) == TT_OK, "%s", tt_last_error());
+    tt_tune_info t;
+    ck_assert_int_eq(tt_index_tuned(idx, &t), TT_OK);
+    tt_index_close(idx);
+    return t;
+}
+
+static void assert_same_set(const tt_tuned *a, const tt_tuned *b) {
+    ck_assert_int_eq(a->k, b->k);
+    ck_assert_int_eq(a->nprobe, b->nprobe);
+    ck_assert_uint_eq(a->ndocs, b->ndocs);
+    ck_assert_float_eq_tol(a->prune_ratio, b->prune_ratio, 1e-4);
+    ck_assert_float_eq_tol(a->rerank_margin, b->rerank_margin, 1e-4);
+    ck_assert_double_eq_tol(a->recall, b->recall, 1e-4); /* stored with 4 decimals */
+    ck_assert_int_eq(a->reached, b->reached);
+}
+
+static uint64_t generation(const char *d) {
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, d, NULL), TT_OK);
+    tt_index_info in;
+    tt_index_get_info(idx, &in);
+    tt_index_close(idx);
+    return in.generation;
+}
+
+/* Stored parameters round-trip, and two runs with the same seed and the work cost
+ * choose the same sets with the same recall. */
+START_TEST(deterministic_and_round_trip) {
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    build_index(a, NDOCS, 7, false);
+    build_index(b, NDOCS, 7, false);
+    ck_assert_int_eq(stored(a).tuned, 0);
+    tt_tune_options o;
+    work_options(&o);
+    tt_tune_info ta, tb;
+    ck_assert_msg(tt_index_tune(a, &o, &ta) == TT_OK, "%s", tt_last_error());
+    ck_assert_msg(tt_index_tune(b, &o, &tb) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(ta.tuned, 1);
+    ck_assert_int_eq(ta.pseudo, 1);
+    ck_assert_uint_eq(ta.query_len, 32); /* 32-d, 12 vectors per document: ColBERT's */
+    assert_same_set(&ta.k10, &tb.k10);
+    assert_same_set(&ta.k100, &tb.k100);
+    tt_tune_info sa = stored(a);
+    ck_assert_int_eq(sa.tuned, 1);
+    assert_same_set(&sa.k10, &ta.k10);
+    assert_same_set(&sa.k100, &ta.k100);
+    ck_assert_uint_eq(sa.num_queries, 24);
+    ck_assert_uint_eq(sa.live_docs, NDOCS);
+    ck_assert_uint_eq(sa.generation, generation(a));
+    ck_assert_int_eq(sa.cost, TT_TUNE_COST_WORK);
+    ck_assert(sa.k10.recall >= 0.9 || !sa.k10.reached);
+    ck_assert_int_eq(tt_index_verify(a, NULL, NULL), TT_OK);
+}
+END_TEST
+
+/* The stored sets reach the target on pseudo-queries of another seed (held out), within
+ * the sampling error of 48 queries; and they cost less than the largest grid point. */
+START_TEST(reaches_target_on_held_out_queries) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/h", dir);
+    build_index(a, NDOCS, 11, false);
+    tt_tune_options o;
+    work_options(&o);
+    tt_tune_info t;
+    ck_assert_msg(tt_index_tune(a, &o, &t) == TT_OK, "%s", tt_last_error());
+    ck_assert_msg(t.k10.reached, "k10: nprobe %d ndocs %u recall %.3f", t.k10.nprobe, t.k10.ndocs,
+                  t.k10.recall);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_calib c;
+    ck_assert_msg(tt_calib_init_pseudo(&c, idx, 48, 0, 0.5f, 4242, TT_TUNE_COST_WORK, NULL) ==
+                  TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+    tt_tuned m;
+    double cost_tuned, cost_max;
+    ck_assert_int_eq(tt_calib_measure(&c, 10, t.k10.nprobe, t.k10.ndocs, t.k10.prune_ratio, t.k10.rerank_margin, &m,
+                                      &cost_tuned), TT_OK);
+    ck_assert_msg(m.recall >= 0.9 - 0.05, "held-out recall@10 %.3f", m.recall);
+    /* ColBERTv2's table on the same queries, for the record of what calibration buys. */
+    tt_tuned dflt;
+    double cost_d;
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 1, 256, 0.5f, 1.0f, &dflt, &cost_d), TT_OK);
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 8192, 0.5f, 4.0f, &dflt, &cost_max), TT_OK);
+    ck_assert_msg(cost_tuned <= cost_max, "tuned %.0f, widest %.0f", cost_tuned, cost_max);
+    tt_calib_free(&c);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* Search takes the calibrated values for the fields left at their defaults. */
+START_TEST(search_uses_calibration) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/s", dir);
+    build_index(a, NDOCS, 13, false);
+    tt_index *idx = NULL;
+    tt_search_options so, eff;
+    tt_search_options_init(&so);
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 0);
+    ck_assert_int_eq(eff.nprobe, 1); /* ColBERTv2's table */
+    ck_assert_uint_eq(eff.ndocs, 256);
+    tt_index_close(idx);
+
+    tt_tune_options o;
+    work_options(&o);
+    tt_tune_info t;
+    ck_assert_msg(tt_index_tune(a, &o, &t) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 4);
+    ck_assert_int_eq(eff.nprobe, t.k10.nprobe);
+    ck_assert_uint_eq(eff.ndocs, TT_MAX(t.k10.ndocs, 10u));
+    ck_assert_float_eq_tol(eff.prune_ratio, t.k10.prune_ratio, 1e-4);
+    ck_assert_float_eq_tol(eff.rerank_margin, t.k10.rerank_margin, 1e-4);
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 50, &eff), 4);
+    ck_assert_int_eq(eff.nprobe, t.k100.nprobe);
+    ck_assert_uint_eq(eff.ndocs, TT_MAX(t.k100.ndocs, 50u));
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 1000, &eff), 4);
+    ck_assert_uint_eq(eff.ndocs, TT_MAX((uint32_t)((uint64_t)t.k100.ndocs * 10), 4096u));
+    /* Flags win field by field; tuned = 0 and the reference modes ignore it. */
+    so.nprobe = 7;
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 3);
+    ck_assert_int_eq(eff.nprobe, 7);
+    so.nprobe = 0;
+    so.threshold = 0.3f; /* ColBERTv2's absolute rule: its own threshold */
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 3);
+    ck_assert_int_eq(eff.pruning, TT_PRUNE_ABSOLUTE);
+    so.threshold = NAN;
+    so.tuned = 0;
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 0);
+    ck_assert_int_eq(eff.nprobe, 1);
+    so.tuned = 1;
+    so.mode = TT_MODE_EXHAUSTIVE;
+    ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 0);
+    /* A search without options returns what the calibrated options return. */
+    float q[4 * DIM];
+    tu_clustered(q, 4, DIM, 200, 0.35f, 13, NULL);
+    tt_search_ctx *ctx = NULL;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    tt_hit h1[10], h2[10];
+    uint32_t n1, n2;
+    ck_assert_int_eq(tt_search(idx, ctx, q, 4, 10, NULL, h1, &n1), TT_OK);
+    tt_search_options ex;
+    tt_search_options_init(&ex);
+    ex.tuned = 0;
+    ex.nprobe = t.k10.nprobe;
+    ex.ndocs = t.k10.ndocs;
+    ex.prune_ratio = t.k10.prune_ratio;
+    ex.rerank_margin = t.k10.rerank_margin;
+    ck_assert_int_eq(tt_search(idx, ctx, q, 4, 10, &ex, h2, &n2), TT_OK);
+    ck_assert_uint_eq(n1, n2);
+    for (uint32_t i = 0; i < n1; i++) {
+        ck_assert_uint_eq(h1[i].doc, h2[i].doc);
+        ck_assert_float_eq(h1[i].score, h2[i].score);
+    }
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* Compaction keeps the calibration (same codebook); retraining drops it; a re-check
+ * does nothing on an unchanged index and re-measures after it has grown. */
+START_TEST(changes_and_stale) {
+    char a[600], add[600];
+    snprintf(a, sizeof a, "%s/c", dir);
+    snprintf(add, sizeof add, "%s/more", dir);
+    build_index(a, NDOCS, 17, true);
+    tt_tune_options o;
+    work_options(&o);
+    ck_assert_msg(tt_index_tune(a, &o, NULL) == TT_OK, "%s", tt_last_error());
+    uint64_t g = generation(a);
+    o.if_stale = 1;
+    tt_tune_info t;
+    ck_assert_int_eq(tt_index_tune(a, &o, &t), TT_OK);
+    ck_assert_uint_eq(generation(a), g); /* nothing due */
+    ck_assert_uint_eq(t.generation, g);
+
+    /* Grow it by half: the re-check measures and publishes. */
+    build_index(add, NDOCS / 2, 19, true);
+    char v[700], l[700];
+    snprintf(v, sizeof v, "%s.v.npy", add);
+    snprintf(l, sizeof l, "%s.l.npy", add);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.threads = 2;
+    ck_assert_msg(tt_index_add(a, in, &co, NULL) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
+    g = generation(a);
+    ck_assert_int_eq(tt_index_tune(a, &o, &t), TT_OK);
+    ck_assert_uint_eq(generation(a), g + 1);
+    ck_assert_uint_eq(stored(a).live_docs, NDOCS + NDOCS / 2);
+
+    /* Compaction keeps it; a retraining compaction drops it. */
+    ck_assert_int_eq(tt_index_compact(a, &co, NULL), TT_OK);
+    ck_assert_int_eq(stored(a).tuned, 1);
+    co.retrain = 1;
+    ck_assert_int_eq(tt_index_compact(a, &co, NULL), TT_OK);
+    ck_assert_int_eq(stored(a).tuned, 0);
+    ck_assert_int_eq(tt_index_verify(a, NULL, NULL), TT_OK);
+}
+END_TEST
+
+START_TEST(bad_input) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/e", dir);
+    build_index(a, 300, 23, false);
+    uint64_t g = generation(a);
+    tt_tune_options o;
+    work_options(&o);
+    o.target_recall = 0;
+    ck_assert_int_eq(tt_index_tune(a, &o, NULL), TT_EINVAL);
+    work_options(&o);
+    o.num_queries = 0;
+    ck_assert_int_eq(tt_index_tune(a, &o, NULL), TT_EINVAL);
+    work_options(&o);
+    o.noise = -1;
+    ck_assert_int_eq(tt_index_tune(a, &o, NULL), TT_EINVAL);
+    /* The caller's queries with a NaN. */
+    work_options(&o);
+    float q[2 * DIM] = {0};
+    q[0] = 1;
+    q[DIM + 3] = NAN;
+    uint64_t offs[2] = {0, 1};
+    uint32_t lens[2] = {1, 1};
+    o.Q = q;
+    o.qoffs = offs;
+    o.qlens = lens;
+    o.nqueries = 2;
+    ck_assert_int_eq(tt_index_tune(a, &o, NULL), TT_EVALUE);
+    ck_assert_msg(strstr(tt_last_error(), "query 1"), "%s", tt_last_error());
+    /* Cancelled: nothing published. */
+    work_options(&o);
+    volatile int cancel = 1;
+    o.cancel = &cancel;
+    ck_assert_int_eq(tt_index_tune(a, &o, NULL), TT_ECANCELED);
+    ck_assert_uint_eq(generation(a), g);
+    ck_assert_int_eq(stored(a).tuned, 0);
+    /* No index. */
+    char none[600];
+    snprintf(none, sizeof none, "%s/none", dir);
+    work_options(&o);
+    ck_assert_int_eq(tt_index_tune(none, &o, NULL), TT_ENOTFOUND);
+    /* The caller's queries: the same choice as with the work cost twice. */
+    work_options(&o);
+    float qq[8 * DIM];
+    tu_clustered(qq, 8, DIM, 200, 0.35f, 23, NULL);
+    uint64_t qo[2] = {0, 4};
+    uint32_t ql[2] = {4, 4};
+    o.Q = qq;
+    o.qoffs = qo;
+    o.qlens = ql;
+    o.nqueries = 2;
+    tt_tune_info t;
+    ck_assert_msg(tt_index_tune(a, &o, &t) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(t.pseudo, 0);
+    ck_assert_uint_eq(t.num_queries, 2);
+    ck_assert_int_eq(stored(a).pseudo, 0);
+}
+END_TEST
+
+int main(void) {
+    dir = tu_tmpdir();
+    Suite *s = suite_create("tune");
+    TCase *tc = tcase_create("tune");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, deterministic_and_round_trip);
+    tcase_add_test(tc, reaches_target_on_held_out_queries);
+    tcase_add_test(tc, search_uses_calibration);
+    tcase_add_test(tc, changes_and_stale);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    int rc = tu_run(s);
+    tu_rmrf(dir);
+    free(dir);
+    return rc;
+}

@@ -1,0 +1,26 @@
+/* tartan-mpi: the sharded build and search of tartan over MPI (doc/scale.md). A front
+ * end like tools/: it uses only include/tartan.h (and tools/cli.h); the library knows
+ * nothing of MPI. */
+#ifndef TARTAN_MPI_COMMON_H
+#define TARTAN_MPI_COMMON_H
+
+#include "../cli.h"
+
+#include <mpi.h>
+
+extern int mpi_rank, mpi_size;
+
+int mpi_cmd_search(int argc, char **argv);
+int mpi_cmd_build(int argc, char **argv);
+
+/* Fault injection for the tests, read here (never by the library): TARTAN_MPI_FAULT =
+ * "WHAT:RANK:N" makes rank RANK, at step N of WHAT, fail: WHAT is search-error (the
+ * rank reports an error for batch N), search-die (the rank exits at once before batch
+ * N, as a crash would), build-error or build-die (N ignored: at the encode of its
+ * shards). Returns 1 (report an error), 2 (die) or 0. */
+int mpi_fault(const char *what, uint64_t n);
+
+/* Ends every rank after rank 0 reported a failure. */
+_Noreturn void mpi_fail_all(int code);
+
+#endif

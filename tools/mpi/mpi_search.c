@@ -1,0 +1,537 @@
+/* tartan-mpi search: each rank opens the shards s with s % R == rank of a sharded index
+ * and searches them; rank 0 merges the per-query top-k lists of every rank by the total
+ * order of tt_search (tt_hits_merge: higher score, then lower global row) and writes
+ * the run, which is identical to `tartan search` over the same index in one process.
+ *
+ * Queries go in batches. A rank searches a batch, posts its results to rank 0
+ * (MPI_Isend, two buffers) and goes on with the next batch while rank 0 merges the
+ * previous one. A message: i32 status, u32 queries; status 0: per query u32 n, then n
+ * hits of (f32 score, u64 global row, u16 id length, id bytes); else the error text. */
+#include "mpi_common.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { TAG_RESULTS = 1 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: mpirun -n R tartan-mpi search --index DIR --queries Q.npy --out RUN [options]\n"
+        "\n"
+        "Each rank searches the shards s of DIR with s %% R == rank; rank 0 merges and\n"
+        "writes the TREC run, identical to `tartan search` over DIR in one process.\n"
+        "Every rank reads DIR and the query files (a shared or replicated file system).\n"
+        "\n"
+        "  --index DIR          sharded index (tartan build --shards), or a plain index\n"
+        "  --queries Q.npy      as tartan search; --qlens L.npy, --query-ids FILE too\n"
+        "  --k N                results per query (default 10)\n"
+        "  --out RUN            output file, written by rank 0 aside, then renamed\n"
+        "  --mode M             plaid (default), exhaustive or exact\n"
+        "  --nprobe N, --ndocs N, --threshold T, --pruning R, --prune-ratio F,\n"
+        "  --rerank adaptive|fixed, --score sum|mean, --io uring|mmap: as tartan search\n"
+        "  --threads T          search threads per rank (default 1)\n"
+        "  --batch B            queries per batch (default 64)\n"
+        "  --tag NAME           run tag (default tartan)\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------- packing */
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+} buf;
+
+static int put(buf *b, const void *x, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n)
+            c *= 2;
+        char *q = realloc(b->p, c);
+        if (!q)
+            return -1;
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, x, n);
+    b->n += n;
+    return 0;
+}
+
+static int pack_error(buf *b, uint32_t m, const char *msg) {
+    int32_t st = 1;
+    b->n = 0;
+    return put(b, &st, 4) || put(b, &m, 4) || put(b, msg, strlen(msg) + 1);
+}
+
+static int pack_results(buf *b, const tt_sharded *sh, uint32_t m, uint32_t k, const tt_hit *hits,
+                        const uint32_t *nhits) {
+    int32_t st = 0;
+    b->n = 0;
+    if (put(b, &st, 4) || put(b, &m, 4))
+        return -1;
+    for (uint32_t q = 0; q < m; q++) {
+        if (put(b, &nhits[q], 4))
+            return -1;
+        for (uint32_t r = 0; r < nhits[q]; r++) {
+            const tt_hit *h = &hits[(uint64_t)q * k + r];
+            size_t len = 0;
+            const char *id = tt_sharded_doc_id(sh, h->doc, &len);
+            uint16_t l = (uint16_t)(id ? len : 0);
+            if (put(b, &h->score, 4) || put(b, &h->doc, 8) || put(b, &l, 2) ||
+                put(b, id ? id : "", l))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* One rank's results for a batch, unpacked: hits and their ids. */
+typedef struct part {
+    tt_hit *hits;        /* m * k */
+    uint32_t *n;         /* m */
+    const char **id;     /* m * k, into the message */
+    uint16_t *idlen;
+} part;
+
+static int unpack(const char *p, size_t len, uint32_t m, uint32_t k, part *out, const char **err) {
+    const char *end = p + len;
+    int32_t st;
+    uint32_t mm;
+    if (len < 8)
+        return -1;
+    memcpy(&st, p, 4);
+    memcpy(&mm, p + 4, 4);
+    p += 8;
+    if (st) {
+        *err = memchr(p, 0, (size_t)(end - p)) ? p : "(no message)";
+        return 1;
+    }
+    if (mm != m)
+        return -1;
+    for (uint32_t q = 0; q < m; q++) {
+        uint32_t n;
+        if (end - p < 4)
+            return -1;
+        memcpy(&n, p, 4);
+        p += 4;
+        if (n > k)
+            return -1;
+        out->n[q] = n;
+        for (uint32_t r = 0; r < n; r++) {
+            uint64_t i = (uint64_t)q * k + r;
+            uint16_t l;
+            if (end - p < 14)
+                return -1;
+            memcpy(&out->hits[i].score, p, 4);
+            memcpy(&out->hits[i].doc, p + 4, 8);
+            memcpy(&l, p + 12, 2);
+            p += 14;
+            if (end - p < l)
+                return -1;
+            out->id[i] = p;
+            out->idlen[i] = l;
+            p += l;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the command */
+
+typedef struct args {
+    const char *index, *queries, *qlens, *qids, *out, *tag;
+    uint64_t k, batch;
+    int threads;
+    tt_search_options so;
+    tt_open_options oo;
+} args;
+
+static int parse(int argc, char **argv, args *a) {
+    static const struct option longopts[] = {
+        {"index", required_argument, 0, 'x'},   {"queries", required_argument, 0, 'q'},
+        {"qlens", required_argument, 0, 'L'},   {"query-ids", required_argument, 0, 'i'},
+        {"k", required_argument, 0, 'k'},       {"out", required_argument, 0, 'o'},
+        {"mode", required_argument, 0, 'm'},    {"io", required_argument, 0, 'I'},
+        {"nprobe", required_argument, 0, 'p'},  {"threshold", required_argument, 0, 'T'},
+        {"ndocs", required_argument, 0, 'n'},   {"score", required_argument, 0, 's'},
+        {"threads", required_argument, 0, 't'}, {"tag", required_argument, 0, 'g'},
+        {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
+        {"rerank", required_argument, 0, 'K'},  {"batch", required_argument, 0, 'B'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    const char *cmd = "mpi search";
+    uint64_t u;
+    double d;
+    int c, rc;
+    memset(a, 0, sizeof *a);
+    a->k = 10;
+    a->batch = 64;
+    a->threads = 1;
+    a->tag = "tartan";
+    tt_search_options_init(&a->so);
+    tt_open_options_init(&a->oo);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'x': a->index = optarg; break;
+        case 'q': a->queries = optarg; break;
+        case 'L': a->qlens = optarg; break;
+        case 'i': a->qids = optarg; break;
+        case 'o': a->out = optarg; break;
+        case 'g': a->tag = optarg; break;
+        case 'k':
+            if (!cli_parse_u64(optarg, &a->k) || a->k == 0 || a->k > 1000000)
+                return cli_usage_error(cmd, "--k must be 1..1000000");
+            break;
+        case 'B':
+            if (!cli_parse_u64(optarg, &a->batch) || a->batch == 0 || a->batch > 1000000)
+                return cli_usage_error(cmd, "--batch must be 1..1000000");
+            break;
+        case 'm':
+            if (!strcmp(optarg, "plaid"))
+                a->so.mode = TT_MODE_PLAID;
+            else if (!strcmp(optarg, "exhaustive"))
+                a->so.mode = TT_MODE_EXHAUSTIVE;
+            else if (!strcmp(optarg, "exact"))
+                a->so.mode = TT_MODE_EXACT;
+            else
+                return cli_usage_error(cmd, "--mode must be plaid, exhaustive or exact");
+            break;
+        case 'I':
+            if (!strcmp(optarg, "uring"))
+                a->oo.io = TT_IO_URING;
+            else if (!strcmp(optarg, "mmap"))
+                a->oo.io = TT_IO_MMAP;
+            else
+                return cli_usage_error(cmd, "--io must be uring or mmap");
+            break;
+        case 'p':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > (1u << 24))
+                return cli_usage_error(cmd, "--nprobe must be 1..16777216");
+            a->so.nprobe = (int)u;
+            break;
+        case 'T':
+            if (!cli_parse_double(optarg, &d))
+                return cli_usage_error(cmd, "--threshold must be a finite number");
+            a->so.threshold = (float)d;
+            break;
+        case 'P':
+            if (!strcmp(optarg, "relative"))
+                a->so.pruning = TT_PRUNE_RELATIVE;
+            else if (!strcmp(optarg, "absolute"))
+                a->so.pruning = TT_PRUNE_ABSOLUTE;
+            else
+                return cli_usage_error(cmd, "--pruning must be relative or absolute");
+            break;
+        case 'K':
+            if (!strcmp(optarg, "adaptive"))
+                a->so.rerank = TT_RERANK_ADAPTIVE;
+            else if (!strcmp(optarg, "fixed"))
+                a->so.rerank = TT_RERANK_FIXED;
+            else
+                return cli_usage_error(cmd, "--rerank must be adaptive or fixed");
+            break;
+        case 'R':
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
+                return cli_usage_error(cmd, "--prune-ratio must be in [0, 1]");
+            a->so.prune_ratio = (float)d;
+            break;
+        case 'n':
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > UINT32_MAX)
+                return cli_usage_error(cmd, "--ndocs must be 1..4294967295");
+            a->so.ndocs = (uint32_t)u;
+            break;
+        case 's':
+            if (!strcmp(optarg, "sum"))
+                a->so.score = TT_SCORE_SUM;
+            else if (!strcmp(optarg, "mean"))
+                a->so.score = TT_SCORE_MEAN;
+            else
+                return cli_usage_error(cmd, "--score must be sum or mean");
+            break;
+        case 't':
+            if ((rc = cli_threads_arg(cmd, optarg, &a->threads)))
+                return rc;
+            break;
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return CLI_USAGE;
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!a->index || !a->queries || !a->out || !*a->out || !strcmp(a->out, "-"))
+        return cli_usage_error(cmd, "--index, --queries and --out FILE are required");
+    if (!*a->tag || strpbrk(a->tag, " \t\n\r\v\f"))
+        return cli_usage_error(cmd, "--tag must be a non-empty word without whitespace");
+    return CLI_OK;
+}
+
+/* Rank 0: writes the lines to RUN aside and renames it. */
+static int write_run(const char *out, const buf *lines) {
+    char *tmp = malloc(strlen(out) + 16);
+    if (!tmp)
+        return -1;
+    sprintf(tmp, "%s.tmp-XXXXXX", out);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "tartan-mpi search: error: %s: cannot create a file beside it\n", out);
+        free(tmp);
+        return -1;
+    }
+    cli_cleanup_file(tmp);
+    (void)fchmod(fd, 0666 & ~cli_umask());
+    size_t off = 0;
+    int bad = 0;
+    while (off < lines->n && !bad) {
+        ssize_t w = write(fd, lines->p + off, lines->n - off);
+        if (w <= 0)
+            bad = 1;
+        else
+            off += (size_t)w;
+    }
+    bad |= fsync(fd) != 0;
+    bad |= close(fd) != 0;
+    if (bad || cli_rename_published(tmp, out)) {
+        fprintf(stderr, "tartan-mpi search: error: %s: write failed\n", out);
+        unlink(tmp);
+        cli_cleanup_file(NULL);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+int mpi_cmd_search(int argc, char **argv) {
+    args a;
+    int rc = parse(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    tt_blas_set_threads(1);
+    cli_signals_install(false);
+    const uint32_t k = (uint32_t)a.k;
+    tt_sharded *sh = NULL;
+    tt_queries *qs = NULL;
+    char err[1024] = "";
+    int st = tt_sharded_open(&sh, a.index, &a.oo, (uint32_t)mpi_rank, (uint32_t)mpi_size);
+    if (!st)
+        st = tt_queries_load(&qs, a.queries, a.qlens, a.qids);
+    if (!st && tt_sharded_num_open(sh))
+        st = tt_queries_check(qs, tt_sharded_shard(sh, 0, NULL, NULL));
+    if (st)
+        snprintf(err, sizeof err, "%s", tt_last_error());
+    const uint64_t nq = qs ? qs->num_queries : 0;
+    /* Rank 0 learns of a failure to open anywhere before any batch: every rank agrees. */
+    int failed = st != 0, any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        /* Each failing rank says why, in rank order (rank 0 prints them). */
+        for (int r = 0; r < mpi_size; r++) {
+            if (r == mpi_rank && failed)
+                fprintf(stderr, "tartan-mpi search: rank %d: error: %s\n", mpi_rank, err);
+            fflush(stderr);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (mpi_rank == 0)
+            fprintf(stderr, "tartan-mpi search: no run written\n");
+        tt_queries_free(qs);
+        tt_sharded_close(sh);
+        return CLI_FAIL;
+    }
+    const uint64_t B = a.batch, nbatch = (nq + B - 1) / B;
+    tt_hit *hits = malloc(B * k * sizeof *hits);
+    uint32_t *nhits = malloc(B * sizeof *nhits);
+    buf out[2] = {{0}, {0}};
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (!hits || !nhits) {
+        fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
+        mpi_fail_all(CLI_FAIL);
+    }
+
+    if (mpi_rank != 0) {
+        for (uint64_t b = 0; b < nbatch; b++) {
+            uint64_t q0 = b * B, m = nq - q0 < B ? nq - q0 : B;
+            buf *o = &out[b % 2];
+            MPI_Wait(&req[b % 2], MPI_STATUS_IGNORE); /* the buffer's previous send */
+            int f = mpi_fault("search", b);
+            if (f == 2)
+                _exit(3); /* a crash: mpirun ends the job */
+            st = f ? TT_EIO
+                   : tt_sharded_num_open(sh)
+                         ? tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0,
+                                                   qs->lens + q0, m, k, &a.so, a.threads, hits,
+                                                   nhits, NULL)
+                         : (memset(nhits, 0, m * sizeof *nhits), TT_OK);
+            int pe = st ? pack_error(o, (uint32_t)m, f ? "injected failure (TARTAN_MPI_FAULT)"
+                                                       : tt_last_error())
+                        : pack_results(o, sh, (uint32_t)m, k, hits, nhits);
+            if (pe) {
+                fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
+                mpi_fail_all(CLI_FAIL);
+            }
+            MPI_Isend(o->p, (int)o->n, MPI_BYTE, 0, TAG_RESULTS, MPI_COMM_WORLD, &req[b % 2]);
+            if (st)
+                break; /* rank 0 reports it and ends the job */
+        }
+        MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+        MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has every result */
+        free(out[0].p);
+        free(out[1].p);
+        free(hits);
+        free(nhits);
+        tt_queries_free(qs);
+        tt_sharded_close(sh);
+        return st ? CLI_FAIL : CLI_OK;
+    }
+
+    /* Rank 0: its own shards, then every other rank's lists, merged. */
+    const int R = mpi_size;
+    part *parts = calloc((size_t)R, sizeof *parts);
+    char **msgs = calloc((size_t)R, sizeof *msgs);
+    uint32_t *counts = calloc((size_t)R, sizeof *counts), *pos = calloc((size_t)R, sizeof *pos);
+    tt_hit *merged = malloc(k * sizeof *merged);
+    const tt_hit **heads = calloc((size_t)R, sizeof *heads);
+    buf lines = {0};
+    bool oom = !parts || !msgs || !counts || !pos || !merged || !heads;
+    for (int r = 0; r < R && !oom; r++) {
+        parts[r].hits = malloc(B * k * sizeof *parts[r].hits);
+        parts[r].n = malloc(B * sizeof *parts[r].n);
+        parts[r].id = malloc(B * k * sizeof *parts[r].id);
+        parts[r].idlen = malloc(B * k * sizeof *parts[r].idlen);
+        oom = !parts[r].hits || !parts[r].n || !parts[r].id || !parts[r].idlen;
+    }
+    if (oom) {
+        fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
+        mpi_fail_all(CLI_FAIL);
+    }
+    double t0 = now_s(), t_search = 0, t_wait = 0, t_merge = 0;
+    for (uint64_t b = 0; b < nbatch; b++) {
+        uint64_t q0 = b * B, m = nq - q0 < B ? nq - q0 : B;
+        double ta = now_s();
+        int f = mpi_fault("search", b);
+        if (f == 2)
+            _exit(3);
+        st = f ? TT_EIO
+               : tt_sharded_num_open(sh)
+                     ? tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0,
+                                               m, k, &a.so, a.threads, parts[0].hits,
+                                               parts[0].n, NULL)
+                     : (memset(parts[0].n, 0, m * sizeof *parts[0].n), TT_OK);
+        if (st) {
+            fprintf(stderr, "tartan-mpi search: rank 0: error: in the queries from number %llu "
+                    "(id %s) on: %s; no run written\n", (unsigned long long)q0, qs->ids[q0],
+                    f ? "injected failure (TARTAN_MPI_FAULT)" : tt_last_error());
+            mpi_fail_all(CLI_FAIL);
+        }
+        for (uint64_t q = 0; q < m; q++)
+            for (uint32_t r = 0; r < parts[0].n[q]; r++)
+                parts[0].id[q * k + r] = NULL; /* rank 0's ids come from its shards */
+        double tb = now_s();
+        t_search += tb - ta;
+        double twait = 0;
+        for (int r = 1; r < R; r++) {
+            MPI_Status ms;
+            int len;
+            double tw = now_s();
+            MPI_Probe(r, TAG_RESULTS, MPI_COMM_WORLD, &ms);
+            MPI_Get_count(&ms, MPI_BYTE, &len);
+            /* The message stays until the batch is written: the ids point into it. */
+            msgs[r] = malloc((size_t)len + 1);
+            if (!msgs[r]) {
+                fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
+                mpi_fail_all(CLI_FAIL);
+            }
+            MPI_Recv(msgs[r], len, MPI_BYTE, r, TAG_RESULTS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            msgs[r][len] = '\0';
+            twait += now_s() - tw;
+            const char *msg = NULL;
+            int u = unpack(msgs[r], (size_t)len, (uint32_t)m, k, &parts[r], &msg);
+            if (u) {
+                fprintf(stderr, "tartan-mpi search: rank %d: error: %s; no run written\n", r,
+                        u > 0 ? msg : "malformed results message");
+                mpi_fail_all(CLI_FAIL);
+            }
+        }
+        t_wait += twait;
+        double tm = now_s();
+        for (uint64_t q = 0; q < m; q++) {
+            for (int r = 0; r < R; r++) {
+                counts[r] = parts[r].n[q];
+                pos[r] = 0;
+            }
+            for (int r = 0; r < R; r++)
+                heads[r] = parts[r].hits + q * k;
+            uint32_t n = tt_hits_merge(heads, counts, (uint32_t)R, k, merged);
+            if (n == UINT32_MAX) {
+                fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
+                mpi_fail_all(CLI_FAIL);
+            }
+            for (uint32_t i = 0; i < n; i++) {
+                /* The merge takes every list in order: the hit is some list's next one. */
+                int r = 0;
+                while (r < R && !(pos[r] < counts[r] && heads[r][pos[r]].doc == merged[i].doc))
+                    r++;
+                const char *id;
+                size_t len = 0;
+                if (r == 0) {
+                    id = tt_sharded_doc_id(sh, merged[i].doc, &len);
+                } else {
+                    id = parts[r].id[q * k + pos[r]];
+                    len = parts[r].idlen[q * k + pos[r]];
+                }
+                pos[r]++;
+                char line[1400];
+                int w = snprintf(line, sizeof line, "%s Q0 %.*s %u %.9g %s\n", qs->ids[q0 + q],
+                                 (int)len, id ? id : "?", i + 1, merged[i].score, a.tag);
+                if (w < 0 || put(&lines, line, (size_t)w)) {
+                    fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
+                    mpi_fail_all(CLI_FAIL);
+                }
+            }
+        }
+        for (int r = 1; r < R; r++) {
+            free(msgs[r]);
+            msgs[r] = NULL;
+        }
+        t_merge += now_s() - tm;
+    }
+    double wall = now_s() - t0;
+    rc = write_run(a.out, &lines) ? CLI_FAIL : CLI_OK;
+    if (rc == CLI_OK)
+        fprintf(stderr, "tartan-mpi search: %llu queries on %u shards, %d ranks, batches of %llu: "
+                "%.3f s, %.1f QPS; rank 0: own search %.3f s, waiting %.3f s, merge %.1f us "
+                "per query\n", (unsigned long long)nq, tt_sharded_num_shards(sh), R,
+                (unsigned long long)B, wall, wall > 0 ? (double)nq / wall : 0.0, t_search,
+                t_wait, nq ? 1e6 * t_merge / (double)nq : 0.0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int r = 0; r < R; r++) {
+        free(parts[r].hits);
+        free(parts[r].n);
+        free(parts[r].id);
+        free(parts[r].idlen);
+    }
+    free(parts);
+    free(msgs);
+    free(counts);
+    free(pos);
+    free(merged);
+    free(heads);
+    free(lines.p);
+    free(out[0].p);
+    free(out[1].p);
+    free(hits);
+    free(nhits);
+    tt_queries_free(qs);
+    tt_sharded_close(sh);
+    return rc;
+}
