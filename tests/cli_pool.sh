@@ -10,7 +10,8 @@ have_numpy || { echo "numpy missing: skip"; exit 77; }
 "$SYNTH" --out "$WORK/c" --docs 300 --doclen 1-40 --dim 32 --queries 10 --qlen 4 2>/dev/null
 "$SYNTH" --out "$WORK/a" --docs 40 --doclen 1-30 --dim 32 --queries 1 --seed 9 2>/dev/null
 V="$WORK/c.vectors.npy"; L="$WORK/c.doclens.npy"
-b() { "$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 "$@"; }
+# --no-tune: a calibration records measured times, which differ from build to build
+b() { "$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 --no-tune "$@"; }
 # j DIR EXPR: EXPR of `tartan info --json DIR` as j
 j() { "$T" info --json "$1" | "$PY" -c "import json, sys
 j = json.load(sys.stdin)
