@@ -61,6 +61,10 @@ bool tt_store_is_dead(const tt_store *s, uint32_t i, uint64_t row);
 /* Adds this generation's deletion list (pairs of segment id and row, any order, each a
  * live row, no repeats) to next: writes g<gen>.tombs.tt and counts them in the segments. */
 int tt_store_write_tombs(tt_store *s, tt_manifest *next, uint64_t *pairs, size_t n);
+/* Writes data (n bytes) as this change's file "g<gen>.<file>" of the given kind (header
+ * count a), fsynced, and adds it to next. */
+int tt_store_write_file(tt_store *s, tt_manifest *next, const char *file, const char *kind,
+                        const void *data, size_t n, uint64_t a);
 /* Publishes next as the current generation (MANIFEST written aside, fsynced, renamed),
  * then removes every index file of the directory that next does not name. */
 int tt_store_publish(tt_store *s, const tt_manifest *next);

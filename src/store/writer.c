@@ -456,26 +456,32 @@ int tt_store_write_tombs(tt_store *s, tt_manifest *next, uint64_t *pairs, size_t
             if (next->seg[j].id == pairs[2 * k])
                 next->seg[j].num_deleted++;
     }
+    int st = tt_store_write_file(s, next, TT_F_TOMBS, "TOMB", buf, n * 16, n);
+    free(buf);
+    return st;
+}
+
+int tt_store_write_file(tt_store *s, tt_manifest *next, const char *file, const char *kind,
+                        const void *data, size_t n, uint64_t a) {
     char name[TT_MANIFEST_NAME_LEN];
-    snprintf(name, sizeof name, "%s%s", s->prefix, TT_F_TOMBS);
+    snprintf(name, sizeof name, "%s%s", s->prefix, file);
     tt_fwriter w;
     uint64_t size;
-    int st = tt_fw_open(&w, s->dir, name, "TOMB");
+    int st = tt_fw_open(&w, s->dir, name, kind);
     if (!st)
-        st = tt_fw_write(&w, buf, n * 16);
+        st = tt_fw_write(&w, data, n);
     if (!st)
-        st = tt_fw_finish(&w, n, 0, 0, &size);
+        st = tt_fw_finish(&w, a, 0, 0, &size);
     if (!st) {
         tt_manifest_entry e;
         memset(&e, 0, sizeof e);
         snprintf(e.name, sizeof e.name, "%s", name);
-        memcpy(e.kind, "TOMB", 4);
+        memcpy(e.kind, kind, 4);
         e.size = size;
         e.payload_hash = w.h.payload_hash;
         st = tt_manifest_add(next, &e);
     }
     tt_fw_abort(&w);
-    free(buf);
     return st;
 }
 

@@ -58,34 +58,16 @@ static int progress(tt_store *s, const char *phase, uint64_t done, uint64_t tota
 
 /* Writes t as g<gen>.tune.tt and makes it the next generation's only TUNE file. */
 static int write_tune(tt_store *s, tt_manifest *next, const tt_tune_info *t) {
-    char text[1024], name[TT_MANIFEST_NAME_LEN];
+    char text[1024];
     int n = tt_tune_format(t, text, sizeof text);
     if (n < 0)
         return n;
-    snprintf(name, sizeof name, "%s%s", s->prefix, TT_F_TUNE);
-    tt_fwriter w;
-    uint64_t size;
-    int st = tt_fw_open(&w, s->dir, name, "TUNE");
-    if (!st)
-        st = tt_fw_write(&w, text, (size_t)n);
-    if (!st)
-        st = tt_fw_finish(&w, 0, 0, 0, &size);
-    if (!st) {
-        uint32_t m = 0;
-        for (uint32_t i = 0; i < next->n; i++)
-            if (memcmp(next->e[i].kind, "TUNE", 4))
-                next->e[m++] = next->e[i];
-        next->n = m;
-        tt_manifest_entry e;
-        memset(&e, 0, sizeof e);
-        snprintf(e.name, sizeof e.name, "%s", name);
-        memcpy(e.kind, "TUNE", 4);
-        e.size = size;
-        e.payload_hash = w.h.payload_hash;
-        st = tt_manifest_add(next, &e);
-    }
-    tt_fw_abort(&w);
-    return st;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < next->n; i++)
+        if (memcmp(next->e[i].kind, "TUNE", 4))
+            next->e[m++] = next->e[i];
+    next->n = m;
+    return tt_store_write_file(s, next, TT_F_TUNE, "TUNE", text, (size_t)n, 0);
 }
 
 /* With if_stale: the stored sets measured again on these queries; *good when both
