@@ -202,6 +202,12 @@ typedef struct tt_build_options {
                                  * anywhere fails every member (TT_EIO "another process
                                  * of the build failed" where it did not happen) and
                                  * nothing is published. Needs shards >= 2, no codebook */
+    const struct tt_sparse_set *sparse; /* NULL (default), or the documents' sparse vectors
+                                 * (tt_sparse_set_load_text for BM25, _load_jsonl for
+                                 * weights), record i for document i, ids equal when the
+                                 * input has ids: written as the segment's sparse.tt
+                                 * (doc/search.md, "Hybrid retrieval"). Not with shards
+                                 * >= 2 or a group yet (TT_EUNSUPPORTED) */
     const char *metadata;       /* NULL, or a JSON Lines file of document metadata
                                  * (doc/metadata.md): one object per document, in document
                                  * order or keyed by "id"; stored in the index as an SQLite
@@ -385,6 +391,10 @@ typedef struct tt_change_options {
                                  * own (1 for indexes built before pooling existed). A
                                  * compaction never pools again: it keeps pooled vectors as
                                  * they are, and retraining re-encodes them */
+    const struct tt_sparse_set *sparse; /* add: the new documents' sparse vectors, required
+                                 * when the index has sparse postings and refused when it
+                                 * has none (as tt_build_options.sparse); a compaction
+                                 * merges the segments' postings itself */
     const char *metadata;       /* add: NULL, or a JSON Lines file of the new documents'
                                  * metadata (as tt_build_options.metadata). Without it, an
                                  * index that has metadata gets rows of NULLs for them */
@@ -817,6 +827,10 @@ typedef struct tt_encoder_options {
     const volatile int *cancel;  /* may be NULL; once *cancel != 0 the session kills the
                                   * encoder and fails with TT_ECANCELED (a signal that
                                   * interrupts the wait is noticed at once) */
+    struct tt_sparse_set *sparse_out; /* tt_encode_to_npy: NULL (default), or a set of
+                                  * weights (tt_sparse_set_new_weights) that receives every
+                                  * record's sparse part when the encoder sends them
+                                  * (protocol 2); left empty by a protocol-1 encoder */
 } tt_encoder_options;
 
 TT_API void tt_encoder_options_init(tt_encoder_options *opt);
@@ -1044,6 +1058,132 @@ TT_API const double *tt_eval_values(const tt_eval *ev, size_t m);
  * returns t = 0, p = 1 (SciPy: NaN); equal non-zero differences give t = +-inf, p = 0.
  * t may be NULL. Errors: TT_EINVAL (n < 2, NULL), TT_EVALUE (NaN or infinity). */
 TT_API int tt_ttest_paired(const double *a, const double *b, size_t n, double *t, double *p);
+
+/* ------------------------------------------- sparse and hybrid retrieval */
+
+/* Sparse vectors (term -> weight) of records: documents to index, or queries. Terms are
+ * strings (1..256 bytes of UTF-8); weights are finite and >= 0. Held in memory. */
+typedef struct tt_sparse_set tt_sparse_set;
+
+/* BM25 term counts of a BEIR .jsonl or TSV record file (the records tt_encoder reads;
+ * passage mode: title + " " + text, query = 1: the query text). The tokenizer: maximal
+ * runs of ASCII letters and digits, lowercased; every other byte separates (so UTF-8
+ * letters outside ASCII separate too). Errors: TT_ENOTFOUND, TT_EIO, TT_EPARSE
+ * (file:line; a record without text), TT_EVALUE (repeated or bad id), TT_EFORMAT (no
+ * record), TT_ENOMEM. */
+TT_API int tt_sparse_set_load_text(tt_sparse_set **out, const char *path, int query);
+/* Precomputed sparse vectors, JSON Lines: {"id": "...", "terms": {"term": weight, ...}}
+ * per line ("_id" is accepted for "id"; other members are ignored; blank lines skipped;
+ * a repeated term's weights add up; zero weights are dropped). Errors: TT_EPARSE
+ * (file:line: column: what), TT_EVALUE (NaN, infinite or negative weight, empty or
+ * oversized term, repeated id), TT_ENOTFOUND, TT_EIO, TT_EFORMAT, TT_ENOMEM. */
+TT_API int tt_sparse_set_load_jsonl(tt_sparse_set **out, const char *path);
+TT_API void tt_sparse_set_free(tt_sparse_set *s);
+TT_API uint64_t tt_sparse_set_size(const tt_sparse_set *s);
+/* Id of record i (NUL-terminated; valid until tt_sparse_set_free), or NULL. */
+TT_API const char *tt_sparse_set_id(const tt_sparse_set *s, uint64_t i);
+/* Record number of id, or -1. */
+TT_API int64_t tt_sparse_set_find(const tt_sparse_set *s, const char *id);
+
+/* An empty set of sparse weights (kind TT_SPARSE_WEIGHTS), to fill with
+ * tt_sparse_set_add (e.g. from an encoder's sparse parts). Errors: TT_ENOMEM. */
+TT_API int tt_sparse_set_new_weights(tt_sparse_set **out);
+/* Appends one record: n (term, weight) pairs (terms need not be distinct: weights of a
+ * repeated term add up; zeros are dropped). Errors: TT_EVALUE (bad or repeated id, empty
+ * or oversized term, NaN, infinite or negative weight, repeated weights adding up past
+ * float's range), TT_ENOMEM; after an error other than a bad weight or term (checked
+ * first) the set may hold a partial record: free it. */
+TT_API int tt_sparse_set_add(tt_sparse_set *s, const char *id, size_t id_len, uint32_t n,
+                             const char *const *terms, const size_t *term_lens,
+                             const float *weights);
+
+/* Encoders with sparse parts (doc/encoder-protocol.md, protocol 2): an encoder whose
+ * hello says version 2 sends, with every reply's vectors, the record's sparse vector.
+ * tt_encoder_sparse: 1 for such an encoder (after tt_encoder_start), else 0. The sink,
+ * set before tt_encoder_run / tt_encoder_encode_file, receives record `index`'s n terms
+ * (not NUL-terminated; term_lens bytes each) and weights (finite, >= 0), valid during
+ * the call, right after the vector sink saw the record; it returns 0 or a negative
+ * tt_status to abort. Without a sink the sparse parts are checked and dropped. */
+typedef int (*tt_sparse_sink_fn)(void *user, uint64_t index, const char *id, size_t id_len,
+                                 uint32_t n, const char *const *terms,
+                                 const size_t *term_lens, const float *weights);
+TT_API int tt_encoder_sparse(const tt_encoder *enc);
+TT_API void tt_encoder_set_sparse_sink(tt_encoder *enc, tt_sparse_sink_fn fn, void *user);
+
+/* The kind of sparse postings an index has: 0 none, 1 BM25 (term counts and document
+ * lengths; scores computed at query time), 2 quantized weights. */
+enum { TT_SPARSE_NONE = 0, TT_SPARSE_BM25 = 1, TT_SPARSE_WEIGHTS = 2 };
+TT_API int tt_index_sparse_kind(const tt_index *idx);
+
+/* The sparse postings of an open index (kind TT_SPARSE_NONE: none, the rest 0). */
+typedef struct tt_sparse_info {
+    int kind;              /* TT_SPARSE_NONE, _BM25 or _WEIGHTS */
+    uint64_t bytes;        /* the sparse.tt files (not counted in tt_index_info's bytes) */
+    uint64_t terms;        /* dictionary entries, summed over the segments */
+    uint64_t postings;     /* (term, document) pairs, deleted documents included */
+    uint64_t live_docs;    /* BM25's N */
+    double avgdl;          /* BM25's avgdl over the live documents */
+} tt_sparse_info;
+/* Errors: TT_EINVAL (NULL). */
+TT_API int tt_index_sparse_info(const tt_index *idx, tt_sparse_info *out);
+
+typedef struct tt_sparse_options {
+    uint32_t struct_size;  /* set by tt_sparse_options_init */
+    double k1, b;          /* BM25 (defaults 0.9, 0.4) */
+    int brute_force;       /* 1: score every posting (the reference the tests compare
+                            * with); 0 (default): block-max MaxScore, the same hits */
+} tt_sparse_options;
+TT_API void tt_sparse_options_init(tt_sparse_options *opt);
+
+/* Exact top-k sparse search of record qi of `queries` over the live documents: a
+ * document's score is the sum over the query's terms it holds of
+ *   BM25:    w_q * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avgdl)),
+ *            idf = ln(1 + (N - df + 0.5) / (df + 0.5)), with N, df and avgdl over the
+ *            live documents of the snapshot (equal to a fresh build's after any change);
+ *   weights: w_q * the document's quantized weight (8 bits per posting, one scale per
+ *            term and segment),
+ * w_q being the query's weight (BM25 queries: the term's count). Only documents holding
+ * some query term are returned (fewer than k, or none, if few do); ties go to the lower
+ * row. Thread-safe on one index. Errors: TT_EINVAL, TT_EUNSUPPORTED (no sparse
+ * postings), TT_ENOMEM. */
+TT_API int tt_sparse_search(const tt_index *idx, const tt_sparse_set *queries, uint64_t qi,
+                            uint32_t k, const tt_sparse_options *opt, tt_hit *hits,
+                            uint32_t *nhits);
+
+enum { TT_FUSION_MINMAX = 0, TT_FUSION_RRF = 1 };
+typedef struct tt_fusion_options {
+    uint32_t struct_size;  /* set by tt_fusion_options_init */
+    int method;            /* TT_FUSION_MINMAX (default, DiffRetriever's Eq. 3-4) or _RRF */
+    uint32_t depth;        /* each list's top `depth` hits are fused (default 1000) */
+    double alpha;          /* min-max: weight of the first (dense) list, 1 - alpha the
+                            * second's (default 0.5) */
+    double rrf_k;          /* RRF's k (default 60) */
+} tt_fusion_options;
+TT_API void tt_fusion_options_init(tt_fusion_options *opt);
+
+/* Fuses two ranked lists (best first, each document at most once per list) into the k
+ * best, best first. MINMAX: within each list's top depth, s' = (s - min) / (max - min)
+ * (every document 1 when max = min); fused = alpha * a' + (1 - alpha) * b', a document
+ * missing from a list getting 0 there. RRF: fused = sum over the lists holding it of
+ * 1 / (rrf_k + rank), rank from 1 (missing: nothing). Ties: lower row first.
+ * Errors: TT_EINVAL (options, k = 0), TT_EVALUE (non-finite score), TT_ENOMEM. */
+TT_API int tt_fuse(const tt_hit *a, uint32_t na, const tt_hit *b, uint32_t nb,
+                   const tt_fusion_options *opt, uint32_t k, tt_hit *out, uint32_t *nout);
+
+/* Sparse or hybrid search of nqueries queries on `threads` threads (0: all CPUs).
+ * Q NULL: sparse only (query i is record sparse_of[i] of sq, or record i when sparse_of
+ * is NULL; UINT64_MAX: a query without sparse terms, no hits). Q set (as
+ * tt_search_batch's Q, qoffs, qlens): hybrid, each query's dense (PLAID, dopt) and
+ * sparse searches run at once on two threads to depth max(k, fopt->depth), then fused
+ * (a query without sparse terms gets its dense list, normalised). hits is nqueries * k;
+ * seconds (may be NULL) each query's latency. Errors: those of tt_search,
+ * tt_sparse_search and tt_fuse, naming the query. */
+TT_API int tt_hybrid_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                                  const uint32_t *qlens, const tt_search_options *dopt,
+                                  const tt_sparse_set *sq, const uint64_t *sparse_of,
+                                  const tt_sparse_options *sopt, const tt_fusion_options *fopt,
+                                  uint64_t nqueries, uint32_t k, int threads, tt_hit *hits,
+                                  uint32_t *nhits, double *seconds);
 
 #ifdef __cplusplus
 }

@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
         for (;;)
             pause();
     }
-    printf("TARTAN-ENCODER %d %u %s 3 fake encoder (%s)\n", is("version") ? 2 : 1, dim,
+    printf("TARTAN-ENCODER %d %u %s 3 fake encoder (%s)\n", is("version") ? 3 : 1, dim,
            f16 ? "f16" : "f32", beh);
     fflush(stdout);
     if (is("slow"))

@@ -28,4 +28,5 @@ replay encoder "$C/corpus/encoder" "$C/regress/encoder"
 replay metadata "$C/corpus/metadata" "$C/regress/metadata"
 replay serve "$C/corpus/serve" "$C/regress/serve"
 replay shards "$C/corpus/shards" "$C/regress/shards"
+replay sparse "$C/corpus/sparse" "$C/regress/sparse"
 finish

@@ -544,7 +544,7 @@ static const fail_case fail_cases[] = {
       NULL, NULL}},
     {"trailing", 0, 4, 5000, 0, TT_EENCODER,
      {"trailing bytes after its end marker", "\"bye\"", "fake: writing bytes", NULL}},
-    {"version", 0, 4, 5000, 0, TT_EVERSION, {"protocol version 2", NULL, NULL, NULL}},
+    {"version", 0, 4, 5000, 0, TT_EVERSION, {"protocol version 3", NULL, NULL, NULL}},
 };
 
 START_TEST(fail_modes) {

@@ -78,6 +78,7 @@ typedef struct cli_spool {
     char dir[4200];
     tt_input *in;              /* the encoded corpus, open */
     char description[1024];    /* the encoder's */
+    tt_sparse_set *sparse;     /* the encoder's sparse vectors (protocol 2), or NULL */
 } cli_spool;
 /* Prints its own errors; returns CLI_OK or CLI_FAIL (the spool may exist either way:
  * cli_spool_remove it). */
@@ -105,5 +106,11 @@ void cli_die_if_cancelled(const char *cmd, bool completed, const char *what);
 /* SIGBUS (a mapped index file that shrank): prints an error naming the file of idx at
  * the faulting address, removes the cleanup file and exits 1. */
 void cli_sigbus_install(const char *cmd, const tt_index *idx);
+
+/* sparse_input.c: the sparse vectors of build and add (--bm25 [--text F] | --sparse F;
+ * corpus: the --corpus texts, used by --bm25 without --text). *out stays NULL when none
+ * is asked for. Returns CLI_OK or the exit code (message printed). */
+int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
+                    const char *corpus, tt_sparse_set **out);
 
 #endif

@@ -31,6 +31,10 @@ static void usage(FILE *f) {
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --threads T          worker threads (default: all CPUs)\n"
         "  --memory SIZE        working-memory budget, e.g. 512M, 4G (default 2G)\n"
+        "  --bm25               BM25 postings of the documents' texts (--corpus or --text):\n"
+        "                       required when the index was built with --bm25\n"
+        "  --text FILE          the documents' texts for --bm25, in the vectors' order\n"
+        "  --sparse FILE        precomputed sparse vectors (JSON Lines, as tartan build)\n"
         "  --metadata FILE      metadata of the new documents (JSON Lines, as tartan build);\n"
         "                       without it, an index with metadata gets null rows for them\n");
 }
@@ -96,10 +100,15 @@ int cmd_add(int argc, char **argv) {
         {"corpus", required_argument, 0, 'C'},  {"encoder-timeout", required_argument, 0, 'T'},
         {"bf16", no_argument, 0, 'B'},          {"threads", required_argument, 0, 't'},
         {"memory", required_argument, 0, 'm'},  {"pool-factor", required_argument, 0, 'P'},
+        {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
+        {"sparse", required_argument, 0, 2003},
         {"metadata", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *index = NULL, *vectors = NULL, *doclens = NULL, *ids = NULL;
     const char *encoder = NULL, *corpus = NULL;
+    const char *text = NULL, *sparse = NULL;
+    int bm25 = 0;
+    tt_sparse_set *sp_set = NULL;
     uint32_t timeout_ms = 0;
     tt_change_options o;
     tt_input_options io;
@@ -136,6 +145,9 @@ int cmd_add(int argc, char **argv) {
             if ((rc_arg = cli_pool_factor_arg("add", optarg, &o.pool_factor)))
                 return rc_arg;
             break;
+        case 2001: bm25 = 1; break;
+        case 2002: text = optarg; break;
+        case 2003: sparse = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
@@ -144,25 +156,36 @@ int cmd_add(int argc, char **argv) {
         return cli_usage_error("add", "unexpected argument '%s'", argv[optind]);
     if (!index || !*index)
         return cli_usage_error("add", "--index is required");
+    int rc_sp = cli_sparse_load("add", bm25, text, sparse, corpus, &sp_set);
+    if (rc_sp)
+        return rc_sp;
+    o.sparse = sp_set;
     /* An interrupt stops the add at its next check; it removes what it wrote. */
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
     int rc = CLI_FAIL;
     if (encoder || corpus) {
-        if (!encoder || !corpus || vectors || doclens || ids)
+        if (!encoder || !corpus || vectors || doclens || ids) {
+            tt_sparse_set_free(sp_set);
             return cli_usage_error("add", "--encoder and --corpus go together, without "
                                    "--vectors/--doclens/--ids");
+        }
         cli_spool sp;
         rc = cli_spool_encode("add", encoder, corpus, timeout_ms, index, &sp);
+        if (rc == CLI_OK && !o.sparse && sp.sparse) /* the encoder's, unless --bm25/--sparse */
+            o.sparse = sp.sparse;
         if (rc == CLI_OK)
             rc = run_add(index, sp.in, &o);
         cli_spool_remove(&sp);
+        tt_sparse_set_free(sp_set);
         cli_die_if_cancelled("add", rc == CLI_OK, "the index is as it was");
         return rc;
     }
-    if (!vectors || !doclens)
+    if (!vectors || !doclens) {
+        tt_sparse_set_free(sp_set);
         return cli_usage_error("add", "--vectors and --doclens (or --encoder and --corpus) are "
                                "required");
+    }
     size_t nv = 0, nl = 0;
     char **vlist = cli_split_commas(vectors, &nv), **llist = cli_split_commas(doclens, &nl);
     tt_input *in = NULL;
@@ -178,6 +201,7 @@ int cmd_add(int argc, char **argv) {
                            &io);
     rc = st ? cli_fail("add", st) : run_add(index, in, &o);
 done:
+    tt_sparse_set_free(sp_set);
     tt_input_free(in);
     cli_free_list(vlist);
     cli_free_list(llist);

@@ -65,7 +65,13 @@ static void usage(FILE *f) {
         "  --shards S           a sharded index: S index directories OUT/shard-NNNN of\n"
         "                       consecutive documents sharing one codebook, and OUT/SHARDS\n"
         "                       naming them (doc/format.md; search it whole, or per shard\n"
-        "                       under MPI: doc/scale.md)\n");
+        "                       under MPI: doc/scale.md)\n"
+        "  --bm25               also index BM25 postings of the documents' texts (--corpus,\n"
+        "                       or --text), for tartan search --mode sparse|hybrid\n"
+        "  --text FILE          the documents' texts for --bm25 (BEIR corpus.jsonl or TSV,\n"
+        "                       one record per document in the vectors' order)\n"
+        "  --sparse FILE        also index precomputed sparse vectors, JSON Lines\n"
+        "                       {\"id\", \"terms\": {term: weight}} in the vectors' order\n");
 }
 
 /* Calibration after the build (tartan tune): on unless --no-tune. */
@@ -143,6 +149,11 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
     if (rc == CLI_OK) {
         if (!o->encoder)
             o->encoder = sp.description;
+        if (!o->sparse && sp.sparse && o->shards > 1) /* not in a sharded index yet */
+            fprintf(stderr, "tartan build: the encoder's sparse vectors are not indexed: a "
+                    "sharded index holds no sparse postings yet\n");
+        else if (!o->sparse && sp.sparse) /* the encoder's, unless --bm25/--sparse */
+            o->sparse = sp.sparse;
         rc = run_build(sp.in, out, o);
     }
     cli_spool_remove(&sp);
@@ -171,9 +182,14 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         {"metadata", required_argument, 0, 'M'},
         {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
         {"shards", required_argument, 0, 'Z'},
+        {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
+        {"sparse", required_argument, 0, 2003},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
+    const char *text = NULL, *sparse = NULL;
+    int bm25 = 0;
+    tt_sparse_set *sp_set = NULL;
     uint32_t enc_timeout_ms = 0;
     tt_build_options o;
     tt_input_options io;
@@ -279,6 +295,9 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
                 return cli_usage_error("build", "--encoder-timeout must be 1..86400 seconds");
             enc_timeout_ms = (uint32_t)(u * 1000);
             break;
+        case 2001: bm25 = 1; break;
+        case 2002: text = optarg; break;
+        case 2003: sparse = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
@@ -287,21 +306,35 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         return cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
     if (!out || !*out)
         return cli_usage_error("build", "--out is required (a directory to create)");
+    if ((bm25 || sparse) && (o.shards > 1 || group))
+        return cli_usage_error("build", "--bm25 and --sparse are not supported with --shards "
+                               "yet (sparse postings need an unsharded index)");
+    if ((rc_arg = cli_sparse_load("build", bm25, text, sparse, corpus, &sp_set)))
+        return rc_arg;
+    o.sparse = sp_set;
     /* An interrupt stops the build at its next check; it removes what it wrote. */
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
-    if ((encoder || corpus) && group)
+    if ((encoder || corpus) && group) {
+        tt_sparse_set_free(sp_set);
         return cli_usage_error("build", "--encoder is not supported in a group build (encode "
                                "to .npy first: tartan encode)");
-    if (encoder || corpus) {
-        if (!encoder || !corpus || vectors || doclens || ids)
-            return cli_usage_error("build", "--encoder and --corpus go together, without "
-                                   "--vectors/--doclens/--ids");
-        return build_with_encoder(encoder, corpus, enc_timeout_ms, out, &o);
     }
-    if (!vectors || !doclens)
+    if (encoder || corpus) {
+        int r;
+        if (!encoder || !corpus || vectors || doclens || ids)
+            r = cli_usage_error("build", "--encoder and --corpus go together, without "
+                                "--vectors/--doclens/--ids");
+        else
+            r = build_with_encoder(encoder, corpus, enc_timeout_ms, out, &o);
+        tt_sparse_set_free(sp_set);
+        return r;
+    }
+    if (!vectors || !doclens) {
+        tt_sparse_set_free(sp_set);
         return cli_usage_error("build", "--vectors and --doclens (or --encoder and --corpus) "
                                "are required");
+    }
 
     size_t nv = 0, nl = 0;
     char **vlist = cli_split_commas(vectors, &nv), **llist = cli_split_commas(doclens, &nl);
@@ -323,6 +356,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
     }
     rc = run_build(in, out, &o);
 done:
+    tt_sparse_set_free(sp_set);
     tt_input_free(in);
     cli_free_list(vlist);
     cli_free_list(llist);

@@ -55,6 +55,14 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->heldout_vectors, in->kmeans_iters, in->threads,
            assign_name(in->assign), in->build_seconds, in->heldout_mse);
     cli_json_string(stdout, in->encoder);
+    tt_sparse_info spi;
+    if (tt_index_sparse_info(idx, &spi) != TT_OK)
+        memset(&spi, 0, sizeof spi);
+    printf(",\n  \"sparse\": {\"kind\": %s, \"bytes\": %llu, \"terms\": %llu, \"postings\": %llu, "
+           "\"avgdl\": %.6g}",
+           spi.kind == TT_SPARSE_BM25 ? "\"bm25\"" : spi.kind ? "\"weights\"" : "null",
+           (unsigned long long)spi.bytes, (unsigned long long)spi.terms,
+           (unsigned long long)spi.postings, spi.avgdl);
     printf(",\n  \"generation\": %llu,\n  \"live_docs\": %llu,\n  \"deleted_docs\": %llu,\n"
            "  \"drift\": {\"added_vectors\": %llu, \"added_mse\": %.6g, \"ratio\": %.4f, "
            "\"retrain_advised\": %s},\n  \"segments\": [",
@@ -173,6 +181,16 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
                (double)in->input_vectors / (double)in->num_vectors);
     else
         printf("pooling      none (factor 1)\n");
+    tt_sparse_info spi;
+    if (tt_index_sparse_info(idx, &spi) == TT_OK && spi.kind) {
+        char h[32];
+        printf("sparse       %s postings: %llu terms, %llu postings, %s (doc/search.md, "
+               "\"Hybrid retrieval\")\n", spi.kind == TT_SPARSE_BM25 ? "BM25" : "weighted",
+               (unsigned long long)spi.terms, (unsigned long long)spi.postings,
+               cli_human_bytes(spi.bytes, h, sizeof h));
+    } else {
+        printf("sparse       none\n");
+    }
     printf("ids          %s\nencoder      %s\n", in->has_ids ? "external" : "row numbers",
            in->encoder[0] ? in->encoder : "(not described)");
     printf("\nbytes on disk\n");

@@ -31,9 +31,24 @@ static void usage(FILE *f) {
         "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
         "  --k N                results per query (default 10)\n"
         "  --out RUN            output file ('-' for stdout); written aside, then renamed\n"
-        "  --mode M             plaid (default), exhaustive (decompressed MaxSim over every\n"
-        "                       document) or exact (original vectors; index built with\n"
-        "                       --keep-originals f16)\n"
+        "  --mode M             dense retrieval: plaid (default; also 'dense'), exhaustive\n"
+        "                       (decompressed MaxSim over every document) or exact\n"
+        "                       (original vectors; index built with --keep-originals f16);\n"
+        "                       sparse: the index's sparse postings only (BM25 or weights);\n"
+        "                       hybrid: dense and sparse at once, fused (doc/search.md,\n"
+        "                       \"Hybrid retrieval\")\n"
+        "  --dense-mode M       the dense part of --mode hybrid: plaid, exhaustive or exact\n"
+        "  --sparse-queries F   sparse queries, JSON Lines {\"id\", \"terms\": {t: w}}\n"
+        "  --query-text F       query texts (BEIR queries.jsonl or TSV) for the sparse part,\n"
+        "                       BM25-tokenized (default with --mode sparse: --queries when it\n"
+        "                       is not .npy; with --mode hybrid and --encoder: --queries)\n"
+        "  --k1 X, --b X        BM25 parameters (default 0.9, 0.4)\n"
+        "  --fusion minmax|rrf  hybrid fusion (default minmax: alpha * dense' + (1 - alpha)\n"
+        "                       * sparse', each min-max normalised within its top\n"
+        "                       --fusion-depth, a document missing from a list getting 0;\n"
+        "                       rrf: sum of 1 / (60 + rank))\n"
+        "  --fusion-depth N     hits of each retriever fused (default 1000)\n"
+        "  --alpha A            weight of the dense scores in minmax fusion (default 0.5)\n"
         "  --io uring|mmap      residual reads (default: io_uring when available)\n"
         "  --direct             O_DIRECT residual reads (io_uring only)\n"
         "  --queue-depth N      io_uring reads in flight per thread (default 64)\n"
@@ -102,12 +117,12 @@ static const char *io_name(int io) {
 
 /* Scores with 9 significant digits: every float32 reads back exactly, and scores of tiny
  * magnitude (raw inner products) stay distinct. */
-static int write_results(FILE *f, const tt_sharded *idx, const tt_queries *qs, uint64_t q,
+static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
                          const tt_hit *hits, uint32_t n, bool jsonl, const char *tag,
                          tt_metadata *md) {
     if (jsonl) {
         fputs("{\"qid\": ", f);
-        cli_json_string(f, qs->ids[q]);
+        cli_json_string(f, qid);
         fputs(", \"results\": [", f);
     }
     for (uint32_t r = 0; r < n; r++) {
@@ -132,7 +147,7 @@ static int write_results(FILE *f, const tt_sharded *idx, const tt_queries *qs, u
             }
             fputs("}", f);
         } else {
-            fprintf(f, "%s Q0 %.*s %u %.9g %s\n", qs->ids[q], (int)len, id, r + 1, hits[r].score,
+            fprintf(f, "%s Q0 %.*s %u %.9g %s\n", qid, (int)len, id, r + 1, hits[r].score,
                     tag);
         }
     }
@@ -324,8 +339,16 @@ static void check_same_encoder(const char *stored, const char *query_desc) {
 
 /* Runs `encoder` in query mode over the query texts in `path` (BEIR queries.jsonl or
  * TSV); the encoder must produce vectors of the index's dimension. */
+/* Protocol 2: each query's sparse part appended to the set. */
+static int add_sparse_query(void *user, uint64_t index, const char *id, size_t id_len,
+                            uint32_t n, const char *const *terms, const size_t *term_lens,
+                            const float *weights) {
+    (void)index;
+    return tt_sparse_set_add(user, id, id_len, n, terms, term_lens, weights);
+}
+
 static int encode_queries(const char *encoder, const char *path, const tt_index *idx,
-                          uint32_t timeout_ms, tt_queries **out) {
+                          uint32_t timeout_ms, tt_queries **out, tt_sparse_set **sparse) {
     tt_index_info info;
     tt_index_get_info(idx, &info);
     tt_encoder_options eo;
@@ -343,6 +366,11 @@ static int encode_queries(const char *encoder, const char *path, const tt_index 
         goto fail;
     acc.q->dim = tt_encoder_dim(enc);
     check_same_encoder(info.encoder, tt_encoder_description(enc));
+    if (sparse && tt_encoder_sparse(enc)) { /* the encoder's sparse query vectors */
+        if ((st = tt_sparse_set_new_weights(sparse)))
+            goto fail;
+        tt_encoder_set_sparse_sink(enc, add_sparse_query, *sparse);
+    }
     if ((st = tt_encoder_encode_file(enc, path, add_query, &acc)))
         goto fail;
     tt_encoder_free(enc);
@@ -375,10 +403,22 @@ int cmd_search(int argc, char **argv) {
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
         {"rerank", required_argument, 0, 'K'},  {"untuned", no_argument, 0, 'U'},
         {"rerank-margin", required_argument, 0, 'M'},
+        {"dense-mode", required_argument, 0, 1001}, {"sparse-queries", required_argument, 0, 1002},
+        {"query-text", required_argument, 0, 1003}, {"k1", required_argument, 0, 1004},
+        {"b", required_argument, 0, 1005},      {"fusion", required_argument, 0, 1006},
+        {"fusion-depth", required_argument, 0, 1007}, {"alpha", required_argument, 0, 1008},
         {"json", no_argument, 0, 'j'},          {"where", required_argument, 0, 'W'},
         {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
         {"filter-direct-max", required_argument, 0, 'X'},
         {0, 0, 0, 0}};
+    enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
+    int retriever = R_DENSE;
+    const char *sparse_queries = NULL, *query_text = NULL;
+    bool text_default = false; /* hybrid with --encoder: its sparse parts, else the texts */
+    tt_sparse_options spo;
+    tt_fusion_options fo;
+    tt_sparse_options_init(&spo);
+    tt_fusion_options_init(&fo);
     const char *index = NULL, *queries = NULL, *qlens = NULL, *qids = NULL, *out = NULL;
     const char *encoder = NULL;
     uint32_t enc_timeout_ms = 0;
@@ -416,6 +456,21 @@ int cmd_search(int argc, char **argv) {
                 return cli_usage_error("search", "--k must be 1..1000000");
             break;
         case 'm':
+            if (!strcmp(optarg, "sparse"))
+                retriever = R_SPARSE;
+            else if (!strcmp(optarg, "hybrid"))
+                retriever = R_HYBRID;
+            else if (!strcmp(optarg, "plaid") || !strcmp(optarg, "dense"))
+                so.mode = TT_MODE_PLAID;
+            else if (!strcmp(optarg, "exhaustive"))
+                so.mode = TT_MODE_EXHAUSTIVE;
+            else if (!strcmp(optarg, "exact"))
+                so.mode = TT_MODE_EXACT;
+            else
+                return cli_usage_error("search", "--mode must be plaid (dense), exhaustive, "
+                                       "exact, sparse or hybrid");
+            break;
+        case 1001:
             if (!strcmp(optarg, "plaid"))
                 so.mode = TT_MODE_PLAID;
             else if (!strcmp(optarg, "exhaustive"))
@@ -423,7 +478,37 @@ int cmd_search(int argc, char **argv) {
             else if (!strcmp(optarg, "exact"))
                 so.mode = TT_MODE_EXACT;
             else
-                return cli_usage_error("search", "--mode must be plaid, exhaustive or exact");
+                return cli_usage_error("search", "--dense-mode must be plaid, exhaustive or exact");
+            break;
+        case 1002: sparse_queries = optarg; break;
+        case 1003: query_text = optarg; break;
+        case 1004:
+            if (!cli_parse_double(optarg, &d) || d < 0)
+                return cli_usage_error("search", "--k1 must be a number >= 0");
+            spo.k1 = d;
+            break;
+        case 1005:
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
+                return cli_usage_error("search", "--b must be in [0, 1]");
+            spo.b = d;
+            break;
+        case 1006:
+            if (!strcmp(optarg, "minmax"))
+                fo.method = TT_FUSION_MINMAX;
+            else if (!strcmp(optarg, "rrf"))
+                fo.method = TT_FUSION_RRF;
+            else
+                return cli_usage_error("search", "--fusion must be minmax or rrf");
+            break;
+        case 1007:
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 1000000)
+                return cli_usage_error("search", "--fusion-depth must be 1..1000000");
+            fo.depth = (uint32_t)u;
+            break;
+        case 1008:
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
+                return cli_usage_error("search", "--alpha must be in [0, 1]");
+            fo.alpha = d;
             break;
         case 'I':
             if (!strcmp(optarg, "uring"))
@@ -508,7 +593,47 @@ int cmd_search(int argc, char **argv) {
     }
     if (optind < argc)
         return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
-    if (!index || !queries || !out)
+    if (!index || !out)
+        return cli_usage_error("search", "--index and --out are required");
+    /* Where the sparse queries come from (doc/search.md, "Hybrid retrieval"). */
+    if (retriever == R_SPARSE) {
+        if (qlens || qids)
+            return cli_usage_error("search", "--mode sparse takes --queries (texts),"
+                                   " --query-text or --sparse-queries, not vectors");
+        if (encoder && (sparse_queries || query_text))
+            return cli_usage_error("search", "--mode sparse: --encoder or --sparse-queries/"
+                                   "--query-text, not both");
+        if (!sparse_queries && !query_text) {
+            query_text = queries;
+            text_default = encoder != NULL;
+        }
+        if (!sparse_queries && !query_text)
+            return cli_usage_error("search", "--mode sparse needs --queries (texts), "
+                                   "--query-text or --sparse-queries");
+        if (queries && query_text != queries)
+            return cli_usage_error("search", "--mode sparse: give the queries once");
+    } else if (retriever == R_HYBRID) {
+        if (!sparse_queries && !query_text && encoder) {
+            query_text = queries;
+            text_default = true;
+        }
+        if (!sparse_queries && !query_text)
+            return cli_usage_error("search", "--mode hybrid needs --sparse-queries or "
+                                   "--query-text (or --encoder, whose --queries texts are "
+                                   "tokenized too)");
+    }
+    if (sparse_queries && query_text)
+        return cli_usage_error("search", "--sparse-queries and --query-text exclude each other");
+    if (retriever == R_DENSE && (sparse_queries || query_text))
+        return cli_usage_error("search", "--sparse-queries/--query-text need --mode sparse or "
+                               "hybrid");
+    /* Filters apply to the dense retriever (tt_search_options.filter); the sparse one
+     * does not take them yet. --with-metadata only annotates the results: any mode. */
+    if (retriever != R_DENSE && (where || filter_ids))
+        return cli_usage_error("search", "--where and --filter-ids filter dense search only; "
+                               "not with --mode %s yet", retriever == R_HYBRID ? "hybrid" :
+                               "sparse");
+    if (retriever != R_SPARSE && !queries)
         return cli_usage_error("search", "--index, --queries and --out are required");
     if (encoder && (qlens || qids))
         return cli_usage_error("search", "with --encoder the query ids come from --queries; "
@@ -527,8 +652,10 @@ int cmd_search(int argc, char **argv) {
     /* A search cannot be cancelled half-way: an interrupt removes the temporary run and
      * ends the process at once. */
     cli_signals_install(false);
-    int rc = CLI_FAIL, st;
+    int rc = CLI_FAIL, st = TT_OK;
     tt_queries *qs = NULL;
+    tt_sparse_set *sq = NULL;
+    uint64_t *sparse_of = NULL;
     tt_sharded *sh = NULL; /* a plain index opens as one shard */
     const tt_index *idx = NULL;
     tt_hit *hits = NULL;
@@ -539,12 +666,55 @@ int cmd_search(int argc, char **argv) {
     FILE *f = NULL;
     char *tmp = NULL;
     if ((st = tt_sharded_open(&sh, index, &oo, 0, 1)) ||
-        (st = (idx = tt_sharded_shard(sh, 0, NULL, NULL)) ? TT_OK : TT_EINVAL) ||
-        (st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs)
-                      : tt_queries_load(&qs, queries, qlens, qids)) ||
-        (st = tt_queries_check(qs, idx))) {
+        (st = (idx = tt_sharded_shard(sh, 0, NULL, NULL)) ? TT_OK : TT_EINVAL)) {
         rc = cli_fail("search", st);
         goto done;
+    }
+    /* Sparse postings live in an unsharded index only (tt_build refuses them sharded). */
+    if (retriever != R_DENSE && tt_sharded_num_shards(sh) > 1) {
+        fprintf(stderr, "tartan search: error: %s is a sharded index (%u shards): --mode %s "
+                "needs an unsharded index with sparse postings\n", index,
+                tt_sharded_num_shards(sh), retriever == R_HYBRID ? "hybrid" : "sparse");
+        goto done;
+    }
+    /* --mode sparse with --encoder: the encoder's sparse parts (a weighted index) or the
+     * texts (BM25); its dense vectors are not searched. */
+    if (retriever == R_SPARSE && encoder && tt_index_sparse_kind(idx) != TT_SPARSE_WEIGHTS)
+        encoder = NULL;
+    if (((retriever != R_SPARSE || encoder) &&
+         ((st = encoder ? encode_queries(encoder, queries, idx, enc_timeout_ms, &qs,
+                                         text_default && tt_index_sparse_kind(idx) ==
+                                                             TT_SPARSE_WEIGHTS ? &sq : NULL)
+                        : tt_queries_load(&qs, queries, qlens, qids)) ||
+          (st = tt_queries_check(qs, idx)))) ||
+        (retriever != R_DENSE && !sq &&
+         !(text_default && tt_index_sparse_kind(idx) == TT_SPARSE_WEIGHTS) &&
+         (st = sparse_queries ? tt_sparse_set_load_jsonl(&sq, sparse_queries)
+                              : tt_sparse_set_load_text(&sq, query_text, 1)))) {
+        rc = cli_fail("search", st);
+        goto done;
+    }
+    if (retriever != R_DENSE && !tt_index_sparse_kind(idx)) {
+        fprintf(stderr, "tartan search: error: %s has no sparse postings (build or add with "
+                "--bm25 or --sparse)\n", index);
+        goto done;
+    }
+    if (retriever == R_HYBRID) { /* the sparse query of each dense query, by id */
+        sparse_of = malloc((qs->num_queries ? qs->num_queries : 1) * sizeof *sparse_of);
+        if (!sparse_of) {
+            fprintf(stderr, "tartan search: out of memory\n");
+            goto done;
+        }
+        uint64_t missing = 0;
+        for (uint64_t q = 0; q < qs->num_queries; q++) {
+            int64_t r = tt_sparse_set_find(sq, qs->ids[q]);
+            sparse_of[q] = r < 0 ? UINT64_MAX : (uint64_t)r;
+            missing += r < 0;
+        }
+        if (missing)
+            fprintf(stderr, "tartan search: warning: %llu of %llu queries have no sparse query "
+                    "(dense results only)\n", (unsigned long long)missing,
+                    (unsigned long long)qs->num_queries);
     }
     cli_sigbus_install("search", idx);
     tt_index_info info;
@@ -567,21 +737,23 @@ int cmd_search(int argc, char **argv) {
     }
     so.filter = filter;
     tt_search_options eff;
-    int tuned_fields = tt_search_options_resolve_index(idx, &so, (uint32_t)k, &eff);
-    if (eff.mode == TT_MODE_PLAID) {
-        char prune[64], from[160];
-        if (eff.pruning == TT_PRUNE_ABSOLUTE)
-            snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
-        else
-            snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
-        char rerank[48];
-        if (eff.rerank == TT_RERANK_FIXED)
-            snprintf(rerank, sizeof rerank, "fixed");
-        else
-            snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
+    /* Hybrid: the dense search runs to the fusion depth, so its parameters are those of
+     * that k (tt_hybrid_search_batch). */
+    const uint32_t dense_k = retriever == R_HYBRID && fo.depth > k ? fo.depth : (uint32_t)k;
+    int tuned_fields = tt_search_options_resolve_index(idx, &so, dense_k, &eff);
+    if (retriever != R_DENSE && !sq) {
+        fprintf(stderr, "tartan search: error: the encoder sent no sparse parts (protocol 2, "
+                "doc/encoder-protocol.md) for the weighted sparse index %s\n", index);
+        goto done;
+    }
+    const bool by_sparse = retriever == R_SPARSE; /* query ids and order: the sparse set's */
+    const uint64_t nq = by_sparse ? tt_sparse_set_size(sq) : qs->num_queries;
+    /* Where the dense parameters come from (tartan tune). */
+    char from[160];
+    {
         tt_tune_info ti;
         tt_index_tuned(idx, &ti);
-        const tt_tuned *ts = k <= 10 ? &ti.k10 : &ti.k100;
+        const tt_tuned *ts = dense_k <= 10 ? &ti.k10 : &ti.k100;
         if (tuned_fields)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
                      "%.2f%s)%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
@@ -591,6 +763,30 @@ int cmd_search(int argc, char **argv) {
             snprintf(from, sizeof from, "%s", !ti.tuned ? "ColBERTv2's defaults by k (the index "
                      "is not calibrated: tartan tune)" : so.tuned ? "your flags" :
                      "ColBERTv2's defaults by k (--untuned)");
+    }
+    if (retriever != R_DENSE) {
+        char fusion[320] = "";
+        if (retriever == R_HYBRID)
+            snprintf(fusion, sizeof fusion, " + %s dense%s%s%s, fusion %s depth %u%s",
+                     mode_name(eff.mode), eff.mode == TT_MODE_PLAID ? " (" : "",
+                     eff.mode == TT_MODE_PLAID ? from : "", eff.mode == TT_MODE_PLAID ? ")" : "",
+                     fo.method == TT_FUSION_RRF ? "rrf" : "minmax", fo.depth,
+                     fo.method == TT_FUSION_RRF ? "" : " (alpha)");
+        fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu, sparse %s%s\n",
+                (unsigned long long)nq, (unsigned long long)info.num_docs,
+                retriever == R_HYBRID ? "hybrid" : "sparse", (unsigned long long)k,
+                tt_index_sparse_kind(idx) == TT_SPARSE_BM25 ? "BM25" : "weights", fusion);
+    } else if (eff.mode == TT_MODE_PLAID) {
+        char prune[64];
+        if (eff.pruning == TT_PRUNE_ABSOLUTE)
+            snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
+        else
+            snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
+        char rerank[48];
+        if (eff.rerank == TT_RERANK_FIXED)
+            snprintf(rerank, sizeof rerank, "fixed");
+        else
+            snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
                 "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
@@ -616,7 +812,6 @@ int cmd_search(int argc, char **argv) {
         }
     }
 
-    const uint64_t nq = qs->num_queries;
     hits = malloc((nq ? nq : 1) * k * sizeof *hits);
     nhits = malloc((nq ? nq : 1) * sizeof *nhits);
     secs = malloc((nq ? nq : 1) * sizeof *secs);
@@ -661,8 +856,25 @@ int cmd_search(int argc, char **argv) {
     double t0 = now_s();
     for (uint64_t q0 = 0; q0 < nq; q0 += slice) {
         uint64_t m = nq - q0 < slice ? nq - q0 : slice;
-        st = tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0, m, (uint32_t)k,
-                             &so, threads, hits + q0 * k, nhits + q0, secs + q0);
+        if (retriever == R_DENSE)
+            st = tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0, m,
+                                         (uint32_t)k, &so, threads, hits + q0 * k, nhits + q0,
+                                         secs + q0);
+        else if (retriever == R_SPARSE) {
+            uint64_t *rows = malloc(m * sizeof *rows);
+            if (!rows) {
+                fprintf(stderr, "tartan search: out of memory\n");
+                goto done;
+            }
+            for (uint64_t i = 0; i < m; i++)
+                rows[i] = q0 + i;
+            st = tt_hybrid_search_batch(idx, NULL, NULL, NULL, NULL, sq, rows, &spo, &fo, m,
+                                        (uint32_t)k, threads, hits + q0 * k, nhits + q0, secs + q0);
+            free(rows);
+        } else
+            st = tt_hybrid_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, &so,
+                                        sq, sparse_of + q0, &spo, &fo, m, (uint32_t)k, threads,
+                                        hits + q0 * k, nhits + q0, secs + q0);
         if (st) {
             cli_progress_done(&ps);
             if (m == nq) {
@@ -670,7 +882,8 @@ int cmd_search(int argc, char **argv) {
             } else {
                 /* The batch numbers queries from the start of its slice. */
                 fprintf(stderr, "tartan search: error: in the queries from number %llu (id %s) "
-                        "on: %s\n", (unsigned long long)q0, qs->ids[q0], tt_last_error());
+                        "on: %s\n", (unsigned long long)q0,
+                        by_sparse ? tt_sparse_set_id(sq, q0) : qs->ids[q0], tt_last_error());
             }
             goto done;
         }
@@ -679,8 +892,8 @@ int cmd_search(int argc, char **argv) {
     double wall = now_s() - t0;
     cli_progress_done(&ps);
     for (uint64_t q = 0; q < nq; q++)
-        if (write_results(f, sh, qs, q, hits + q * k, nhits[q], jsonl, tag,
-                          with_md ? md : NULL)) {
+        if (write_results(f, sh, by_sparse ? tt_sparse_set_id(sq, q) : qs->ids[q], hits + q * k,
+                          nhits[q], jsonl, tag, with_md ? md : NULL)) {
             fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
                     strerror(errno));
             goto done;
@@ -722,5 +935,7 @@ done:
     tt_metadata_close(md);
     tt_sharded_close(sh);
     tt_queries_free(qs);
+    tt_sparse_set_free(sq);
+    free(sparse_of);
     return rc;
 }

@@ -318,6 +318,53 @@ static void write_reply(const char *id, uint32_t idlen, const float *vecs, uint3
     }
 }
 
+/* --sparse (protocol 2): the text's sparse vector, one term per distinct stem of its
+ * kept words (the same words the vectors are made of), weight 1 + ln(count). */
+typedef struct sterm {
+    char s[257];
+    uint32_t n;
+} sterm;
+
+static int cmp_sterm(const void *a, const void *b) {
+    const sterm *x = a, *y = b;
+    int c = memcmp(x->s, y->s, x->n < y->n ? x->n : y->n);
+    return c ? c : (x->n < y->n ? -1 : x->n > y->n);
+}
+
+static void write_sparse(const tok *toks, size_t nt, sterm *st) {
+    size_t m = 0;
+    for (size_t i = 0; i < nt; i++) {
+        size_t n = toks[i].sn + (size_t)toks[i].ies;
+        if (n == 0 || n > 256)
+            continue;
+        memcpy(st[m].s, toks[i].s, toks[i].sn);
+        if (toks[i].ies)
+            st[m].s[toks[i].sn] = 'y';
+        st[m].n = (uint32_t)n;
+        m++;
+    }
+    qsort(st, m, sizeof *st, cmp_sterm);
+    uint32_t distinct = 0;
+    for (size_t i = 0; i < m; i++)
+        distinct += i == 0 || cmp_sterm(&st[i], &st[i - 1]) != 0;
+    if (fwrite("SPRS", 1, 4, stdout) != 4)
+        die("write failed");
+    wr32(distinct);
+    for (size_t i = 0; i < m;) {
+        size_t j = i + 1;
+        while (j < m && cmp_sterm(&st[j], &st[i]) == 0)
+            j++;
+        float w = (float)(1.0 + log((double)(j - i)));
+        uint32_t u;
+        memcpy(&u, &w, 4);
+        wr32(st[i].n);
+        if (fwrite(st[i].s, 1, st[i].n, stdout) != st[i].n)
+            die("write failed");
+        wr32(u);
+        i = j;
+    }
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tartan-hash-encoder --mode passage|query [--kind token|fixed] [--dim D]\n"
@@ -334,6 +381,8 @@ static void usage(FILE *f) {
             "  --k K           buckets for --kind fixed (default 16)\n"
             "  --max-tokens N  words kept per text (default 300 passages, 32 queries)\n"
             "  --no-stem       do not strip plural endings (Harman's S-stemmer)\n"
+            "  --sparse        also send each text's sparse vector (protocol 2): its kept\n"
+            "                  words' stems weighted 1 + ln(count)\n"
             "  --ngram-weight W, --context-weight W, --context N\n"
             "                  feature weights (defaults 0.55, 0.25) and context window (2)\n"
             "\n"
@@ -355,6 +404,7 @@ static uint32_t parse_num(const char *opt, const char *s, uint32_t lo, uint32_t 
 int main(int argc, char **argv) {
     cfg c = {0, 0, 128, 16, 0};
     const char *mode = NULL;
+    int sparse = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -393,6 +443,8 @@ int main(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--no-stem")) {
             STEM = 0;
+        } else if (!strcmp(a, "--sparse")) {
+            sparse = 1;
         } else if (!strcmp(a, "--context")) {
             CONTEXT = (int)parse_num(a, v, 0, 16);
             i++;
@@ -421,11 +473,11 @@ int main(int argc, char **argv) {
     /* max_tokens differs by mode (300 passage, 32 query by default): written with the
      * mode prefix that tartan ignores when it compares query and passage encoders
      * (doc/encoder-protocol.md section 2). */
-    printf("%s 1 %u f32 %u hash-encoder kind=%s dim=%u%s %s:max_tokens=%u stem=%s ngram=%g "
-           "context=%d/%g (lexical baseline: feature-hashed words, char 3-5-grams, neighbours)\n",
-           PROTO_MAGIC, c.dim, maxv, c.fixed ? "fixed" : "token", c.dim, kdesc,
+    printf("%s %d %u f32 %u hash-encoder kind=%s dim=%u%s %s:max_tokens=%u stem=%s ngram=%g "
+           "context=%d/%g%s (lexical baseline: feature-hashed words, char 3-5-grams, neighbours)\n",
+           PROTO_MAGIC, sparse ? 2 : 1, c.dim, maxv, c.fixed ? "fixed" : "token", c.dim, kdesc,
            c.query ? "query" : "passage", c.max_tokens, STEM ? "s" : "none", W_NGRAM, CONTEXT,
-           W_CONTEXT);
+           W_CONTEXT, sparse ? " sparse=logtf" : "");
     if (fflush(stdout) != 0)
         die("write failed");
 
@@ -435,7 +487,8 @@ int main(int argc, char **argv) {
     float *vecs = malloc((size_t)maxv * c.dim * sizeof *vecs);
     float *tmp = malloc(c.dim * sizeof *tmp), *tv = malloc(c.dim * sizeof *tv);
     uint32_t *count = malloc(c.k * sizeof *count);
-    if (!id || !toks || !vecs || !tmp || !tv || !count)
+    sterm *sts = sparse ? malloc(c.max_tokens * sizeof *sts) : NULL;
+    if (!id || !toks || !vecs || !tmp || !tv || !count || (sparse && !sts))
         die("out of memory");
     uint64_t nrec = 0;
     for (;;) {
@@ -496,6 +549,8 @@ int main(int argc, char **argv) {
             }
         }
         write_reply(id, idlen, vecs, n, c.dim);
+        if (sparse)
+            write_sparse(toks, nt, sts);
         nrec++;
     }
     if (fwrite("DONE", 1, 4, stdout) != 4)
@@ -511,5 +566,6 @@ int main(int argc, char **argv) {
     free(tmp);
     free(tv);
     free(count);
+    free(sts);
     return 0;
 }

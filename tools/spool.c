@@ -11,6 +11,8 @@
 void cli_spool_remove(cli_spool *sp) {
     tt_input_free(sp->in);
     sp->in = NULL;
+    tt_sparse_set_free(sp->sparse);
+    sp->sparse = NULL;
     if (!sp->dir[0])
         return;
     /* Only what tartan encode wrote there (all named "passages."), then the directory
@@ -49,7 +51,15 @@ int cli_spool_encode(const char *cmd, const char *encoder, const char *corpus,
     eo.progress = cli_progress;
     eo.progress_user = &ps;
     tt_encode_stats es;
-    int st = tt_encode_to_npy(encoder, corpus, TT_ENC_PASSAGE, prefix, &eo, &es);
+    int st = tt_sparse_set_new_weights(&sp->sparse);
+    if (st)
+        return cli_fail(cmd, st);
+    eo.sparse_out = sp->sparse;
+    st = tt_encode_to_npy(encoder, corpus, TT_ENC_PASSAGE, prefix, &eo, &es);
+    if (!st && tt_sparse_set_size(sp->sparse) == 0) { /* a protocol-1 encoder */
+        tt_sparse_set_free(sp->sparse);
+        sp->sparse = NULL;
+    }
     cli_progress_done(&ps);
     if (st)
         return st == TT_ECANCELED ? CLI_FAIL : cli_fail(cmd, st);

@@ -17,6 +17,8 @@
 #define TT_ENC_MAX_VECTORS (1u << 20)        /* vectors in one reply */
 #define TT_ENC_MAX_REPLY_DATA (1ull << 30)   /* bytes of vector data in one reply */
 #define TT_ENC_STDERR_KEEP 4096u             /* stderr bytes kept for messages */
+#define TT_ENC_MAX_TERMS 65536u              /* terms in one sparse part (protocol 2) */
+#define TT_ENC_MAX_TERM 256u                 /* bytes of a term */
 
 struct tt_encoder {
     char *name;                 /* the command, for messages */
@@ -29,6 +31,13 @@ struct tt_encoder {
     int dtype;
     uint32_t elem;              /* bytes per value on the wire */
     char *description;
+    uint32_t version;           /* 1, or 2: every reply carries a sparse part */
+    tt_sparse_sink_fn sparse_sink;
+    void *sparse_user;
+    const char **tptr;          /* one sparse part, parsed: term pointers, lengths, weights */
+    size_t *tlen;
+    float *tw;
+    size_t tcap;
     /* stdout bytes not yet parsed: rbuf[rstart, rend) */
     uint8_t *rbuf;
     size_t rcap, rstart, rend;

@@ -2,6 +2,8 @@
  * (doc/encoder-protocol.md sections 3-5). */
 #include "encoder/encoder.h"
 
+#include <math.h>
+
 #include "common/strtab.h"
 
 #include <errno.h>
@@ -14,6 +16,69 @@
 
 static const uint8_t TAG_VECS[4] = {'V', 'E', 'C', 'S'};
 static const uint8_t TAG_DONE[4] = {'D', 'O', 'N', 'E'};
+static const uint8_t TAG_SPRS[4] = {'S', 'P', 'R', 'S'};
+
+/* Protocol 2: the sparse part that follows each reply's vectors, at p (have bytes).
+ * Returns 1 with *len its size and the terms parsed into e->tptr/tlen/tw (*nt of them),
+ * 0 if more bytes are needed (*len: at least how many), or a negative status. */
+static int parse_sparse(tt_encoder *e, const uint8_t *p, size_t have, size_t *len,
+                        uint32_t *nt, const char *id) {
+    *len = 8;
+    if (have < 8)
+        return 0;
+    if (memcmp(p, TAG_SPRS, 4)) {
+        char shown[80];
+        tt_enc_show_bytes(p, have, shown, sizeof shown);
+        return tt_enc_fail(e, TT_EENCODER, "record #%llu '%.100s': protocol 2 expects the sparse "
+                           "part \"SPRS\" after the vectors but got %s",
+                           (unsigned long long)e->answered + 1, id, shown);
+    }
+    uint32_t n = tt_rd32(p + 4);
+    if (n > TT_ENC_MAX_TERMS)
+        return tt_enc_fail(e, TT_EENCODER, "record #%llu '%.100s': %u sparse terms is more than "
+                           "%u", (unsigned long long)e->answered + 1, id, n, TT_ENC_MAX_TERMS);
+    if (n > e->tcap) {
+        size_t cap = TT_MAX((size_t)n, 2 * e->tcap);
+        const char **tp = realloc(e->tptr, cap * sizeof *tp);
+        if (tp)
+            e->tptr = tp;
+        size_t *tl = realloc(e->tlen, cap * sizeof *tl);
+        if (tl)
+            e->tlen = tl;
+        float *tw = realloc(e->tw, cap * sizeof *tw);
+        if (tw)
+            e->tw = tw;
+        if (!tp || !tl || !tw)
+            return tt_enc_fail(e, TT_ENOMEM, "cannot allocate %u sparse terms", n);
+        e->tcap = cap;
+    }
+    size_t off = 8;
+    for (uint32_t i = 0; i < n; i++) {
+        *len = off + 4;
+        if (have < *len)
+            return 0;
+        uint32_t tl = tt_rd32(p + off);
+        if (tl == 0 || tl > TT_ENC_MAX_TERM)
+            return tt_enc_fail(e, TT_EVALUE, "record #%llu '%.100s': sparse term %u has length %u "
+                               "(1..%u)", (unsigned long long)e->answered + 1, id, i + 1, tl,
+                               TT_ENC_MAX_TERM);
+        *len = off + 4 + tl + 4;
+        if (have < *len)
+            return 0;
+        e->tptr[i] = (const char *)p + off + 4;
+        e->tlen[i] = tl;
+        e->tw[i] = tt_rdf32(p + off + 4 + tl);
+        if (!isfinite(e->tw[i]) || e->tw[i] < 0)
+            return tt_enc_fail(e, TT_EVALUE, "record #%llu '%.100s': sparse term '%.*s' has weight "
+                               "%g (weights must be finite and >= 0)",
+                               (unsigned long long)e->answered + 1, id, (int)tl,
+                               e->tptr[i], (double)e->tw[i]);
+        off = *len;
+    }
+    *len = off;
+    *nt = n;
+    return 1;
+}
 
 /* ------------------------------------------------------------- the run */
 
@@ -186,11 +251,25 @@ static int parse_one(tt_encoder *e, tt_vectors_sink_fn sink, void *sink_user, bo
         return tt_enc_fail(e, TT_EENCODER, "replies out of order or missing: expected the reply to "
                         "record #%llu '%.100s' but got id '%.*s'",
                         (unsigned long long)e->answered + 1, want, (int)TT_MIN(idlen, 100), rid);
+    uint32_t nt = 0;
+    if (e->version >= 2) {
+        size_t slen;
+        int r = parse_sparse(e, p + *need, have - *need, &slen, &nt, want);
+        if (r < 0)
+            return r;
+        if (r == 0) {
+            *need += slen;
+            return 0;
+        }
+        *need += slen;
+    }
     int st = convert(e, p + 12 + idlen, n, want);
     if (st)
         return st;
     e->rstart += *need;
     st = sink(sink_user, e->answered, want, wlen, n, e->vecs);
+    if (st >= 0 && e->sparse_sink)
+        st = e->sparse_sink(e->sparse_user, e->answered, want, wlen, nt, e->tptr, e->tlen, e->tw);
     if (st < 0) {
         int keep = st;
         if (e->pid > 0) { /* the sink's own message stays */

@@ -22,6 +22,13 @@ void tt_encoder_options_init(tt_encoder_options *opt) {
 
 uint32_t tt_encoder_dim(const tt_encoder *enc) { return enc->dim; }
 int tt_encoder_dtype(const tt_encoder *enc) { return enc->dtype; }
+int tt_encoder_sparse(const tt_encoder *enc) { return enc && enc->version >= 2; }
+void tt_encoder_set_sparse_sink(tt_encoder *enc, tt_sparse_sink_fn fn, void *user) {
+    if (enc) {
+        enc->sparse_sink = fn;
+        enc->sparse_user = user;
+    }
+}
 uint32_t tt_encoder_max_vectors(const tt_encoder *enc) { return enc->max_vectors; }
 const char *tt_encoder_description(const tt_encoder *enc) { return enc->description; }
 
@@ -78,9 +85,10 @@ static int parse_hello(tt_encoder *e, char *line, size_t n) {
     uint32_t version, dim, maxv;
     if (!parse_u32(&p, 1000000, &version) || *p != ' ')
         return tt_enc_fail(e, TT_EENCODER, "malformed hello line '%.200s'", line);
-    if (version != 1)
-        return tt_enc_fail(e, TT_EVERSION, "speaks protocol version %u; this tartan speaks 1",
-                        version);
+    if (version != 1 && version != 2)
+        return tt_enc_fail(e, TT_EVERSION, "speaks protocol version %u; this tartan speaks 1 "
+                        "and 2", version);
+    e->version = version;
     p++;
     if (!parse_u32(&p, TT_ENC_MAX_DIM, &dim) || dim == 0 || *p != ' ')
         return tt_enc_fail(e, TT_EENCODER, "hello line '%.200s': dim must be 1..%u", line,
@@ -273,5 +281,8 @@ void tt_encoder_free(tt_encoder *e) {
     free(e->rbuf);
     free(e->wbuf);
     free(e->vecs);
+    free(e->tptr);
+    free(e->tlen);
+    free(e->tw);
     free(e);
 }

@@ -77,6 +77,14 @@ static int sync_dir_of(const char *path) {
     return st;
 }
 
+/* Protocol 2: each record's sparse part appended to the caller's set. */
+static int sparse_sink_fn(void *user, uint64_t index, const char *id, size_t id_len, uint32_t n,
+                          const char *const *terms, const size_t *term_lens,
+                          const float *weights) {
+    (void)index;
+    return tt_sparse_set_add(user, id, id_len, n, terms, term_lens, weights);
+}
+
 int tt_encode_to_npy(const char *command, const char *input_path, int mode,
                      const char *out_prefix, const tt_encoder_options *opt,
                      tt_encode_stats *stats) {
@@ -137,6 +145,8 @@ int tt_encode_to_npy(const char *command, const char *input_path, int mode,
         st = tt_err_errno(TT_EIO, errno, "%s: cannot create", tmp[OUT_IDS]);
         goto done;
     }
+    if (o.sparse_out && tt_encoder_sparse(e))
+        tt_encoder_set_sparse_sink(e, sparse_sink_fn, o.sparse_out);
     if ((st = tt_encoder_encode_file(e, input_path, npy_sink_fn, &s)))
         goto done;
     if (s.records == 0) {

@@ -122,6 +122,11 @@ int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normaliz
                    uint64_t memory_bytes);
 tt_input *tt_pooled_input(tt_pooled *p);
 void tt_pooled_free(tt_pooled *p);
+/* sparse_write.c: checks that set holds one record per document of in (and, with
+ * check_ids and ids in `in`, the same ids in the same order); writes the segment's
+ * sparse.tt from it. */
+int tt_build_check_sparse(const tt_sparse_set *set, const tt_input *in, bool check_ids);
+int tt_build_write_sparse(builder *b, const tt_sparse_set *set);
 /* publish.c: resolves and locks OUT, checks what is there (before any work), removes
  * killed builds' leftovers and creates the build directory; publishes it; and at the
  * end (status: the build's result, whose message is kept) removes what is left of the

@@ -8,6 +8,7 @@
 #include "meta/meta.h"
 #include "quant/codec.h"
 #include "quant/cscore.h"
+#include "sparse/sparse.h"
 
 /* One segment of an open index: the immutable files one build, add or compaction wrote
  * (doc/format.md). Its documents are the index's rows [doc0, doc0 + num_docs), its
@@ -41,6 +42,10 @@ typedef struct tt_segment {
     const uint8_t *res_map;    /* mapping of the residual payload when io == TT_IO_MMAP */
     int res_fd_direct;         /* O_DIRECT descriptor, or -1 */
     const uint16_t *originals; /* num_vectors * dim float16, or NULL */
+
+    tt_fmap f_sparse;          /* sparse.tt (doc/format.md, "Sparse postings"), if any */
+    bool has_sparse;
+    tt_sparse_seg sparse;      /* its validated payload */
 } tt_segment;
 
 struct tt_index {
@@ -83,6 +88,12 @@ struct tt_index {
     char io_note[160];         /* why io_uring was not used, if it was requested */
     int has_originals;         /* every segment kept float16 originals */
     tt_fmap f_metadata;        /* the metadata database (meta/meta.h), fd -1 if none */
+
+    /* Sparse postings: every segment has them (kind TT_SPARSE_KIND_*) or none (0). */
+    uint32_t sparse_kind;
+    uint64_t sparse_live;      /* live documents */
+    double sparse_avgdl;       /* their mean length (BM25's avgdl) */
+    uint64_t sparse_bytes;     /* the sparse.tt files */
 };
 
 /* Centroid id of vector v. */

@@ -394,6 +394,18 @@ static int open_segment(tt_index *idx, tt_segment *sg) {
         ((st = open_file(idx, &sg->f_idmap, name, "IDMP", TT_MAP_WHOLE, RESIDENT)) ||
          (st = load_idmap(sg))))
         return st;
+    /* Sparse postings, if the segment has them: validated completely at open. */
+    seg_name(sg, TT_F_SPARSE, name, sizeof name);
+    if (tt_manifest_find(&idx->man, name)) {
+        if ((st = open_file(idx, &sg->f_sparse, name, "SPRS", TT_MAP_WHOLE, RESIDENT)) ||
+            (st = expect(&sg->f_sparse, sg->f_sparse.h.a == sg->num_docs,
+                         "sparse postings of another number of documents")) ||
+            (st = tt_sparse_seg_parse(&sg->sparse, sg->f_sparse.payload,
+                                      sg->f_sparse.h.payload_bytes, sg->f_sparse.h.a,
+                                      sg->f_sparse.h.b, sg->f_sparse.h.c, sg->f_sparse.path)))
+            return st;
+        sg->has_sparse = true;
+    }
     /* The lengths before token pooling, if its documents were pooled: only the header
      * is read (the total); tt_index_verify checks the lengths. */
     sg->input_vectors = sg->num_vectors;
@@ -489,6 +501,36 @@ static int load_tombstones(tt_index *idx) {
     return st;
 }
 
+/* Sparse postings: in every segment or in none, of one kind; the live documents' count
+ * and mean length (BM25's N and avgdl over the snapshot). */
+static int join_sparse(tt_index *idx) {
+    uint32_t with = 0;
+    for (uint32_t s = 0; s < idx->nseg; s++)
+        with += idx->seg[s].has_sparse;
+    if (with == 0)
+        return TT_OK;
+    if (with != idx->nseg)
+        return tt_err(TT_ECORRUPT, "%s: some segments have sparse postings and some do not",
+                      idx->dir);
+    idx->sparse_kind = idx->seg[0].sparse.kind;
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        if (sg->sparse.kind != idx->sparse_kind)
+            return tt_err(TT_ECORRUPT, "%s: sparse postings of different kinds", sg->f_sparse.path);
+        idx->sparse_bytes += sg->f_sparse.size;
+        for (uint64_t d = 0; d < sg->num_docs; d++)
+            if (!tt_index_deleted(idx, sg->doc0 + d)) {
+                idx->sparse_live++;
+                total += tt_sparse_seg_len(&sg->sparse, d);
+            }
+    }
+    idx->sparse_avgdl = idx->sparse_live ? (double)total / (double)idx->sparse_live : 1.0;
+    if (!(idx->sparse_avgdl > 0))
+        idx->sparse_avgdl = 1.0;
+    return TT_OK;
+}
+
 /* The row space over all segments: lengths, vector offsets, codes (the one segment's
  * mappings, else copies), the longest live document and the live count. */
 static int join_segments(tt_index *idx) {
@@ -526,7 +568,7 @@ static int join_segments(tt_index *idx) {
         }
     }
     idx->doc_vec0[D] = v;
-    return TT_OK;
+    return join_sparse(idx);
 }
 
 /* ------------------------------------------------------------------- I/O */
@@ -713,7 +755,7 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
     for (uint32_t s = 0; s < idx->nseg; s++) {
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
-                         &sg->f_ids, &sg->f_idmap, &sg->f_originals};
+                         &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             fs[i]->fd = -1;
         sg->res_fd_direct = -1;
@@ -861,7 +903,7 @@ void tt_index_close(tt_index *idx) {
     for (uint32_t s = 0; idx->seg && s < idx->nseg; s++) {
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
-                         &sg->f_ids, &sg->f_idmap, &sg->f_originals};
+                         &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             if (fs[i]->path || fs[i]->fd >= 0)
                 tt_fmap_close(fs[i]);

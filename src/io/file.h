@@ -38,6 +38,7 @@
 #define TT_F_IDMAP "idmap.tt"          /* document rows sorted by id (format 2) */
 #define TT_F_TOMBS "tombs.tt"          /* deleted documents of one delete (format 2) */
 #define TT_F_INLENS "inlens.tt"        /* vectors per document before token pooling */
+#define TT_F_SPARSE "sparse.tt"        /* sparse postings (src/sparse/) */
 #define TT_F_MANIFEST "MANIFEST"
 #define TT_F_LOCK "LOCK"
 

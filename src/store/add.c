@@ -85,6 +85,36 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
                     cb->dim, in->dim);
         goto done;
     }
+    /* Sparse postings: an index has them in every segment or in none. */
+    bool has_sparse = false;
+    for (uint32_t i = 0; i < s.man.n && !has_sparse; i++)
+        if (!memcmp(s.man.e[i].kind, "SPRS", 4)) {
+            has_sparse = true;
+            tt_fmap f = {.fd = -1};
+            if ((st = tt_fmap_open(&f, dir, s.man.e[i].name, "SPRS", TT_MAP_NONE)))
+                goto done;
+            uint64_t kind = f.h.c;
+            tt_fmap_close(&f);
+            if (s.o.sparse && kind != (uint64_t)s.o.sparse->kind) {
+                st = tt_err(TT_EINVAL, "the index %s has %s sparse postings, the documents to "
+                            "add %s", dir, kind == TT_SPARSE_KIND_BM25 ? "BM25" : "weighted",
+                            s.o.sparse->kind == TT_SPARSE_KIND_BM25 ? "BM25 counts"
+                                                                    : "weights");
+                goto done;
+            }
+        }
+    if (has_sparse && !s.o.sparse) {
+        st = tt_err(TT_EINVAL, "the index %s has sparse postings: the documents to add need "
+                    "theirs too (--bm25 or --sparse)", dir);
+        goto done;
+    }
+    if (!has_sparse && s.o.sparse) {
+        st = tt_err(TT_EINVAL, "the index %s has no sparse postings; sparse vectors can only "
+                    "be added to an index built with them", dir);
+        goto done;
+    }
+    if (s.o.sparse && (st = tt_build_check_sparse(s.o.sparse, in, true)))
+        goto done;
     /* Ids: the input's, each new to the index unless it replaces (upsert); or made. */
     next_auto = s.man.next_auto_id;
     if (in->ids_blob) {
@@ -151,7 +181,8 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     tt_input *seg_in = pool ? tt_pooled_input(pool) : in;
     tt_store_builder(&s, cb, seg_in, &bo, &b);
     b.measure = 1;
-    if ((st = tt_build_codebook_from(&b, cb)) || (st = tt_build_segment(&b)))
+    if ((st = tt_build_codebook_from(&b, cb)) || (st = tt_build_segment(&b)) ||
+        (s.o.sparse && (st = tt_build_write_sparse(&b, s.o.sparse))))
         goto done;
 
     /* The next generation: the current one, the new segment, the replaced documents. */

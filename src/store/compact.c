@@ -428,6 +428,8 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
             (st = tt_build_write_ivf(&b)) || (st = tt_build_segment_tables(&b)))
             goto done;
     }
+    if ((st = tt_store_compact_sparse(&s, &b)))
+        goto done;
     for (uint32_t i = 0; i < b.man.n && !st; i++)
         st = tt_manifest_add(&next, &b.man.e[i]);
     tt_manifest_segment seg = {.id = s.gen, .num_docs = l.ndocs, .num_vectors = l.nvecs};

@@ -79,6 +79,9 @@ int tt_store_end(tt_store *s, int st);
  * memory, progress and cancel; files g<gen>.* in the index. */
 void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_options *bo,
                       builder *b);
+/* compact_sparse.c: the live documents' sparse postings of every segment merged into
+ * the new segment's sparse.tt (nothing when the index has none). */
+int tt_store_compact_sparse(tt_store *s, builder *b);
 /* Progress and the cancel flag, as tt_build_progress. */
 int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t total);
 

@@ -25,6 +25,16 @@ with different prompts can be told apart.
 The input/position/selection logic lives in DiffRetrieverLogic, independent of
 transformers, and is tested with a tiny randomly initialised stand-in model
 (tools/encoders/test_encoders.py).
+
+SPARSE (--sparse, protocol 2): DiffRetriever's sparse representation -- the language-
+model logits at the K masked positions, max-pooled over the positions, kept only for
+vocabulary entries that are lowercase content words (PromptReps' filter: the token,
+without its word-start marker, is all lowercase letters, at least 2 of them, and not a
+stop word), weighted log(1 + relu(logit)), the `--sparse-top` heaviest kept (a term
+several tokens spell takes its largest weight). tartan indexes them as quantized
+weights and scores s_q . s_p (doc/search.md, "Hybrid retrieval"); `tartan search
+--mode hybrid` fuses them with the dense MaxSim as the paper's Eq. 3-4. The selection
+is sparse_terms() below (numpy only, tested in tests/cli_hybrid.sh).
 """
 
 import hashlib
@@ -50,6 +60,42 @@ FAMILIES = {
 }
 
 _SENTINEL = "\u2063TARTAN_TEXT\u2063"
+
+# PromptReps-style filter: English stop words never become sparse terms.
+STOPWORDS = frozenset("""a about above after again against all am an and any are as at be
+because been before being below between both but by can did do does doing down during each
+few for from further had has have having he her here hers herself him himself his how i if
+in into is it its itself just me more most my myself no nor not now of off on once only or
+other our ours ourselves out over own same she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up very
+was we were what when where which while who whom why will with you your yours yourself
+yourselves""".split())
+
+
+def content_word(token):
+    """The word a vocabulary entry spells if it is a lowercase content word, else None
+    (word-start markers of SentencePiece and byte-level BPE are stripped)."""
+    w = token.lstrip("\u2581\u0120 ")
+    if len(w) < 2 or not (w.isascii() and w.isalpha() and w.islower()) or w in STOPWORDS:
+        return None
+    return w
+
+
+def sparse_terms(logits, vocab_words, top=128):
+    """{word: weight} from the logits at the K masked positions ([K, V] numpy): max over
+    the positions, log(1 + relu(.)), only entries with a word (vocab_words[v] not None),
+    the `top` heaviest positive ones."""
+    import numpy as np
+    pooled = np.asarray(logits, dtype=np.float64).max(axis=0)
+    w = np.log1p(np.maximum(pooled, 0.0))
+    out = {}
+    for v in np.argsort(-w, kind="stable"):
+        if w[v] <= 0 or len(out) >= top:
+            break
+        word = vocab_words[v]
+        if word is not None and word not in out:
+            out[word] = float(w[v])
+    return out
 
 
 def split_template(template, k):
@@ -147,6 +193,11 @@ def main():
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default=None)
     p.add_argument("--f16", action="store_true", help="send float16 (only with normalising)")
+    p.add_argument("--sparse", action="store_true",
+                   help="also send the sparse vector of the masked positions' logits "
+                        "(protocol 2)")
+    p.add_argument("--sparse-top", type=int, default=128,
+                   help="terms kept per text by --sparse (default 128)")
     args = p.parse_args()
     fam = FAMILIES[args.family]
     query = args.mode == "query"
@@ -180,6 +231,8 @@ def main():
     def tokenize(texts):
         return tok(texts, add_special_tokens=False)["input_ids"]
 
+    last_logits = {}
+
     def model(ids, att):
         ids, att = ids.to(device), att.to(device)
         if fam["padded_batches"]:
@@ -189,17 +242,37 @@ def main():
             out = lm(input_ids=ids, attention_mask=att4, output_hidden_states=True)
         else:
             out = lm(input_ids=ids, output_hidden_states=True)
+        if args.sparse:  # the LM head's logits, for the masked positions' sparse vector
+            logits = getattr(out, "logits", None)
+            if logits is None:
+                logits = lm.get_output_embeddings()(out.hidden_states[-1])
+            last_logits["v"] = logits
         return out.hidden_states[args.layer]
 
     logic = DiffRetrieverLogic(tokenize, model, mask_id, pad_id, k, prefix_ids, suffix_ids,
                                max_text_tokens=args.max_text_tokens,
                                padded_batches=fam["padded_batches"], normalize=not args.raw)
     hidden = lm.config.hidden_size
-    desc = ("diffretriever family=%s model=%s K=%d layer=%d prompt=%s%s%s"
+    desc = ("diffretriever family=%s model=%s K=%d layer=%d prompt=%s%s%s%s"
             % (args.family, model_name, k, args.layer, template_hash(template),
-               " chat" if args.chat_template else "", " raw" if args.raw else ""))
-    tp.serve(logic.encode, hidden, dtype="f16" if args.f16 else "f32", max_vectors=k,
-             description=desc, batch_size=args.batch_size)
+               " chat" if args.chat_template else "", " raw" if args.raw else "",
+               " sparse=promptreps-top%d" % args.sparse_top if args.sparse else ""))
+    encode = logic.encode
+    if args.sparse:
+        vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
+        words = [content_word(t) if isinstance(t, str) else None for t in vocab]
+
+        def encode(texts):  # noqa: F811 - the sparse variant
+            # one text per forward pass, so the logits at its K masks are known
+            out = []
+            for t in texts:
+                seq = logic.sequence(logic.tokenize([t])[0])
+                vecs = logic._run([seq])[0]
+                lg = last_logits["v"][0, len(seq) - k:len(seq)].float().cpu().numpy()
+                out.append((vecs, sparse_terms(lg[:, :len(words)], words, args.sparse_top)))
+            return out
+    tp.serve(encode, hidden, dtype="f16" if args.f16 else "f32", max_vectors=k,
+             description=desc, batch_size=args.batch_size, sparse=args.sparse)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""The tartan encoder protocol, version 1 (doc/encoder-protocol.md), for Python encoders.
+"""The tartan encoder protocol, versions 1 and 2 (doc/encoder-protocol.md), for Python
+encoders. Version 2 adds a sparse part (term -> weight) to every reply: pass
+serve(..., sparse=True) and let encode_batch return (vectors, {term: weight}) pairs.
 
 An encoder built on this module only supplies a function that turns a batch of texts into
 a list of [n_i, dim] arrays; serve() does the rest:
@@ -27,6 +29,9 @@ VERSION = 1
 MAGIC = b"TARTAN-ENCODER"
 TAG_VECS = b"VECS"
 TAG_DONE = b"DONE"
+TAG_SPRS = b"SPRS"
+MAX_TERMS = 65536
+MAX_TERM = 256
 MAX_ID = 4096
 MAX_TEXT = 64 << 20
 MAX_DIM = 65536
@@ -91,7 +96,7 @@ def read_batch(stream, batch_size):
     return batch
 
 
-def hello_line(dim, dtype="f32", max_vectors=0, description=""):
+def hello_line(dim, dtype="f32", max_vectors=0, description="", version=VERSION):
     if not 1 <= dim <= MAX_DIM:
         raise ValueError("dim must be 1..%d" % MAX_DIM)
     if dtype not in ("f32", "f16"):
@@ -99,8 +104,28 @@ def hello_line(dim, dtype="f32", max_vectors=0, description=""):
     if not 0 <= max_vectors <= MAX_VECTORS:
         raise ValueError("max_vectors must be 0..%d" % MAX_VECTORS)
     desc = " ".join(str(description).split())  # no control characters or newlines
-    return b"%s %d %d %s %d %s\n" % (MAGIC, VERSION, dim, dtype.encode(), max_vectors,
+    if version not in (1, 2):
+        raise ValueError("protocol version must be 1 or 2")
+    return b"%s %d %d %s %d %s\n" % (MAGIC, version, dim, dtype.encode(), max_vectors,
                                      desc.encode("utf-8"))
+
+
+def sparse_bytes(rid, terms):
+    """The sparse part (protocol 2) of record rid: terms maps str -> weight (finite,
+    >= 0; zeros are sent and dropped by tartan), each term 1..256 bytes of UTF-8."""
+    import math
+    if len(terms) > MAX_TERMS:
+        raise ProtocolError("record %r: %d sparse terms, more than %d" % (rid, len(terms), MAX_TERMS))
+    parts = [TAG_SPRS, struct.pack("<I", len(terms))]
+    for t, w in terms.items():
+        b = t.encode("utf-8") if isinstance(t, str) else bytes(t)
+        w = float(w)
+        if not 1 <= len(b) <= MAX_TERM:
+            raise ProtocolError("record %r: sparse term %r is not 1..%d bytes" % (rid, t, MAX_TERM))
+        if not math.isfinite(w) or w < 0:
+            raise ProtocolError("record %r: sparse term %r has weight %r (finite, >= 0)" % (rid, t, w))
+        parts += [struct.pack("<I", len(b)), b, struct.pack("<f", w)]
+    return b"".join(parts)
 
 
 def _as_array(vectors):
@@ -137,18 +162,20 @@ def done_bytes(count):
 
 
 def serve(encode_batch, dim, dtype="f32", max_vectors=0, description="", batch_size=32,
-          stdin=None, stdout=None):
+          stdin=None, stdout=None, sparse=False):
     """Runs one protocol session; returns the number of records answered.
 
     encode_batch(texts) gets a list of str and returns a list (same length) of
-    [n_i, dim] arrays or tensors. stdin/stdout default to the process's binary streams.
+    [n_i, dim] arrays or tensors; with sparse=True (protocol 2) a list of
+    (vectors, {term: weight}) pairs. stdin/stdout default to the process's binary
+    streams.
     """
     if stdout is None:
         stdout = sys.stdout.buffer
         sys.stdout = sys.stderr  # stray prints must not reach the protocol stream
     if stdin is None:
         stdin = sys.stdin.buffer
-    stdout.write(hello_line(dim, dtype, max_vectors, description))
+    stdout.write(hello_line(dim, dtype, max_vectors, description, 2 if sparse else 1))
     stdout.flush()
     count = 0
     while True:
@@ -158,8 +185,13 @@ def serve(encode_batch, dim, dtype="f32", max_vectors=0, description="", batch_s
             if len(results) != len(batch):
                 raise ProtocolError("encode_batch returned %d results for %d texts"
                                     % (len(results), len(batch)))
-            for (rid, _), vecs in zip(batch, results):
-                stdout.write(reply_bytes(rid, vecs, dim, dtype, max_vectors))
+            for (rid, _), res in zip(batch, results):
+                if sparse:
+                    vecs, terms = res
+                    stdout.write(reply_bytes(rid, vecs, dim, dtype, max_vectors))
+                    stdout.write(sparse_bytes(rid, terms))
+                else:
+                    stdout.write(reply_bytes(rid, res, dim, dtype, max_vectors))
                 count += 1
             stdout.flush()
         if len(batch) < batch_size:
@@ -194,4 +226,5 @@ def l2_normalize_rows(a, eps=1e-12):
 
 
 __all__ = ["ProtocolError", "argument_parser", "read_record", "read_batch", "hello_line",
-           "reply_bytes", "done_bytes", "serve", "main_guard", "l2_normalize_rows"]
+           "reply_bytes", "sparse_bytes", "done_bytes", "serve", "main_guard",
+           "l2_normalize_rows"]

@@ -1,0 +1,574 @@
+/* Sparse postings, sparse search and fusion (src/sparse/, src/search/sparse_search.c):
+ * block-max MaxScore against the brute force on random data with skewed lists and many
+ * ties; the file's validation; BM25 through add, delete and compact against a fresh
+ * build of the live documents; fusion on hand-worked cases; bad input. */
+#include "testutil.h"
+
+#include "index/index.h"
+#include "sparse/sparse.h"
+
+#define DIM 8
+
+/* A random set: terms "t<i>" drawn with Zipf-like skew (term i with weight 1/(i+1)), so
+ * a few lists are long and most short; values small integers (BM25: counts; weights:
+ * a few distinct values, so quantized scores tie often). */
+static tt_sparse_set *random_set(int kind, uint64_t ndocs, uint32_t vocab, uint64_t seed,
+                                 const char *id_prefix) {
+    tt_sparse_set *s;
+    ck_assert_int_eq(tt_sparse_set_new(&s, kind), TT_OK);
+    tt_rng r;
+    tt_rng_seed(&r, seed);
+    double H = 0;
+    for (uint32_t i = 0; i < vocab; i++)
+        H += 1.0 / (i + 1);
+    char names[64][16];
+    const char *tp[64];
+    size_t tl[64];
+    float w[64];
+    for (uint64_t d = 0; d < ndocs; d++) {
+        uint32_t nt = (uint32_t)tt_rng_below(&r, 40);
+        for (uint32_t j = 0; j < nt; j++) {
+            double u = tt_rng_uniform(&r) * H, acc = 0;
+            uint32_t t = 0;
+            while (t + 1 < vocab && (acc += 1.0 / (t + 1)) < u)
+                t++;
+            snprintf(names[j], sizeof names[j], "t%u", t);
+            tp[j] = names[j];
+            tl[j] = strlen(names[j]);
+            w[j] = kind == TT_SPARSE_KIND_BM25 ? (float)(1 + tt_rng_below(&r, 3))
+                                               : (float)(1 + tt_rng_below(&r, 4)) * 0.25f;
+        }
+        char id[32];
+        snprintf(id, sizeof id, "%s%llu", id_prefix, (unsigned long long)d);
+        uint32_t len = kind == TT_SPARSE_KIND_BM25 ? nt * 2 + (uint32_t)tt_rng_below(&r, 50) : 0;
+        ck_assert_msg(tt_sparse_set_append(s, id, strlen(id), nt, tp, tl, w, len, "test") == TT_OK,
+                      "%s", tt_last_error());
+    }
+    return s;
+}
+
+static tt_sparse_set *random_queries(uint32_t n, uint32_t vocab, uint64_t seed) {
+    tt_sparse_set *s;
+    ck_assert_int_eq(tt_sparse_set_new(&s, TT_SPARSE_KIND_WEIGHTS), TT_OK);
+    tt_rng r;
+    tt_rng_seed(&r, seed);
+    char names[64][16];
+    const char *tp[64];
+    size_t tl[64];
+    float w[64];
+    for (uint32_t q = 0; q < n; q++) {
+        uint32_t nt = 1 + (uint32_t)tt_rng_below(&r, 12);
+        for (uint32_t j = 0; j < nt; j++) {
+            /* common and rare terms, and some no document has */
+            uint32_t t = (uint32_t)tt_rng_below(&r, vocab + vocab / 8);
+            snprintf(names[j], sizeof names[j], "t%u", t);
+            tp[j] = names[j];
+            tl[j] = strlen(names[j]);
+            w[j] = (float)(1 + tt_rng_below(&r, 3)) * 0.5f;
+        }
+        char id[16];
+        snprintf(id, sizeof id, "q%u", q);
+        ck_assert_int_eq(tt_sparse_set_append(s, id, strlen(id), nt, tp, tl, w, 0, "q"), TT_OK);
+    }
+    return s;
+}
+
+/* Builds the segment's postings in memory and checks every query and k in MaxScore
+ * against the brute force: the same rows, the same scores bit for bit. */
+START_TEST(topk_equals_brute_force) {
+    const int kind = _i & 1 ? TT_SPARSE_KIND_WEIGHTS : TT_SPARSE_KIND_BM25;
+    const uint64_t D = 3000;
+    const uint32_t V = 400;
+    tt_sparse_set *docs = random_set(kind, D, V, 1000 + (uint64_t)_i, "d");
+    tt_sparse_set *qs = random_queries(40, V, 77 + (uint64_t)_i);
+    uint8_t *p;
+    uint64_t len, a, b, c;
+    ck_assert_int_eq(tt_sparse_payload(docs, 0, D, &p, &len, &a, &b, &c), TT_OK);
+    tt_sparse_seg seg;
+    ck_assert_msg(tt_sparse_seg_parse(&seg, p, len, a, b, c, "mem") == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(seg.D, D);
+    /* deleted rows: none, or every 7th */
+    uint64_t *dead = calloc(D / 64 + 1, 8);
+    for (uint64_t d = 0; d < D; d += 7)
+        dead[d >> 6] |= 1ull << (d & 63);
+    double total = 0;
+    for (uint64_t d = 0; d < D; d++)
+        total += tt_sparse_seg_len(&seg, d);
+    tt_sparse_scoring sc = {.kind = (uint32_t)kind, .k1 = 0.9, .b = 0.4, .avgdl = total / (double)D};
+    static const uint32_t ks[] = {1, 3, 10, 100, 1000, 5000};
+    tt_sparse_term terms[64];
+    uint64_t decoded = 0, brute_postings = 0;
+    for (uint64_t q = 0; q < qs->n; q++) {
+        uint32_t nq = (uint32_t)(qs->off[q + 1] - qs->off[q]), nt = 0;
+        for (uint32_t i = 0; i < nq; i++) {
+            uint32_t t = qs->term[qs->off[q] + i];
+            int64_t id = tt_sparse_seg_find(&seg, tt_st_str(&qs->terms, t), tt_st_len(&qs->terms, t));
+            if (id < 0)
+                continue;
+            double f = qs->value[qs->off[q] + i] *
+                       (kind == TT_SPARSE_KIND_BM25 ? 1.0 + 0.1 * i
+                                                    : (double)tt_sparse_seg_scale(&seg, (uint64_t)id));
+            terms[nt++] = (tt_sparse_term){.qi = i, .factor = f,
+                                           .first = tt_sparse_seg_first_block(&seg, (uint64_t)id),
+                                           .df = tt_sparse_seg_df(&seg, (uint64_t)id)};
+            brute_postings += tt_sparse_seg_df(&seg, (uint64_t)id);
+        }
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int del = 0; del < 2; del++) {
+                tt_sparse_heap h1, h2;
+                tt_sparse_counts cnt = {0};
+                ck_assert_int_eq(tt_sparse_heap_init(&h1, ks[ki]), TT_OK);
+                ck_assert_int_eq(tt_sparse_heap_init(&h2, ks[ki]), TT_OK);
+                const uint64_t doc0 = 0;
+                ck_assert_int_eq(tt_sparse_seg_topk(&seg, &sc, terms, nt, nq, del ? dead : NULL,
+                                                    doc0, &h1, &cnt), TT_OK);
+                ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, del ? dead : NULL,
+                                                     doc0, &h2), TT_OK);
+                decoded += cnt.postings_decoded;
+                tt_sparse_heap_sort(&h1);
+                tt_sparse_heap_sort(&h2);
+                ck_assert_uint_eq(h1.n, h2.n);
+                for (uint32_t i = 0; i < h1.n; i++) {
+                    ck_assert_msg(h1.row[i] == h2.row[i] && h1.score[i] == h2.score[i],
+                                  "query %llu k %u rank %u: maxscore row %llu %.17g, brute row "
+                                  "%llu %.17g", (unsigned long long)q, ks[ki], i,
+                                  (unsigned long long)h1.row[i], h1.score[i],
+                                  (unsigned long long)h2.row[i], h2.score[i]);
+                    ck_assert(!del || !(dead[h1.row[i] >> 6] >> (h1.row[i] & 63) & 1));
+                    if (i > 0)
+                        ck_assert(h1.score[i - 1] > h1.score[i] ||
+                                  (h1.score[i - 1] == h1.score[i] && h1.row[i - 1] < h1.row[i]));
+                }
+                tt_sparse_heap_free(&h1);
+                tt_sparse_heap_free(&h2);
+            }
+    }
+    /* skipping happened: MaxScore decoded fewer postings than the lists hold */
+    ck_assert_msg(decoded < brute_postings * 12, "decoded %llu of %llu",
+                  (unsigned long long)decoded, (unsigned long long)brute_postings * 12);
+    free(dead);
+    free(p);
+    tt_sparse_set_free(docs);
+    tt_sparse_set_free(qs);
+}
+END_TEST
+
+/* Every single-byte change to a valid payload either still parses or is refused with
+ * TT_ECORRUPT, never read out of bounds (ASan watches). */
+START_TEST(parse_refuses_damage) {
+    tt_sparse_set *docs = random_set(TT_SPARSE_KIND_WEIGHTS, 300, 50, 5, "d");
+    uint8_t *p;
+    uint64_t len, a, b, c;
+    ck_assert_int_eq(tt_sparse_payload(docs, 0, 300, &p, &len, &a, &b, &c), TT_OK);
+    tt_sparse_seg seg;
+    ck_assert_int_eq(tt_sparse_seg_parse(&seg, p, len, a, b, c, "mem"), TT_OK);
+    ck_assert_int_eq(tt_sparse_seg_parse(&seg, p, len - 1, a, b, c, "mem"), TT_ECORRUPT);
+    ck_assert_int_eq(tt_sparse_seg_parse(&seg, p, len, a + 1, b, c, "mem"), TT_ECORRUPT);
+    ck_assert_int_eq(tt_sparse_seg_parse(&seg, p, len, a, b, 3, "mem"), TT_ECORRUPT);
+    uint8_t *q = malloc(len);
+    int refused = 0;
+    for (uint64_t i = 0; i < len; i += 3) {
+        memcpy(q, p, len);
+        q[i] ^= 0x5a;
+        int st = tt_sparse_seg_parse(&seg, q, len, a, b, c, "mem");
+        ck_assert(st == TT_OK || st == TT_ECORRUPT);
+        refused += st != TT_OK;
+    }
+    ck_assert_int_gt(refused, 0);
+    free(q);
+    free(p);
+    tt_sparse_set_free(docs);
+}
+END_TEST
+
+/* ------------------------------------------------------- through an index */
+
+static tt_input *vectors_for(const char *dir, const char *name, uint64_t ndocs, uint64_t seed,
+                             const char *id_prefix) {
+    char v[600], l[600], i[600];
+    snprintf(v, sizeof v, "%s/%s.vectors.npy", dir, name);
+    snprintf(l, sizeof l, "%s/%s.doclens.npy", dir, name);
+    snprintf(i, sizeof i, "%s/%s.ids.txt", dir, name);
+    int64_t *lens = malloc(ndocs * sizeof *lens);
+    uint64_t nv = 0;
+    for (uint64_t d = 0; d < ndocs; d++)
+        nv += (uint64_t)(lens[d] = 2 + (int64_t)(d % 3));
+    float *x = malloc(nv * DIM * sizeof *x);
+    tu_clustered(x, nv, DIM, 8, 0.3f, seed, NULL);
+    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, DIM, x, nv), TT_OK);
+    ck_assert_int_eq(tu_write_npy(l, TT_DT_I64, 0, lens, ndocs), TT_OK);
+    FILE *f = fopen(i, "w");
+    for (uint64_t d = 0; d < ndocs; d++)
+        fprintf(f, "%s%llu\n", id_prefix, (unsigned long long)d);
+    fclose(f);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in;
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, i, NULL), TT_OK);
+    free(lens);
+    free(x);
+    return in;
+}
+
+/* A sparse set holding records [r0, r1) of src, ids kept (what a file of those
+ * documents would give). */
+static tt_sparse_set *subset(const tt_sparse_set *src, const uint8_t *keep, uint64_t r0,
+                             uint64_t r1) {
+    tt_sparse_set *s;
+    ck_assert_int_eq(tt_sparse_set_new(&s, src->kind), TT_OK);
+    const char *tp[256];
+    size_t tl[256];
+    for (uint64_t r = r0; r < r1; r++) {
+        if (keep && !keep[r])
+            continue;
+        uint64_t e0 = src->off[r], n = src->off[r + 1] - e0;
+        ck_assert_uint_le(n, 256);
+        for (uint64_t j = 0; j < n; j++) {
+            tp[j] = tt_st_str(&src->terms, src->term[e0 + j]);
+            tl[j] = tt_st_len(&src->terms, src->term[e0 + j]);
+        }
+        const char *id = tt_st_str(&src->ids, (uint32_t)r);
+        ck_assert_int_eq(tt_sparse_set_append(s, id, strlen(id), (uint32_t)n, tp, tl,
+                                              src->value + e0, src->len[r], "subset"), TT_OK);
+    }
+    return s;
+}
+
+/* Every query: the same ids with the same scores in both indexes (and MaxScore equal to
+ * the brute force in each). */
+static void assert_same_sparse(const char *live, const char *ref, const tt_sparse_set *qs,
+                               const char *when) {
+    tt_index *a, *b;
+    ck_assert_msg(tt_index_open(&a, live, NULL) == TT_OK, "%s: %s", when, tt_last_error());
+    ck_assert_int_eq(tt_index_open(&b, ref, NULL), TT_OK);
+    ck_assert_int_eq(tt_index_sparse_kind(a), TT_SPARSE_BM25);
+    tt_sparse_options so, bf;
+    tt_sparse_options_init(&so);
+    tt_sparse_options_init(&bf);
+    bf.brute_force = 1;
+    tt_hit ha[50], hb[50], hc[50];
+    uint32_t na, nb, nc;
+    for (uint64_t q = 0; q < qs->n; q++) {
+        ck_assert_int_eq(tt_sparse_search(a, qs, q, 50, &so, ha, &na), TT_OK);
+        ck_assert_int_eq(tt_sparse_search(b, qs, q, 50, &so, hb, &nb), TT_OK);
+        ck_assert_int_eq(tt_sparse_search(a, qs, q, 50, &bf, hc, &nc), TT_OK);
+        ck_assert_msg(na == nb && na == nc, "%s: query %llu: %u / %u / %u hits", when,
+                      (unsigned long long)q, na, nb, nc);
+        for (uint32_t i = 0; i < na; i++) {
+            size_t la, lb;
+            const char *ia = tt_index_doc_id(a, ha[i].doc, &la);
+            const char *ib = tt_index_doc_id(b, hb[i].doc, &lb);
+            ck_assert_msg(la == lb && !memcmp(ia, ib, la) && ha[i].score == hb[i].score,
+                          "%s: query %llu rank %u: %.*s %.9g vs %.*s %.9g", when,
+                          (unsigned long long)q, i, (int)la, ia, (double)ha[i].score, (int)lb,
+                          ib, (double)hb[i].score);
+            ck_assert(ha[i].doc == hc[i].doc && ha[i].score == hc[i].score);
+        }
+    }
+    tt_index_close(a);
+    tt_index_close(b);
+}
+
+START_TEST(bm25_through_add_delete_compact) {
+    char *dir = tu_tmpdir();
+    char live[600], ref[600];
+    snprintf(live, sizeof live, "%s/live", dir);
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    const uint64_t n1 = 300, n2 = 200;
+    /* one collection of n1 + n2 documents: ids d0.., the first n1 built, the rest added */
+    tt_sparse_set *all = random_set(TT_SPARSE_KIND_BM25, n1 + n2, 120, 9, "d");
+    tt_sparse_set *qs = random_queries(25, 120, 10);
+    tt_input *in_all = vectors_for(dir, "all", n1 + n2, 3, "d");
+    tt_input *in1 = vectors_for(dir, "one", n1, 3, "d");
+    /* the second part's vectors: the same as the whole's rows n1.. is not needed, since
+     * only sparse results are compared; its ids must be d<n1>.. */
+    char v[600], l[600], i[600];
+    snprintf(v, sizeof v, "%s/two.vectors.npy", dir);
+    snprintf(l, sizeof l, "%s/two.doclens.npy", dir);
+    snprintf(i, sizeof i, "%s/two.ids.txt", dir);
+    tt_input *tmp = vectors_for(dir, "two", n2, 4, "x");
+    tt_input_free(tmp);
+    FILE *f = fopen(i, "w");
+    for (uint64_t d = n1; d < n1 + n2; d++)
+        fprintf(f, "d%llu\n", (unsigned long long)d);
+    fclose(f);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in2;
+    ck_assert_int_eq(tt_input_open(&in2, 1, vp, lp, i, NULL), TT_OK);
+
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.memory_bytes = 128ull << 20;
+    o.num_centroids = 8;
+    tt_sparse_set *s1 = subset(all, NULL, 0, n1), *s2 = subset(all, NULL, n1, n1 + n2);
+    o.sparse = s1;
+    ck_assert_msg(tt_build(live, in1, &o, NULL) == TT_OK, "%s", tt_last_error());
+    /* add without sparse vectors: refused, the index as it was */
+    tt_change_options co;
+    tt_change_options_init(&co);
+    ck_assert_int_eq(tt_index_add(live, in2, &co, NULL), TT_EINVAL);
+    /* a set of another length: refused */
+    co.sparse = s1;
+    ck_assert_int_eq(tt_index_add(live, in2, &co, NULL), TT_EDIM);
+    co.sparse = s2;
+    ck_assert_msg(tt_index_add(live, in2, &co, NULL) == TT_OK, "%s", tt_last_error());
+    o.sparse = all;
+    ck_assert_int_eq(tt_build(ref, in_all, &o, NULL), TT_OK);
+    assert_same_sparse(live, ref, qs, "after add");
+
+    /* delete every 5th document (both parts); the reference is built from the rest */
+    uint8_t *keep = malloc(n1 + n2);
+    const char *del[200];
+    char names[200][16];
+    size_t nd = 0;
+    for (uint64_t d = 0; d < n1 + n2; d++) {
+        keep[d] = d % 5 != 2;
+        if (!keep[d]) {
+            snprintf(names[nd], sizeof names[nd], "d%llu", (unsigned long long)d);
+            del[nd] = names[nd];
+            nd++;
+        }
+    }
+    co.sparse = NULL;
+    ck_assert_int_eq(tt_index_delete(live, del, nd, &co, NULL), TT_OK);
+    tt_sparse_set *kept = subset(all, keep, 0, n1 + n2);
+    /* the reference's dense vectors: any with the kept ids */
+    snprintf(v, sizeof v, "%s/kept", dir);
+    tt_input *in_kept = vectors_for(dir, "kept", kept->n, 5, "tmp");
+    tt_input_free(in_kept);
+    snprintf(i, sizeof i, "%s/kept.ids.txt", dir);
+    f = fopen(i, "w");
+    for (uint64_t r = 0; r < kept->n; r++)
+        fprintf(f, "%s\n", tt_st_str(&kept->ids, (uint32_t)r));
+    fclose(f);
+    char v2[600], l2[600];
+    snprintf(v2, sizeof v2, "%s/kept.vectors.npy", dir);
+    snprintf(l2, sizeof l2, "%s/kept.doclens.npy", dir);
+    const char *vp2[] = {v2}, *lp2[] = {l2};
+    ck_assert_int_eq(tt_input_open(&in_kept, 1, vp2, lp2, i, NULL), TT_OK);
+    o.sparse = kept;
+    o.force = 1;
+    ck_assert_int_eq(tt_build(ref, in_kept, &o, NULL), TT_OK);
+    assert_same_sparse(live, ref, qs, "after delete");
+    ck_assert_int_eq(tt_index_compact(live, NULL, NULL), TT_OK);
+    assert_same_sparse(live, ref, qs, "after compact");
+    ck_assert_int_eq(tt_index_verify(live, NULL, NULL), TT_OK);
+    /* compacted: the same rows, so the same sparse.tt as the fresh build */
+    tt_index *a, *b;
+    ck_assert_int_eq(tt_index_open(&a, live, NULL), TT_OK);
+    ck_assert_int_eq(tt_index_open(&b, ref, NULL), TT_OK);
+    ck_assert_uint_eq(a->seg[0].f_sparse.h.payload_bytes, b->seg[0].f_sparse.h.payload_bytes);
+    ck_assert(!memcmp(a->seg[0].f_sparse.payload, b->seg[0].f_sparse.payload,
+                      a->seg[0].f_sparse.h.payload_bytes));
+    tt_index_close(a);
+    tt_index_close(b);
+
+    free(keep);
+    tt_sparse_set_free(all);
+    tt_sparse_set_free(qs);
+    tt_sparse_set_free(s1);
+    tt_sparse_set_free(s2);
+    tt_sparse_set_free(kept);
+    tt_input_free(in_all);
+    tt_input_free(in1);
+    tt_input_free(in2);
+    tt_input_free(in_kept);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* BM25 by hand: two documents, one query term. */
+START_TEST(bm25_hand_worked) {
+    char *dir = tu_tmpdir();
+    char corpus[600], idx[600];
+    snprintf(corpus, sizeof corpus, "%s/corpus.jsonl", dir);
+    snprintf(idx, sizeof idx, "%s/idx", dir);
+    const char *text = "{\"_id\": \"a\", \"title\": \"Cats\", \"text\": \"cats and dogs\"}\n"
+                       "{\"_id\": \"b\", \"text\": \"dogs, DOGS; dogs-2\"}\n"
+                       "{\"_id\": \"c\", \"text\": \"birds\"}\n";
+    ck_assert_int_eq(tu_write_file(corpus, text, strlen(text)), 0);
+    tt_sparse_set *docs;
+    ck_assert_int_eq(tt_sparse_set_load_text(&docs, corpus, 0), TT_OK);
+    ck_assert_uint_eq(docs->n, 3);
+    ck_assert_uint_eq(docs->len[0], 4); /* cats cats and dogs */
+    ck_assert_uint_eq(docs->len[1], 4); /* dogs dogs dogs 2 */
+    tt_input *in = vectors_for(dir, "v", 3, 1, "x");
+    tt_input_free(in);
+    char i[600], v[600], l[600];
+    snprintf(i, sizeof i, "%s/v.ids.txt", dir);
+    ck_assert_int_eq(tu_write_file(i, "a\nb\nc\n", 6), 0);
+    snprintf(v, sizeof v, "%s/v.vectors.npy", dir);
+    snprintf(l, sizeof l, "%s/v.doclens.npy", dir);
+    const char *vp[] = {v}, *lp[] = {l};
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, i, NULL), TT_OK);
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 1;
+    o.memory_bytes = 128ull << 20;
+    o.num_centroids = 2;
+    o.sparse = docs;
+    ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
+    tt_index *x;
+    ck_assert_int_eq(tt_index_open(&x, idx, NULL), TT_OK);
+    char qf[600];
+    snprintf(qf, sizeof qf, "%s/q.tsv", dir);
+    ck_assert_int_eq(tu_write_file(qf, "q1\tDogs\nq2\tfish\n", 16), 0);
+    tt_sparse_set *qs;
+    ck_assert_int_eq(tt_sparse_set_load_text(&qs, qf, 1), TT_OK);
+    tt_hit h[5];
+    uint32_t n;
+    ck_assert_int_eq(tt_sparse_search(x, qs, 0, 5, NULL, h, &n), TT_OK);
+    ck_assert_uint_eq(n, 2);
+    /* N = 3, df = 2, avgdl = (4 + 4 + 1) / 3 = 3 */
+    double idf = log(1 + (3 - 2 + 0.5) / (2 + 0.5));
+    double nb = 0.9 * (1 - 0.4 + 0.4 * 4 / 3.0);
+    double sb = idf * 3 * 1.9 / (3 + nb), sa = idf * 1 * 1.9 / (1 + nb);
+    ck_assert_uint_eq(h[0].doc, 1);
+    ck_assert_uint_eq(h[1].doc, 0);
+    ck_assert_float_eq_tol(h[0].score, sb, 1e-6);
+    ck_assert_float_eq_tol(h[1].score, sa, 1e-6);
+    /* a query with no known term: no hits, no error */
+    ck_assert_int_eq(tt_sparse_search(x, qs, 1, 5, NULL, h, &n), TT_OK);
+    ck_assert_uint_eq(n, 0);
+    tt_index_close(x);
+    tt_sparse_set_free(docs);
+    tt_sparse_set_free(qs);
+    tt_input_free(in);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ fusion */
+
+START_TEST(fusion_hand_worked) {
+    tt_fusion_options fo;
+    tt_fusion_options_init(&fo);
+    tt_hit out[10];
+    uint32_t n;
+    /* dense: 1 (10), 2 (6), 3 (2); sparse: 3 (5), 4 (3), 1 (1) */
+    tt_hit a[] = {{1, 10}, {2, 6}, {3, 2}}, b[] = {{3, 5}, {4, 3}, {1, 1}};
+    ck_assert_int_eq(tt_fuse(a, 3, b, 3, &fo, 10, out, &n), TT_OK);
+    ck_assert_uint_eq(n, 4);
+    /* a': 1, .5, 0; b': 1, .5, 0 -> 1: .5, 2: .25, 3: .5, 4: .25; ties by row */
+    ck_assert_uint_eq(out[0].doc, 1);
+    ck_assert_uint_eq(out[1].doc, 3);
+    ck_assert_uint_eq(out[2].doc, 2);
+    ck_assert_uint_eq(out[3].doc, 4);
+    ck_assert_float_eq(out[0].score, 0.5f);
+    ck_assert_float_eq(out[2].score, 0.25f);
+    /* alpha 0.75 */
+    fo.alpha = 0.75;
+    ck_assert_int_eq(tt_fuse(a, 3, b, 3, &fo, 2, out, &n), TT_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(out[0].doc, 1); /* .75 */
+    ck_assert_uint_eq(out[1].doc, 2); /* .375 vs 3: .25 */
+    ck_assert_float_eq(out[1].score, 0.375f);
+    /* a constant list (min = max): every document 1 */
+    fo.alpha = 0.5;
+    tt_hit c[] = {{7, 4}, {8, 4}};
+    ck_assert_int_eq(tt_fuse(c, 2, b, 3, &fo, 10, out, &n), TT_OK);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_uint_eq(out[0].doc, 3); /* 0 + .5 * 1 = .5; 7, 8: .5 too: row 3 first */
+    ck_assert_uint_eq(out[1].doc, 7);
+    ck_assert_uint_eq(out[2].doc, 8);
+    ck_assert_float_eq(out[1].score, 0.5f);
+    ck_assert_uint_eq(out[3].doc, 4);
+    ck_assert_float_eq(out[3].score, 0.25f);
+    /* an empty second list: the first alone, scaled by alpha */
+    ck_assert_int_eq(tt_fuse(a, 3, NULL, 0, &fo, 10, out, &n), TT_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_float_eq(out[0].score, 0.5f);
+    /* depth: only the top 2 of each list; normalised within them */
+    fo.depth = 2;
+    ck_assert_int_eq(tt_fuse(a, 3, b, 3, &fo, 10, out, &n), TT_OK);
+    ck_assert_uint_eq(n, 4); /* 1, 2 from a; 3, 4 from b */
+    ck_assert_uint_eq(out[0].doc, 1);
+    ck_assert_uint_eq(out[1].doc, 3);
+    ck_assert_float_eq(out[2].score, 0.0f);
+    /* RRF: 1/(60 + rank) summed */
+    fo.depth = 1000;
+    fo.method = TT_FUSION_RRF;
+    ck_assert_int_eq(tt_fuse(a, 3, b, 3, &fo, 10, out, &n), TT_OK);
+    ck_assert_uint_eq(out[0].doc, 1); /* 1/61 + 1/63 */
+    ck_assert_uint_eq(out[1].doc, 3); /* 1/63 + 1/61: equal, row 3 after 1 */
+    ck_assert_float_eq_tol(out[0].score, 1.0 / 61 + 1.0 / 63, 1e-7);
+    ck_assert_uint_eq(out[2].doc, 2); /* 1/62 vs 4: 1/62: tie, row 2 first */
+    ck_assert_uint_eq(out[3].doc, 4);
+    /* bad options */
+    fo.alpha = 1.5;
+    ck_assert_int_eq(tt_fuse(a, 3, b, 3, &fo, 10, out, &n), TT_EINVAL);
+    fo.alpha = 0.5;
+    tt_hit bad[] = {{1, NAN}};
+    ck_assert_int_eq(tt_fuse(bad, 1, b, 3, &fo, 10, out, &n), TT_EVALUE);
+}
+END_TEST
+
+/* ------------------------------------------------------------- bad input */
+
+static int load_jsonl_text(const char *dir, const char *text, tt_sparse_set **s) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/s.jsonl", dir);
+    ck_assert_int_eq(tu_write_file(p, text, strlen(text)), 0);
+    return tt_sparse_set_load_jsonl(s, p);
+}
+
+START_TEST(jsonl_input) {
+    char *dir = tu_tmpdir();
+    tt_sparse_set *s = NULL;
+    ck_assert_int_eq(load_jsonl_text(dir, "{\"id\": \"a\", \"terms\": {\"x\": 1.5, \"y\": 0, "
+                                          "\"x\": 0.5, \"caf\\u00e9\": 2}, \"other\": [1, {}]}\n\n"
+                                          "{\"terms\": {}, \"_id\": \"b\"}\n", &s), TT_OK);
+    ck_assert_uint_eq(s->n, 2);
+    ck_assert_uint_eq(s->off[1], 2); /* x (2.0 = 1.5 + 0.5) and café; y's 0 dropped */
+    ck_assert_uint_eq(s->off[2], 2);
+    tt_sparse_set_free(s);
+    static const struct {
+        const char *text;
+        int st;
+    } bad[] = {
+        {"{\"id\": \"a\", \"terms\": {\"x\": NaN}}\n", TT_EPARSE},
+        {"{\"id\": \"a\", \"terms\": {\"x\": -Infinity}}\n", TT_EPARSE},
+        {"{\"id\": \"a\", \"terms\": {\"x\": 1e999}}\n", TT_EVALUE},
+        {"{\"id\": \"a\", \"terms\": {\"x\": -1}}\n", TT_EVALUE},
+        {"{\"id\": \"a\", \"terms\": {\"x\": 3e38, \"x\": 3e38}}\n", TT_EVALUE},
+        {"{\"id\": \"a\", \"terms\": {\"\": 1}}\n", TT_EVALUE},
+        {"{\"id\": \"a\", \"terms\": [1]}\n", TT_EPARSE},
+        {"{\"id\": \"a\"}\n", TT_EPARSE},
+        {"{\"id\": \"a\", \"terms\": {}}\n{\"id\": \"a\", \"terms\": {}}\n", TT_EVALUE},
+        {"{\"id\": \"a b\", \"terms\": {}}\n", TT_EVALUE},
+        {"{\"id\": \"a\", \"terms\": {\"x\": 1}", TT_EPARSE},
+        {"\n\n", TT_EFORMAT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = NULL;
+        int st = load_jsonl_text(dir, bad[i].text, &s);
+        ck_assert_msg(st == bad[i].st, "case %zu: %d (%s)", i, st, tt_last_error());
+        ck_assert_ptr_null(s);
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), "s.jsonl"));
+    }
+    /* a corpus without text cannot give BM25 counts */
+    char p[600];
+    snprintf(p, sizeof p, "%s/c.jsonl", dir);
+    const char *notext = "{\"_id\": \"a\", \"title\": \"t\"}\n";
+    ck_assert_int_eq(tu_write_file(p, notext, strlen(notext)), 0);
+    ck_assert_int_eq(tt_sparse_set_load_text(&s, p, 0), TT_EPARSE);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("sparse");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, topk_equals_brute_force, 0, 4);
+    tcase_add_test(tc, parse_refuses_damage);
+    tcase_add_test(tc, bm25_hand_worked);
+    tcase_add_test(tc, bm25_through_add_delete_compact);
+    tcase_add_test(tc, fusion_hand_worked);
+    tcase_add_test(tc, jsonl_input);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

@@ -1,0 +1,27 @@
+/* The sparse vectors of `tartan build` and `tartan add`: BM25 counts of the documents'
+ * texts (--bm25, with --corpus or --text), or precomputed weights (--sparse FILE). */
+#include "cli.h"
+
+#include <string.h>
+
+int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
+                    const char *corpus, tt_sparse_set **out) {
+    *out = NULL;
+    if (!bm25 && !sparse) {
+        if (text)
+            return cli_usage_error(cmd, "--text goes with --bm25");
+        return CLI_OK;
+    }
+    if (bm25 && sparse)
+        return cli_usage_error(cmd, "--bm25 and --sparse exclude each other");
+    if (sparse && text)
+        return cli_usage_error(cmd, "--text goes with --bm25, not --sparse");
+    if (bm25 && !text)
+        text = corpus;
+    if (bm25 && !text)
+        return cli_usage_error(cmd, "--bm25 needs the documents' texts: --text FILE (BEIR "
+                               "corpus.jsonl or TSV, in the order of the vectors), or "
+                               "--encoder with --corpus");
+    int st = bm25 ? tt_sparse_set_load_text(out, text, 0) : tt_sparse_set_load_jsonl(out, sparse);
+    return st ? cli_fail(cmd, st) : CLI_OK;
+}
