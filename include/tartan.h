@@ -208,6 +208,10 @@ typedef struct tt_build_options {
                                  * input has ids: written as the segment's sparse.tt
                                  * (doc/search.md, "Hybrid retrieval"). Not with shards
                                  * >= 2 or a group yet (TT_EUNSUPPORTED) */
+    const char *metadata;       /* NULL, or a JSON Lines file of document metadata
+                                 * (doc/metadata.md): one object per document, in document
+                                 * order or keyed by "id"; stored in the index as an SQLite
+                                 * database (metadata.tt) for filtered search */
 } tt_build_options;
 
 /* The members of a group build (tt_build_options.group). */
@@ -391,6 +395,9 @@ typedef struct tt_change_options {
                                  * when the index has sparse postings and refused when it
                                  * has none (as tt_build_options.sparse); a compaction
                                  * merges the segments' postings itself */
+    const char *metadata;       /* add: NULL, or a JSON Lines file of the new documents'
+                                 * metadata (as tt_build_options.metadata). Without it, an
+                                 * index that has metadata gets rows of NULLs for them */
 } tt_change_options;
 
 TT_API void tt_change_options_init(tt_change_options *opt);
@@ -471,7 +478,22 @@ typedef struct tt_search_options {
     float rerank_margin; /* ADAPTIVE: standard deviations of the query's stage-3 error
                           * added to its mean when deciding whether a document could
                           * still enter the top k (>= 0; NaN: the default, 1) */
+    /* Appended after rerank (filtered search, doc/search.md "Filters"). */
+    const struct tt_filter *filter; /* NULL, or the allowed rows (a tt_filter over the
+                         * index's num_docs rows, not owned): no other document counts in
+                         * any stage, and a search returns min(k, allowed live) hits */
+    uint64_t filter_direct_max; /* PLAID with a filter: at most this many allowed live
+                         * documents are scored directly (centroid interaction over all of
+                         * them, then decompressed MaxSim over the best) instead of through
+                         * the IVF; 0: the default crossover, sqrt(TT_FILTER_DIRECT_MUL *
+                         * ndocs * live documents) (doc/search.md, "Filters") */
 } tt_search_options;
+
+/* The default crossover of filtered PLAID search: the direct plan costs about the
+ * allowed count A, the IVF plan about the lists probed to find ndocs allowed candidates,
+ * ndocs * live / A; they meet at A = sqrt(TT_FILTER_DIRECT_MUL * ndocs * live), with the
+ * factor measured on 300k documents (doc/benchmarks.md, "Filtered search"). */
+#define TT_FILTER_DIRECT_MUL 2
 
 TT_API void tt_search_options_init(tt_search_options *opt);
 
@@ -721,6 +743,59 @@ TT_API int tt_queries_load(tt_queries **out, const char *path, const char *qlens
  * dimensions when they differ. */
 TT_API int tt_queries_check(const tt_queries *q, const tt_index *idx);
 TT_API void tt_queries_free(tt_queries *q);
+
+/* ------------------------------------------------- metadata and filters */
+
+/* A filter is a set of allowed rows (0-based document rows of one index, as tt_hit.doc
+ * numbers them), a bitmap of num_rows bits: any front end can make one by hand, from
+ * external ids (tt_filter_from_ids) or from SQL over the index's metadata
+ * (tt_metadata_where). A search with tt_search_options.filter returns only live allowed
+ * documents. A filter is only read by searches: one may be shared by threads. */
+typedef struct tt_filter tt_filter;
+
+/* An empty filter over num_rows rows (tt_index_info.num_docs). Errors: TT_EINVAL,
+ * TT_ENOMEM. Free with tt_filter_free. */
+TT_API int tt_filter_new(tt_filter **out, uint64_t num_rows);
+TT_API void tt_filter_free(tt_filter *f);
+/* Allows row. Errors: TT_EINVAL (NULL, row >= num_rows). */
+TT_API int tt_filter_add(tt_filter *f, uint64_t row);
+/* 1 if row is allowed, else 0 (also for NULL or a row out of range). */
+TT_API int tt_filter_has(const tt_filter *f, uint64_t row);
+/* Allowed rows, and the rows the filter is over. */
+TT_API uint64_t tt_filter_count(const tt_filter *f);
+TT_API uint64_t tt_filter_num_rows(const tt_filter *f);
+/* The live documents whose external ids are among ids[0..n) (NUL-terminated; repeats
+ * count once). *unknown (may be NULL) receives the number of distinct ids that name no
+ * live document. Errors: TT_EINVAL, TT_ENOMEM. */
+TT_API int tt_filter_from_ids(const tt_index *idx, const char *const *ids, size_t n,
+                              tt_filter **out, uint64_t *unknown);
+
+/* The metadata of an open index (doc/metadata.md): a read-only SQLite connection over
+ * the snapshot's metadata.tt, table meta (row INTEGER PRIMARY KEY, then one column per
+ * key). One handle per thread; it must be closed before the index. */
+typedef struct tt_metadata tt_metadata;
+
+/* Errors: TT_ENOTFOUND (the index has no metadata), TT_ECORRUPT, TT_ENOMEM. */
+TT_API int tt_metadata_open(const tt_index *idx, tt_metadata **out);
+TT_API void tt_metadata_close(tt_metadata *m);
+/* Columns, in the order they first appeared; type is "integer", "real", "text",
+ * "boolean" or "null" (only nulls so far). Pointers live until tt_metadata_close; NULL
+ * when i is out of range. */
+TT_API size_t tt_metadata_num_columns(const tt_metadata *m);
+TT_API const char *tt_metadata_column(const tt_metadata *m, size_t i, const char **type);
+/* The filter of the rows for which the SQL expression expr holds, evaluated by SQLite
+ * as SELECT row FROM meta WHERE (expr): one statement only, read-only (only reads and
+ * functions are authorised: no writes, pragmas, ATTACH, extensions or recursive
+ * queries), and stopped past a bound on the work per row. Deleted documents have no
+ * row. Errors: TT_EINVAL with SQLite's message (unknown column, syntax error) or the
+ * reason for a refusal, TT_ENOMEM. A filter matching nothing is not an error. */
+TT_API int tt_metadata_where(tt_metadata *m, const char *expr, tt_filter **out);
+/* The metadata of row as a JSON object (nulls included; booleans as true/false), or
+ * "null" if the row has none (a deleted document). Release *json with tt_free.
+ * Errors: TT_EINVAL (row out of range), TT_ECORRUPT, TT_ENOMEM. */
+TT_API int tt_metadata_json(tt_metadata *m, uint64_t row, char **json);
+/* Releases memory tartan allocated for the caller (tt_metadata_json). Accepts NULL. */
+TT_API void tt_free(void *p);
 
 /* ----------------------------------------------------------------- encoders */
 

@@ -25,8 +25,13 @@ export OPENBLAS_NUM_THREADS=1
 
 "$BD/tartan-synth" --out "$WORK/c" --docs 300 --doclen 5-15 --dim 16 --queries 12 --qlen 4 \
     --seed 7 >/dev/null 2>&1
+# metadata (doc/metadata.md) for the "where" filter: bucket = row % 10
+"$PY" -c 'import sys
+for i in range(int(sys.argv[1])): print("{\"bucket\": %d}" % (i % 10))' \
+    "$(wc -l <"$WORK/c.ids.txt")" >"$WORK/c.meta.jsonl"
 "$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" --ids "$WORK/c.ids.txt" \
-    --out "$WORK/idx" --centroids 32 --threads 2 --keep-originals f16 >/dev/null 2>&1 ||
+    --out "$WORK/idx" --centroids 32 --threads 2 --keep-originals f16 \
+    --metadata "$WORK/c.meta.jsonl" >/dev/null 2>&1 ||
     { bad "build the test index"; finish; }
 cp -r "$WORK/idx" "$WORK/idx2"
 "$T" build --vectors "$WORK/c.vectors.npy" --doclens "$WORK/c.doclens.npy" --out "$WORK/plain" \
@@ -122,6 +127,32 @@ want = cli_run(["--threshold", "0.3", "--k", "5"])
 st, j = req("POST", "/indexes/idx/search", {"queries": Q.tolist(), "k": 5, "threshold": 0.3})
 ok(st == 200 and srv_results(j) == want, "threshold (absolute pruning) as tartan search's")
 
+# 2b. filters: "where" and "filter_ids" as tartan search --where / --filter-ids
+allowed = open(work + "/c.ids.txt").read().split()[::7]
+with open(work + "/allowed.txt", "w") as f:
+    f.write("\n".join(allowed + ["no-such-doc"]) + "\n")
+for mode in ("exhaustive", "plaid"):
+    want = cli_run(["--mode", mode, "--k", "10", "--filter-ids", work + "/allowed.txt"])
+    st, j = req("POST", "/indexes/idx/search", {"queries": Q.tolist(), "k": 10, "mode": mode,
+                                                "filter_ids": allowed + ["no-such-doc"]})
+    got = srv_results(j) if st == 200 else j
+    ok(st == 200 and got == want and all(d in allowed for r in got for d, _ in r)
+       and all(len(r) == 10 for r in got), "filter_ids (%s): only those ids, as tartan search --filter-ids" % mode)
+    want = cli_run(["--mode", mode, "--k", "10", "--where", "bucket < 3"])
+    st, j = req("POST", "/indexes/idx/search", {"queries": Q.tolist(), "k": 10, "mode": mode,
+                                                "where": "bucket < 3"})
+    got = srv_results(j) if st == 200 else j
+    rows = {d: i for i, d in enumerate(open(work + "/c.ids.txt").read().split())}
+    ok(st == 200 and got == want and all(rows[d] % 10 < 3 for r in got for d, _ in r),
+       "where (%s): only matching documents, as tartan search --where" % mode)
+want = cli_run(["--mode", "exhaustive", "--k", "10", "--where", "bucket < 3", "--filter-ids",
+                work + "/allowed.txt"])
+st, j = req("POST", "/indexes/idx/search", {"queries": Q.tolist(), "k": 10, "mode": "exhaustive",
+                                            "where": "bucket < 3", "filter_ids": allowed})
+ok(st == 200 and srv_results(j) == want, "where and filter_ids together: documents allowed by both")
+st, j = req("POST", "/indexes/idx/search", {"queries": Q.tolist(), "k": 10, "filter_ids": []})
+ok(st == 200 and all(r == [] for r in j["results"]), "filter_ids []: no document allowed, 0 results")
+
 # 3. base64 float32 and float16
 b32 = {"dtype": "float32", "shape": list(Q.shape), "data": base64.b64encode(Q.astype("<f4").tobytes()).decode()}
 st, j = req("POST", "/indexes/idx/search", {"queries": b32, "k": 10})
@@ -150,7 +181,13 @@ bad = [
     ("not an object", "/indexes/idx/search", b'[1, 2]', 400, "JSON object"),
     ("empty body", "/indexes/idx/search", b'', 400, "malformed JSON"),
     ("duplicate key", "/indexes/idx/search", b'{"k": 1, "k": 2}', 400, "duplicate"),
-    ("unknown field", "/indexes/idx/search", {"queries": [[v16]], "where": "x"}, 400, "unknown field 'where'"),
+    ("unknown field", "/indexes/idx/search", {"queries": [[v16]], "wher": "x"}, 400, "unknown field 'wher'"),
+    ("where: bad SQL", "/indexes/idx/search", {"queries": [[v16]], "where": "no_such_col > 1"}, 400, "no such column: no_such_col"),
+    ("where: a write", "/indexes/idx/search", {"queries": [[v16]], "where": "1); DROP TABLE meta; --"}, 400, "'where'"),
+    ("where: not a string", "/indexes/idx/search", {"queries": [[v16]], "where": 3}, 400, "'where' must be"),
+    ("where without metadata", "/indexes/plain/search", {"queries": [[v16]], "where": "1"}, 400, "'where'"),
+    ("filter_ids: not a list", "/indexes/idx/search", {"queries": [[v16]], "filter_ids": "doc1"}, 400, "'filter_ids' must be"),
+    ("filter_ids: id not a string", "/indexes/idx/search", {"queries": [[v16]], "filter_ids": [3]}, 400, "must be a string"),
     ("no queries", "/indexes/idx/search", {"k": 3}, 400, "'queries'"),
     ("empty queries", "/indexes/idx/search", {"queries": []}, 400, "empty"),
     ("query without vectors", "/indexes/idx/search", {"queries": [[]]}, 400, "query 0 has no vectors"),

@@ -88,6 +88,11 @@ replaced() { [ "$(stat -c %i "$1/MANIFEST" 2>/dev/null)" != "$2" ]; } # DIR INOD
     >/dev/null 2>&1
 [ -s "$WORK/b.vectors.npy" ] && [ -s "$WORK/m.vectors.npy" ] || { bad "tartan-synth"; finish; }
 sed 's/^doc/m/' "$WORK/m.ids.txt" >"$WORK/m.ids"
+# Metadata (doc/metadata.md) on both, so that every change also publishes the next
+# generation's metadata.tt and every check below (verify) covers it: b in document
+# order, m keyed by id in reverse.
+awk '{ printf "{\"n\": %d, \"t\": \"x%d\"}\n", NR, NR % 7 }' "$WORK/b.ids.txt" >"$WORK/b.meta"
+sort -r "$WORK/m.ids" | awk '{ printf "{\"id\": \"%s\", \"n\": %d}\n", $1, NR }' >"$WORK/m.meta"
 seq 0 2 2999 | sed 's/^/doc/' >"$WORK/del.ids"
 seq 1 4 1999 | sed 's/^/m/' >"$WORK/mdel.ids"
 
@@ -95,18 +100,19 @@ seq 1 4 1999 | sed 's/^/m/' >"$WORK/mdel.ids"
 P0="$WORK/p0"
 P1="$WORK/p1"
 "$T" build --vectors "$WORK/b.vectors.npy" --doclens "$WORK/b.doclens.npy" \
-    --ids "$WORK/b.ids.txt" --out "$P0" --threads 2 --centroids 128 --no-tune >/dev/null 2>&1 ||
+    --ids "$WORK/b.ids.txt" --out "$P0" --threads 2 --centroids 128 --metadata "$WORK/b.meta" \
+    --no-tune >/dev/null 2>&1 ||
     { bad "build"; finish; }
 cp -a "$P0" "$P1"
 "$T" add --index "$P1" --vectors "$WORK/m.vectors.npy" --doclens "$WORK/m.doclens.npy" \
-    --ids "$WORK/m.ids" --threads 2 >/dev/null 2>&1 &&
+    --ids "$WORK/m.ids" --threads 2 --metadata "$WORK/m.meta" >/dev/null 2>&1 &&
     "$T" delete --index "$P1" --ids "$WORK/mdel.ids" >/dev/null 2>&1 || { bad "P1"; finish; }
 
 # The three changes: the state each starts from and its command line (on index $2).
 op_from() { case $1 in add) echo "$P0" ;; *) echo "$P1" ;; esac; }
 op_cmd() { # OP DIR
     case $1 in
-    add) echo "$T add --index $2 --vectors $WORK/m.vectors.npy --doclens $WORK/m.doclens.npy --ids $WORK/m.ids --threads 2" ;;
+    add) echo "$T add --index $2 --vectors $WORK/m.vectors.npy --doclens $WORK/m.doclens.npy --ids $WORK/m.ids --threads 2 --metadata $WORK/m.meta" ;;
     delete) echo "$T delete --index $2 --ids $WORK/del.ids" ;;
     compact) echo "$T compact --index $2 --threads 2" ;;
     esac

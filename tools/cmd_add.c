@@ -34,7 +34,9 @@ static void usage(FILE *f) {
         "  --bm25               BM25 postings of the documents' texts (--corpus or --text):\n"
         "                       required when the index was built with --bm25\n"
         "  --text FILE          the documents' texts for --bm25, in the vectors' order\n"
-        "  --sparse FILE        precomputed sparse vectors (JSON Lines, as tartan build)\n");
+        "  --sparse FILE        precomputed sparse vectors (JSON Lines, as tartan build)\n"
+        "  --metadata FILE      metadata of the new documents (JSON Lines, as tartan build);\n"
+        "                       without it, an index with metadata gets null rows for them\n");
 }
 
 static int run_add(const char *index, tt_input *in, tt_change_options *o) {
@@ -100,6 +102,7 @@ int cmd_add(int argc, char **argv) {
         {"memory", required_argument, 0, 'm'},  {"pool-factor", required_argument, 0, 'P'},
         {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
         {"sparse", required_argument, 0, 2003},
+        {"metadata", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *index = NULL, *vectors = NULL, *doclens = NULL, *ids = NULL;
     const char *encoder = NULL, *corpus = NULL;
@@ -121,6 +124,7 @@ int cmd_add(int argc, char **argv) {
         case 'l': doclens = optarg; break;
         case 'i': ids = optarg; break;
         case 'u': o.upsert = 1; break;
+        case 'M': o.metadata = optarg; break;
         case 'E': encoder = optarg; break;
         case 'C': corpus = optarg; break;
         case 'B': io.bf16_from_uint16 = 1; break;

@@ -54,6 +54,10 @@ static void usage(FILE *f) {
         "                       never pooled; tartan add uses the index's factor\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --describe TEXT      encoder description stored in the index\n"
+        "  --metadata FILE      document metadata, JSON Lines: one object per document in\n"
+        "                       document order, or keyed by a string \"id\" when the first\n"
+        "                       object has one; values string, number, boolean or null. Kept\n"
+        "                       in the index (SQLite) for tartan search --where\n"
         "  --target-recall F    calibrate search for this recall@k against exhaustive\n"
         "                       search (default 0.95; tartan tune, doc/search.md)\n"
         "  --no-tune            do not calibrate (tartan search then uses ColBERTv2's\n"
@@ -175,6 +179,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
+        {"metadata", required_argument, 0, 'M'},
         {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
         {"shards", required_argument, 0, 'Z'},
         {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
@@ -200,6 +205,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         case 'v': vectors = optarg; break;
         case 'l': doclens = optarg; break;
         case 'i': ids = optarg; break;
+        case 'M': o.metadata = optarg; break;
         case 'o': out = optarg; break;
         case 'f': o.force = 1; break;
         case 'b':

@@ -79,7 +79,24 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
                (unsigned long long)si.num_docs, (unsigned long long)si.num_vectors,
                (unsigned long long)si.num_deleted, (unsigned long long)si.bytes, si.added_mse);
     }
-    printf("\n  ],\n  \"calibration\": ");
+    printf("\n  ],\n  \"metadata\": ");
+    tt_metadata *md = NULL;
+    if (tt_metadata_open(idx, &md) != TT_OK) {
+        printf("null");
+    } else {
+        printf("[");
+        for (size_t i = 0; i < tt_metadata_num_columns(md); i++) {
+            const char *type, *name = tt_metadata_column(md, i, &type);
+            printf("%s{\"name\": ", i ? ", " : "");
+            cli_json_string(stdout, name);
+            printf(", \"type\": ");
+            cli_json_string(stdout, type);
+            printf("}");
+        }
+        printf("]");
+    }
+    tt_metadata_close(md);
+    printf(",\n  \"calibration\": ");
     tt_tune_info t;
     tt_index_tuned(idx, &t);
     if (!t.tuned) {
@@ -99,6 +116,24 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
                (double)sets[i]->rerank_margin, sets[i]->recall, sets[i]->ms,
                sets[i]->reached ? "true" : "false");
     printf("}\n}\n");
+}
+
+/* The metadata columns (tartan search --where). */
+static void print_metadata(const tt_index *idx) {
+    tt_metadata *md = NULL;
+    if (tt_metadata_open(idx, &md) != TT_OK) {
+        printf("metadata     none\n");
+        return;
+    }
+    size_t n = tt_metadata_num_columns(md);
+    printf("metadata     %zu column%s (SQLite; tartan search --where)%s", n, n == 1 ? "" : "s",
+           n ? ":" : "");
+    for (size_t i = 0; i < n; i++) {
+        const char *type, *name = tt_metadata_column(md, i, &type);
+        printf("%s%s %s", i ? ", " : " ", name, type);
+    }
+    printf("\n");
+    tt_metadata_close(md);
 }
 
 static void row(const char *name, uint64_t bytes, uint64_t total) {
@@ -220,6 +255,7 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     } else {
         printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
     }
+    print_metadata(idx);
     if (in->added_vectors) {
         printf("drift        added vectors compress with residual MSE %.3g, %.2fx the build's "
                "%.3g\n", in->added_mse, in->drift, in->heldout_mse);

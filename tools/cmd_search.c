@@ -74,7 +74,18 @@ static void usage(FILE *f) {
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
         "  --threads T          search threads (default 1; 0: all CPUs)\n"
         "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
-        "  --tag NAME           run tag (default tartan)\n");
+        "  --json               the same as --jsonl\n"
+        "  --tag NAME           run tag (default tartan)\n"
+        "\n"
+        "Filters (doc/search.md, \"Filters\"): only allowed documents count and are returned\n"
+        "  --where EXPR         SQL expression over the index's metadata columns, e.g.\n"
+        "                       \"year >= 2020 AND lang = 'en'\" (read-only, one expression)\n"
+        "  --filter-ids FILE    external document ids, one per line (unknown ids counted);\n"
+        "                       with --where: documents allowed by both\n"
+        "  --with-metadata      --jsonl/--json: each result carries its \"metadata\" object\n"
+        "  --filter-direct-max N  score at most N allowed documents directly rather than\n"
+        "                       through the IVF (default: sqrt(%d * ndocs * documents))\n",
+        TT_FILTER_DIRECT_MUL);
 }
 
 static int dbl_cmp(const void *a, const void *b) {
@@ -107,7 +118,8 @@ static const char *io_name(int io) {
 /* Scores with 9 significant digits: every float32 reads back exactly, and scores of tiny
  * magnitude (raw inner products) stay distinct. */
 static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
-                         const tt_hit *hits, uint32_t n, bool jsonl, const char *tag) {
+                         const tt_hit *hits, uint32_t n, bool jsonl, const char *tag,
+                         tt_metadata *md) {
     if (jsonl) {
         fputs("{\"qid\": ", f);
         cli_json_string(f, qid);
@@ -123,7 +135,17 @@ static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
             fputs(r ? ", {\"docid\": " : "{\"docid\": ", f);
             cli_json_string(f, s);
             free(s);
-            fprintf(f, ", \"rank\": %u, \"score\": %.9g}", r + 1, hits[r].score);
+            fprintf(f, ", \"rank\": %u, \"score\": %.9g", r + 1, hits[r].score);
+            if (md) {
+                char *js = NULL;
+                if (tt_metadata_json(md, hits[r].doc, &js) != TT_OK) {
+                    fprintf(stderr, "tartan search: error: %s\n", tt_last_error());
+                    return -1;
+                }
+                fprintf(f, ", \"metadata\": %s", js);
+                tt_free(js);
+            }
+            fputs("}", f);
         } else {
             fprintf(f, "%s Q0 %.*s %u %.9g %s\n", qid, (int)len, id, r + 1, hits[r].score,
                     tag);
@@ -132,6 +154,98 @@ static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
     if (jsonl)
         fputs("]}\n", f);
     return ferror(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------- filters */
+
+/* The allowed documents of --where and/or --filter-ids (both: those allowed by both),
+ * reported on stderr. Returns 0, or -1 with the error printed. */
+static int make_filter(const tt_index *idx, tt_metadata *md, const char *where,
+                       const char *ids_path, tt_filter **out) {
+    tt_filter *w = NULL, *f = NULL;
+    int st;
+    if (where && (st = tt_metadata_where(md, where, &w))) {
+        cli_fail("search", st);
+        return -1;
+    }
+    if (ids_path) {
+        FILE *fp = fopen(ids_path, "r");
+        if (!fp) {
+            fprintf(stderr, "tartan search: error: %s: %s\n", ids_path, strerror(errno));
+            tt_filter_free(w);
+            return -1;
+        }
+        char **ids = NULL, *line = NULL;
+        size_t n = 0, cap = 0, lcap = 0;
+        ssize_t len;
+        int bad = 0;
+        while (!bad && (len = getline(&line, &lcap, fp)) >= 0) {
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                line[--len] = 0;
+            if (len == 0)
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 1024;
+                char **g = realloc(ids, cap * sizeof *ids);
+                if (!g) {
+                    bad = 1;
+                    break;
+                }
+                ids = g;
+            }
+            if (!(ids[n] = strdup(line)))
+                bad = 1;
+            else
+                n++;
+        }
+        if (!bad && ferror(fp))
+            bad = 2;
+        fclose(fp);
+        free(line);
+        uint64_t unknown = 0;
+        if (bad) {
+            fprintf(stderr, "tartan search: error: %s: %s\n", ids_path,
+                    bad == 2 ? strerror(errno) : "out of memory");
+        } else if ((st = tt_filter_from_ids(idx, (const char *const *)ids, n, &f, &unknown))) {
+            cli_fail("search", st);
+            bad = 1;
+        } else {
+            fprintf(stderr, "tartan search: --filter-ids %s: %zu ids, %llu of them name no live "
+                    "document\n", ids_path, n, (unsigned long long)unknown);
+        }
+        for (size_t i = 0; i < n; i++)
+            free(ids[i]);
+        free(ids);
+        if (bad) {
+            tt_filter_free(w);
+            return -1;
+        }
+    }
+    if (w && f) {
+        tt_filter *both = NULL;
+        if ((st = tt_filter_new(&both, tt_filter_num_rows(f)))) {
+            cli_fail("search", st);
+            tt_filter_free(w);
+            tt_filter_free(f);
+            return -1;
+        }
+        for (uint64_t r = 0; r < tt_filter_num_rows(f); r++)
+            if (tt_filter_has(f, r) && tt_filter_has(w, r))
+                tt_filter_add(both, r);
+        tt_filter_free(w);
+        tt_filter_free(f);
+        w = both;
+        f = NULL;
+    }
+    *out = w ? w : f;
+    uint64_t allowed = tt_filter_count(*out);
+    if (allowed == 0)
+        fprintf(stderr, "tartan search: note: the filter matches no document: every query "
+                "gets 0 results\n");
+    else
+        fprintf(stderr, "tartan search: filter: %llu documents allowed\n",
+                (unsigned long long)allowed);
+    return 0;
 }
 
 /* ------------------------------------------------- queries from an encoder */
@@ -293,6 +407,9 @@ int cmd_search(int argc, char **argv) {
         {"query-text", required_argument, 0, 1003}, {"k1", required_argument, 0, 1004},
         {"b", required_argument, 0, 1005},      {"fusion", required_argument, 0, 1006},
         {"fusion-depth", required_argument, 0, 1007}, {"alpha", required_argument, 0, 1008},
+        {"json", no_argument, 0, 'j'},          {"where", required_argument, 0, 'W'},
+        {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
+        {"filter-direct-max", required_argument, 0, 'X'},
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
@@ -308,7 +425,8 @@ int cmd_search(int argc, char **argv) {
     const char *tag = "tartan";
     uint64_t k = 10, u;
     int threads = 1, c, rc_arg;
-    bool jsonl = false;
+    bool jsonl = false, with_md = false;
+    const char *where = NULL, *filter_ids = NULL;
     double d;
     tt_search_options so;
     tt_open_options oo;
@@ -324,6 +442,14 @@ int cmd_search(int argc, char **argv) {
         case 'o': out = optarg; break;
         case 'g': tag = optarg; break;
         case 'j': jsonl = true; break;
+        case 'W': where = optarg; break;
+        case 'F': filter_ids = optarg; break;
+        case 'V': with_md = true; break;
+        case 'X':
+            if (!cli_parse_u64(optarg, &u) || u < 1)
+                return cli_usage_error("search", "--filter-direct-max must be at least 1");
+            so.filter_direct_max = u;
+            break;
         case 'D': oo.direct = 1; break;
         case 'k':
             if (!cli_parse_u64(optarg, &k) || k == 0 || k > 1000000)
@@ -501,6 +627,12 @@ int cmd_search(int argc, char **argv) {
     if (retriever == R_DENSE && (sparse_queries || query_text))
         return cli_usage_error("search", "--sparse-queries/--query-text need --mode sparse or "
                                "hybrid");
+    /* Filters apply to the dense retriever (tt_search_options.filter); the sparse one
+     * does not take them yet. --with-metadata only annotates the results: any mode. */
+    if (retriever != R_DENSE && (where || filter_ids))
+        return cli_usage_error("search", "--where and --filter-ids filter dense search only; "
+                               "not with --mode %s yet", retriever == R_HYBRID ? "hybrid" :
+                               "sparse");
     if (retriever != R_SPARSE && !queries)
         return cli_usage_error("search", "--index, --queries and --out are required");
     if (encoder && (qlens || qids))
@@ -511,6 +643,8 @@ int cmd_search(int argc, char **argv) {
 
     if (!*out)
         return cli_usage_error("search", "--out must name a file (or '-' for stdout)");
+    if (with_md && !jsonl)
+        return cli_usage_error("search", "--with-metadata needs --jsonl (or --json)");
     if (!*tag || strpbrk(tag, " \t\n\r\v\f"))
         return cli_usage_error("search", "--tag must be a non-empty word without whitespace");
     /* Parallelism comes from --threads; sgemm threads on top would oversubscribe. */
@@ -527,6 +661,8 @@ int cmd_search(int argc, char **argv) {
     tt_hit *hits = NULL;
     uint32_t *nhits = NULL;
     double *secs = NULL;
+    tt_metadata *md = NULL;
+    tt_filter *filter = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
     if ((st = tt_sharded_open(&sh, index, &oo, 0, 1)) ||
@@ -583,6 +719,23 @@ int cmd_search(int argc, char **argv) {
     cli_sigbus_install("search", idx);
     tt_index_info info;
     tt_index_get_info(idx, &info);
+    /* Metadata and filters are one index's rows: a sharded index has no metadata (its
+     * build refuses it), and a filter over its global rows is not split per shard yet. */
+    if ((where || filter_ids || with_md) && tt_sharded_num_shards(sh) > 1) {
+        fprintf(stderr, "tartan search: error: %s: --where, --filter-ids and --with-metadata "
+                "need an unsharded index (this one has %u shards); search one shard "
+                "(%s/shard-NNNN) instead\n", index, tt_sharded_num_shards(sh), index);
+        goto done;
+    }
+    if ((where || with_md) && (st = tt_metadata_open(idx, &md))) {
+        rc = cli_fail("search", st);
+        goto done;
+    }
+    if ((where || filter_ids) && make_filter(idx, md, where, filter_ids, &filter)) {
+        rc = CLI_FAIL;
+        goto done;
+    }
+    so.filter = filter;
     tt_search_options eff;
     /* Hybrid: the dense search runs to the fusion depth, so its parameters are those of
      * that k (tt_hybrid_search_batch). */
@@ -740,7 +893,7 @@ int cmd_search(int argc, char **argv) {
     cli_progress_done(&ps);
     for (uint64_t q = 0; q < nq; q++)
         if (write_results(f, sh, by_sparse ? tt_sparse_set_id(sq, q) : qs->ids[q], hits + q * k,
-                          nhits[q], jsonl, tag)) {
+                          nhits[q], jsonl, tag, with_md ? md : NULL)) {
             fprintf(stderr, "tartan search: error: %s: write failed: %s\n", tmp ? tmp : "stdout",
                     strerror(errno));
             goto done;
@@ -778,6 +931,8 @@ done:
     free(hits);
     free(nhits);
     free(secs);
+    tt_filter_free(filter);
+    tt_metadata_close(md);
     tt_sharded_close(sh);
     tt_queries_free(qs);
     tt_sparse_set_free(sq);

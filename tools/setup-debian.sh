@@ -3,7 +3,7 @@
 # Skips apt-get when everything is already there, so it is cheap to call twice.
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config libopenblas-dev liburing-dev \
-libxxhash-dev check python3 python3-numpy ${TT_EXTRA_PKGS:-}"
+libxxhash-dev check python3 python3-numpy libsqlite3-dev ${TT_EXTRA_PKGS:-}"
 # tartan serve (doc/server.md): HTTP, JSON; curl for its tests
 PKGS="$PKGS libmicrohttpd-dev libjansson-dev curl"
 # the Python binding (python/, doc/python.md): headers, venv, and pip/setuptools to install it

@@ -250,6 +250,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     b.tmp_fd = -1;
     tt_build_options defaults;
     tt_pooled *pool = NULL;
+    tt_mdb mdb;
+    bool mdb_open = false;
     int st;
     double t0 = tt_now();
 
@@ -300,6 +302,10 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
     if (o->shards > TT_MAX_SHARDS)
         return tt_err(TT_EINVAL, "at most %u shards (got %u)", TT_MAX_SHARDS, o->shards);
+    if (o->metadata && o->shards > 1)
+        return tt_err(TT_EINVAL, "%s: document metadata is not supported in a sharded build "
+                      "(shards %u) yet; build one index, or leave the metadata out",
+                      o->metadata, o->shards);
 
     if (o->sparse && (o->shards > 1 || o->group))
         return tt_err(TT_EUNSUPPORTED, "%s: sparse postings (BM25 or sparse weights) are not "
@@ -352,6 +358,15 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     /* The output first: a bad OUT fails now, not after hours of training. */
     if ((st = tt_build_prepare_output(&b, out_dir)))
         goto fail;
+    /* The metadata next, read into memory before the long work: a bad line fails now. */
+    if (o->metadata) {
+        if ((st = tt_mdb_create(&mdb)))
+            goto fail;
+        mdb_open = true;
+        if ((st = tt_mdb_read_jsonl(&mdb, o->metadata, 0, in->num_docs, in->ids_blob,
+                                    in->id_off)))
+            goto fail;
+    }
     /* Token pooling: the build reads the pooled documents (index/pooled.c). */
     if (o->pool_factor > 1 &&
         (st = tt_pooled_open(&pool, in, (uint32_t)o->pool_factor, o->normalize, b.threads,
@@ -373,6 +388,12 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     b.st.seconds_total = tt_now() - t0;
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))
         goto fail;
+    if (mdb_open) {
+        tt_manifest_entry me;
+        if ((st = tt_mdb_write(&mdb, b.wdir, TT_F_METADATA, &me)) ||
+            (st = tt_manifest_add(&b.man, &me)))
+            goto fail;
+    }
     /* Generation 1: one segment, the build's, with the files' plain names. */
     tt_manifest_segment seg = {.id = 0, .num_docs = b.in->num_docs,
                                .num_vectors = b.in->num_vectors};
@@ -396,6 +417,8 @@ published:
 fail:
     if (st && o->shards > 1 && (!o->group || o->group->rank == 0))
         tt_build_shards_discard(&b); /* a group's: rank 0, once every process stopped */
+    if (mdb_open)
+        tt_mdb_free(&mdb);
     tt_build_discard(&b, st);
     tt_build_free(&b);
     tt_pooled_free(pool);

@@ -5,6 +5,7 @@
 #define TT_INDEX_H
 
 #include "io/file.h"
+#include "meta/meta.h"
 #include "quant/codec.h"
 #include "quant/cscore.h"
 #include "sparse/sparse.h"
@@ -86,6 +87,7 @@ struct tt_index {
     int queue_depth;
     char io_note[160];         /* why io_uring was not used, if it was requested */
     int has_originals;         /* every segment kept float16 originals */
+    tt_fmap f_metadata;        /* the metadata database (meta/meta.h), fd -1 if none */
 
     /* Sparse postings: every segment has them (kind TT_SPARSE_KIND_*) or none (0). */
     uint32_t sparse_kind;

@@ -788,6 +788,15 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
             goto check_stale;
     }
     idx->has_originals = idx->info.keep_originals;
+    /* The metadata database, if the generation has one: mapped and checksummed (it is
+     * small beside the index, and SQLite reads it in place). */
+    for (uint32_t i = 0; i < idx->man.n; i++)
+        if (!memcmp(idx->man.e[i].kind, TT_METADATA_KIND, 4)) {
+            if ((st = open_file(idx, &idx->f_metadata, idx->man.e[i].name, TT_METADATA_KIND,
+                                TT_MAP_WHOLE, RESIDENT)))
+                goto check_stale;
+            break;
+        }
     if ((st = load_tombstones(idx)) || (st = join_segments(idx)) || (st = setup_io(idx, opt)))
         goto check_stale;
     return TT_OK;
@@ -837,7 +846,8 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         tt_index *idx = calloc(1, sizeof *idx);
         if (!idx)
             return tt_err(TT_ENOMEM, "%s: out of memory", dir);
-        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune};
+        tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune,
+                             &idx->f_metadata};
         for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
             shared[i]->fd = -1;
         if (!(idx->dir = strdup(dir))) {
@@ -866,6 +876,7 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
         return tt_err(TT_ENOMEM, "%s: out of memory", dir);
     }
     idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = idx->f_tune.fd = -1;
+    idx->f_metadata.fd = -1;
     uint64_t meta_docs, meta_vectors;
     int st = tt_manifest_copy(&idx->man, man);
     if (!st)
@@ -884,7 +895,8 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
 void tt_index_close(tt_index *idx) {
     if (!idx)
         return;
-    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune};
+    tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune,
+                         &idx->f_metadata};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
         if (shared[i]->path || shared[i]->fd >= 0)
             tt_fmap_close(shared[i]);
@@ -977,7 +989,8 @@ const char *tt_index_file_at(const tt_index *idx, const void *addr) {
     if (!idx)
         return NULL;
     const uint8_t *a = (const uint8_t *)addr;
-    const tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec};
+    const tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec,
+                               &idx->f_metadata};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
         if (shared[i]->base && a >= shared[i]->base &&
             (uint64_t)(a - shared[i]->base) < shared[i]->size)

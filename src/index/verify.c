@@ -5,6 +5,10 @@
 
 #include <stdio.h>
 
+static bool row_live(const void *user, uint64_t row) {
+    return !tt_index_deleted((const tt_index *)user, row);
+}
+
 int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
     tt_manifest man;
     int st;
@@ -75,6 +79,10 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
                         "%llu", f.path, (unsigned long long)sum, (unsigned long long)f.h.b);
         tt_fmap_close(&f);
     }
+    /* The metadata database: SQLite's own check, and one row per live document. */
+    if (!st && idx->f_metadata.base)
+        st = tt_mdb_verify(idx->f_metadata.payload, idx->f_metadata.h.payload_bytes,
+                           idx->f_metadata.path, idx->num_docs, idx->num_live, row_live, idx);
     tt_index_close(idx);
     return st;
 }

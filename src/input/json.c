@@ -313,3 +313,77 @@ done:
     tt_sbuf_free(&key);
     return st;
 }
+
+int tt_json_members(const char *s, size_t n, tt_json_member_fn fn, void *user, size_t *err_col,
+                    const char **err_what) {
+    json_cur c = {s, n, 0, NULL};
+    tt_sbuf key = {0}, val = {0};
+    int st = TT_OK;
+    json_ws(&c);
+    if (c.i >= c.n || s[c.i] != '{') {
+        st = json_fail(&c, "'{' expected");
+        goto done;
+    }
+    c.i++;
+    json_ws(&c);
+    if (c.i < c.n && s[c.i] == '}') {
+        c.i++;
+        goto tail;
+    }
+    for (;;) {
+        json_ws(&c);
+        if (c.i >= c.n || s[c.i] != '"') {
+            st = json_fail(&c, "member name expected");
+            goto done;
+        }
+        key.len = 0;
+        if ((st = json_string(&c, &key)))
+            goto done;
+        json_ws(&c);
+        if (c.i >= c.n || s[c.i] != ':') {
+            st = json_fail(&c, "':' expected");
+            goto done;
+        }
+        c.i++;
+        json_ws(&c);
+        size_t start = c.i;
+        int kind = 0;
+        val.len = 0;
+        if ((st = json_value(&c, &val, &kind, 1)))
+            goto done;
+        if (kind == TT_JSON_OTHER) {
+            char ch = s[start];
+            kind = ch == 't' ? TT_JSON_TRUE : ch == 'f' ? TT_JSON_FALSE
+                 : ch == 'n' ? TT_JSON_NULL : TT_JSON_OTHER;
+        }
+        if ((st = tt_sbuf_append(&key, "", 1)) || (st = tt_sbuf_append(&val, "", 1)))
+            goto done;
+        if ((st = fn(user, key.p, key.len - 1, kind, val.p, val.len - 1)))
+            goto done;
+        json_ws(&c);
+        if (c.i < c.n && s[c.i] == ',') {
+            c.i++;
+            continue;
+        }
+        if (c.i < c.n && s[c.i] == '}') {
+            c.i++;
+            break;
+        }
+        st = json_fail(&c, "',' or '}' expected");
+        goto done;
+    }
+tail:
+    json_ws(&c);
+    if (c.i != c.n)
+        st = json_fail(&c, "text after the object");
+done:
+    if (st == TT_EPARSE && c.what) {
+        if (err_col)
+            *err_col = c.i;
+        if (err_what)
+            *err_what = c.what;
+    }
+    tt_sbuf_free(&key);
+    tt_sbuf_free(&val);
+    return st;
+}

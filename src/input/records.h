@@ -24,6 +24,22 @@ enum { TT_JSON_ABSENT = 0, TT_JSON_STRING = 1, TT_JSON_NUMBER = 2, TT_JSON_OTHER
 int tt_json_fields(const char *s, size_t n, size_t nkeys, const char *const *keys,
                    tt_sbuf *vals, int *kinds, size_t *err_col, const char **err_what);
 
+/* Literal kinds tt_json_members reports beside TT_JSON_STRING and TT_JSON_NUMBER
+ * (TT_JSON_OTHER is then a nested object or array). */
+enum { TT_JSON_TRUE = 4, TT_JSON_FALSE = 5, TT_JSON_NULL = 6 };
+
+/* Receives one top-level member: its decoded name (len bytes, NUL-terminated), the kind
+ * of its value, and for a string the decoded text, for a number its text as written
+ * (val NUL-terminated, vlen bytes; "" otherwise). Returns TT_OK or an error to stop. */
+typedef int (*tt_json_member_fn)(void *user, const char *name, size_t len, int kind,
+                                 const char *val, size_t vlen);
+/* Parses one JSON object s[0..n) as tt_json_fields does and hands every top-level
+ * member to fn in order (nested values are validated and reported as TT_JSON_OTHER).
+ * Returns TT_OK, fn's error, or TT_EPARSE with *err_col / *err_what set (tt_err not
+ * set); TT_ENOMEM. */
+int tt_json_members(const char *s, size_t n, tt_json_member_fn fn, void *user, size_t *err_col,
+                    const char **err_what);
+
 /* ------------------------------------------------------------- records */
 
 /* A streaming reader of records (id + text) from a BEIR .jsonl or a TSV file, as

@@ -327,6 +327,9 @@ static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
         for (uint64_t w = wlo; w <= whi; w++) {
             /* Deleted rows are no candidates: every stage sees only live documents. */
             uint64_t x = idx->deleted ? c->bits[w] & ~idx->deleted[w] : c->bits[w];
+            /* Nor are rows outside the filter: no stage counts them. */
+            if (c->filter)
+                x &= c->filter->bits[w];
             c->bits[w] = 0;
             while (x) {
                 c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
@@ -386,9 +389,16 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
         return st;
     if (relative)
         relative_mask(c, nprobe, o->prune_ratio, c->m);
+    if (c->direct) {
+        /* A small allowed set: every allowed document is a candidate. */
+        if ((st = tt_ctx_allowed_list(c)))
+            return st;
+        *ncand_out = (size_t)c->allowed;
+        return TT_OK;
+    }
     if ((st = stage1_union(c, ncells, ncand_out)))
         return st;
-    while (*ncand_out < min_cand && *ncand_out < idx->num_live && nprobe < K) {
+    while (*ncand_out < min_cand && *ncand_out < c->allowed && nprobe < K) {
         nprobe = nprobe > K / 2 ? K : 2 * nprobe;
         if ((st = stage1_select(c, nprobe, NULL, &ncells)) ||
             (st = stage1_union(c, ncells, ncand_out)))

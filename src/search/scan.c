@@ -12,6 +12,17 @@ int tt_scan_decompressed(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint64_t rb = idx->res_bytes;
     int st;
+    if (c->filter) {
+        /* Only the allowed documents: read one by one (ascending), in batches. */
+        if ((st = tt_ctx_allowed_list(c)))
+            return st;
+        for (uint64_t p = 0; p < c->allowed; p += 4096) {
+            size_t m = (size_t)TT_MIN((uint64_t)4096, c->allowed - p);
+            if ((st = tt_score_docs(c, c->cand + p, m)))
+                return st;
+        }
+        return TT_OK;
+    }
     for (uint32_t s = 0; s < idx->nseg; s++) {
         const uint64_t D = idx->seg[s].doc0 + idx->seg[s].num_docs;
         uint64_t d0 = idx->seg[s].doc0;
@@ -52,7 +63,7 @@ int tt_scan_exact(tt_search_ctx *c) {
     for (uint32_t s = 0; s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         for (uint64_t d = sg->doc0; d < sg->doc0 + sg->num_docs; d++) {
-            if (tt_index_deleted(idx, d))
+            if (tt_index_deleted(idx, d) || !tt_ctx_allowed(c, d))
                 continue;
             uint32_t len = idx->doclens[d];
             const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
@@ -70,6 +81,6 @@ int tt_scan_exact(tt_search_ctx *c) {
         }
     }
     tt_score_flush(c);
-    c->st.scored_docs += idx->num_live;
+    c->st.scored_docs += c->allowed;
     return TT_OK;
 }

@@ -133,9 +133,29 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
     tt_search_options_resolve_index(idx, opt, k, &o);
     if ((st = check_options(idx, &o)) || (st = tt_ctx_set_query(ctx, Q, nq, o.score)))
         return st;
-    uint32_t kk = (uint64_t)k > idx->num_live ? (uint32_t)idx->num_live : k;
+    /* The filter: the allowed live documents, counted; the plan follows from it. */
+    ctx->filter = o.filter;
+    ctx->allowed = idx->num_live;
+    ctx->direct = false;
+    if (o.filter) {
+        if (o.filter->num_rows != idx->num_docs)
+            return tt_err(TT_EINVAL, "tt_search: the filter is over %llu rows, the index %s "
+                          "has %llu", (unsigned long long)o.filter->num_rows, idx->dir,
+                          (unsigned long long)idx->num_docs);
+        uint64_t n = 0;
+        for (uint64_t w = 0; w < (idx->num_docs + 63) / 64; w++)
+            n += (uint64_t)__builtin_popcountll(
+                idx->deleted ? o.filter->bits[w] & ~idx->deleted[w] : o.filter->bits[w]);
+        ctx->allowed = n;
+        uint64_t dmax = o.filter_direct_max
+                            ? o.filter_direct_max
+                            : (uint64_t)sqrt(TT_FILTER_DIRECT_MUL * (double)o.ndocs *
+                                             (double)idx->num_live);
+        ctx->direct = n <= dmax && n < idx->num_live;
+    }
+    uint32_t kk = (uint64_t)k > ctx->allowed ? (uint32_t)ctx->allowed : k;
     if (kk == 0)
-        return TT_OK; /* every document is deleted */
+        return TT_OK; /* every document is deleted, or none is allowed */
     ctx->st.queries++;
     double t0 = tt_now(), t1;
 
@@ -213,6 +233,25 @@ done:;
     uint32_t got = tt_topk_finish(&ctx->top);
     memcpy(hits, ctx->top.h, (size_t)got * sizeof *hits);
     *nhits = got;
+    return TT_OK;
+}
+
+int tt_ctx_allowed_list(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    int st = tt_grow((void **)&c->cand, &c->cand_cap, (size_t)(c->allowed ? c->allowed : 1),
+                     sizeof *c->cand, "candidates");
+    if (st)
+        return st;
+    size_t n = 0;
+    for (uint64_t w = 0; w < (idx->num_docs + 63) / 64; w++) {
+        uint64_t x = c->filter->bits[w];
+        if (idx->deleted)
+            x &= ~idx->deleted[w];
+        while (x) {
+            c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
+            x &= x - 1;
+        }
+    }
     return TT_OK;
 }
 

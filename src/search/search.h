@@ -59,6 +59,11 @@ struct tt_search_ctx {
     uint32_t gn;           /* documents in the group being decoded into R */
     uint64_t grows;        /* and their rows */
     int avx512;            /* the AVX-512 row loops are used */
+    /* The current query's filter (NULL: none), its allowed live documents, and whether
+     * PLAID scores them directly instead of reaching them through the IVF. */
+    const tt_filter *filter;
+    uint64_t allowed;
+    bool direct;
     tt_search_stats st;
 };
 
@@ -86,6 +91,13 @@ void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_
  * and computes St ~ C.Q^T from the int8 centroids. */
 int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score);
 void tt_ctx_centroid_scores(tt_search_ctx *c);
+
+/* search.c: whether live row d may be returned (the filter's, when there is one). */
+static inline bool tt_ctx_allowed(const tt_search_ctx *c, uint64_t d) {
+    return !c->filter || tt_filter_bit(c->filter, d);
+}
+/* The allowed live documents, ascending, into c->cand (c->allowed of them). */
+int tt_ctx_allowed_list(tt_search_ctx *c);
 
 /* plaid.c: PLAID stage 1 (candidates into c->cand, their count in *ncand, and the
  * pruning mask c->keep by the resolved options o: nprobe, pruning with threshold or

@@ -66,6 +66,8 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     char *auto_blob = NULL;
     uint64_t *auto_off = NULL;
     tt_pooled *pool = NULL;
+    tt_mdb mdb;
+    bool mdb_open = false;
     int st;
     memset(&b, 0, sizeof b);
     memset(&next, 0, sizeof next);
@@ -149,6 +151,25 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
         in->id_off = auto_off;
     }
 
+    /* The metadata: the current database (or, for an index without one that is given
+     * metadata now, rows of NULLs for its live documents), the new documents' rows, and
+     * the replaced ones removed. Read before the encoding: a bad line fails at once. */
+    if ((st = tt_store_meta_load(&s, &mdb, &mdb_open)))
+        goto done;
+    if (!mdb_open && s.o.metadata) {
+        if ((st = tt_store_meta_create(&s, &mdb)))
+            goto done;
+        mdb_open = true;
+    }
+    if (mdb_open) {
+        uint64_t row0 = tt_store_rows(&s);
+        st = s.o.metadata ? tt_mdb_read_jsonl(&mdb, s.o.metadata, row0, in->num_docs,
+                                              in->ids_blob, in->id_off)
+                          : tt_mdb_insert_null(&mdb, row0, in->num_docs);
+        if (st || (st = tt_store_meta_delete(&s, &mdb, pairs, (size_t)npairs)))
+            goto done;
+    }
+
     /* The segment, as a build with this index's codebook would write it: from the
      * documents pooled with the change's factor, else the index's. */
     tt_build_options bo;
@@ -177,6 +198,7 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     next.next_auto_id = next_auto;
     if (st || (st = tt_manifest_add_segment(&next, &seg)) ||
         (st = tt_store_write_tombs(&s, &next, pairs, (size_t)npairs)) ||
+        (mdb_open && (st = tt_store_meta_write(&s, &mdb, &next))) ||
         (st = tt_store_publish(&s, &next)))
         goto done;
     if (stats) {
@@ -194,6 +216,8 @@ done:
         in->ids_blob = NULL;
         in->id_off = NULL;
     }
+    if (mdb_open)
+        tt_mdb_free(&mdb);
     free(auto_blob);
     free(auto_off);
     free(pairs);

@@ -352,6 +352,8 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     live_set l;
     tt_input in;
     live_reader rd;
+    tt_mdb mdb;
+    bool mdb_open = false;
     int st;
     memset(&b, 0, sizeof b);
     memset(&next, 0, sizeof next);
@@ -449,6 +451,11 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     }
     memcpy(seg.prefix, s.prefix, sizeof seg.prefix);
     next.next_auto_id = l.next_auto_id;
+    /* The metadata follows the rows: the live documents keep their order, numbered
+     * from 0 (the deleted ones have no row). */
+    if (!st && !(st = tt_store_meta_load(&s, &mdb, &mdb_open)) && mdb_open &&
+        !(st = tt_mdb_renumber(&mdb)))
+        st = tt_store_meta_write(&s, &mdb, &next);
     if (st || (st = tt_manifest_add_segment(&next, &seg)) ||
         (st = tt_store_publish(&s, &next)))
         goto done;
@@ -461,6 +468,8 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
         stats->seconds = tt_now() - s.t0;
     }
 done:
+    if (mdb_open)
+        tt_mdb_free(&mdb);
     seg_files_close(&rd.f);
     free(rd.res);
     live_free(&l);

@@ -74,8 +74,19 @@ int tt_index_delete(const char *dir, const char *const *ids, size_t n,
     npairs = m;
     uint64_t generation = s.man.generation;
     if (npairs) {
-        if ((st = tt_store_next(&s, &next)) ||
-            (st = tt_store_write_tombs(&s, &next, pairs, npairs)) ||
+        bool mdb_open = false;
+        tt_mdb mdb;
+        if (!(st = tt_store_meta_load(&s, &mdb, &mdb_open)) && mdb_open) {
+            if (!(st = tt_store_meta_delete(&s, &mdb, pairs, npairs)) &&
+                !(st = tt_store_next(&s, &next)))
+                st = tt_store_meta_write(&s, &mdb, &next);
+            tt_mdb_free(&mdb);
+            if (st)
+                goto done;
+        } else if (st || (st = tt_store_next(&s, &next))) {
+            goto done;
+        }
+        if ((st = tt_store_write_tombs(&s, &next, pairs, npairs)) ||
             (st = tt_store_publish(&s, &next)))
             goto done;
         generation = s.gen;

@@ -85,4 +85,18 @@ int tt_store_compact_sparse(tt_store *s, builder *b);
 /* Progress and the cancel flag, as tt_build_progress. */
 int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t total);
 
+/* metadata.c: the next generation's metadata database. */
+/* A writable copy of the current generation's database (*have false: it has none). */
+int tt_store_meta_load(tt_store *s, tt_mdb *m, bool *have);
+/* A new database with a row of NULLs for every live document of the current generation. */
+int tt_store_meta_create(tt_store *s, tt_mdb *m);
+/* Removes the rows of the (segment id, local row) pairs. */
+int tt_store_meta_delete(tt_store *s, tt_mdb *m, const uint64_t *pairs, size_t n);
+/* Writes g<gen>.metadata.tt and names it in next instead of the current database. */
+int tt_store_meta_write(tt_store *s, tt_mdb *m, tt_manifest *next);
+/* The index row of local row `row` of the segment with id seg_id (UINT64_MAX: none), and
+ * the rows of the current generation (deleted ones included). */
+uint64_t tt_store_row(const tt_store *s, uint64_t seg_id, uint64_t row);
+uint64_t tt_store_rows(const tt_store *s);
+
 #endif

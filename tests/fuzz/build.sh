@@ -41,11 +41,12 @@ san=${FUZZ_SAN:-address,undefined}
 pc() { pkg-config "$@" 2>/dev/null || true; }
 CFLAGS="-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=$san -fno-sanitize-recover=undefined \
 -Wall -Wextra -Wno-unused-parameter -include $bld/config.h -I$src/include -I$src/src -pthread \
-$(pc --cflags openblas liburing libxxhash)"
-LIBS="$(pc --libs openblas) $(pc --libs liburing) $(pc --libs libxxhash)"
+$(pc --cflags openblas liburing libxxhash sqlite3)"
+LIBS="$(pc --libs openblas) $(pc --libs liburing) $(pc --libs libxxhash) $(pc --libs sqlite3)"
 [ -n "$(pc --libs openblas)" ] || LIBS="-lopenblas $LIBS"
 [ -n "$(pc --libs liburing)" ] || LIBS="$LIBS -luring"
 [ -n "$(pc --libs libxxhash)" ] || LIBS="$LIBS -lxxhash"
+[ -n "$(pc --libs sqlite3)" ] || LIBS="$LIBS -lsqlite3"
 LIBS="$LIBS -lm -pthread"
 # tartan serve's request parser (fuzz_serve.c) is tool code: its sources and jansson.
 SERVE_SRC="$src/tools/serve/request.c $src/tools/serve/buf.c"

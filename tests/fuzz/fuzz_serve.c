@@ -82,6 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (r.nqueries == 0 || r.nqueries > lim.max_queries || r.k == 0 || r.k > lim.max_k)
             abort();
+        if ((r.where && !r.where[0]) || (!r.filter_ids && r.nfilter_ids) ||
+            r.nfilter_ids > lim.max_ids || r.opt.filter)
+            abort();
+        for (uint32_t i = 0; i < r.nfilter_ids; i++)
+            if (!r.filter_ids[i] || srv_id_problem(r.filter_ids[i], strlen(r.filter_ids[i])))
+                abort();
         if (r.texts) {
             if (which != 1)
                 abort();

@@ -126,6 +126,54 @@ static int encode_texts(srv_state *st, srv_search_req *req, uint32_t dim, srv_re
 
 /* ----------------------------------------------------------------- search */
 
+/* The filter of req's "where" and/or "filter_ids" (both: rows allowed by both) over
+ * the snapshot's rows. Returns 0, or -1 with the error reply made. */
+static int make_filter(const tt_index *idx, const srv_search_req *req, tt_filter **out,
+                       srv_reply *rep) {
+    tt_filter *w = NULL, *f = NULL;
+    int e;
+    *out = NULL;
+    if (req->where) {
+        tt_metadata *md = NULL;
+        if ((e = tt_metadata_open(idx, &md))) {
+            srv_reply_error(rep, e == TT_ENOTFOUND ? 400 : lib_status(e), "'where': %s",
+                            lib_msg(e));
+            return -1;
+        }
+        e = tt_metadata_where(md, req->where, &w);
+        tt_metadata_close(md);
+        if (e) {
+            srv_reply_error(rep, lib_status(e), "'where': %s", lib_msg(e));
+            return -1;
+        }
+    }
+    if (req->filter_ids &&
+        (e = tt_filter_from_ids(idx, (const char *const *)req->filter_ids, req->nfilter_ids,
+                                &f, NULL))) {
+        srv_reply_error(rep, lib_status(e), "'filter_ids': %s", lib_msg(e));
+        tt_filter_free(w);
+        return -1;
+    }
+    if (w && f) {
+        tt_filter *both = NULL;
+        if ((e = tt_filter_new(&both, tt_filter_num_rows(f)))) {
+            srv_reply_error(rep, 500, "filter: %s", lib_msg(e));
+            tt_filter_free(w);
+            tt_filter_free(f);
+            return -1;
+        }
+        for (uint64_t r = 0; r < tt_filter_num_rows(f); r++)
+            if (tt_filter_has(w, r) && tt_filter_has(f, r))
+                tt_filter_add(both, r);
+        tt_filter_free(w);
+        tt_filter_free(f);
+        w = both;
+        f = NULL;
+    }
+    *out = w ? w : f;
+    return 0;
+}
+
 static void do_search(srv_state *st, srv_index *ix, const char *body, size_t len,
                       srv_reply *rep) {
     char err[512];
@@ -133,6 +181,7 @@ static void do_search(srv_state *st, srv_index *ix, const char *body, size_t len
     srv_search_req req;
     tt_hit *hits = NULL;
     tt_search_ctx *ctx = NULL;
+    tt_filter *filter = NULL;
     int code = srv_parse_search(body, len, s->info.dim, st->cfg.encoder != NULL, &st->cfg.lim,
                                 &req, err, sizeof err);
     if (code) {
@@ -141,6 +190,9 @@ static void do_search(srv_state *st, srv_index *ix, const char *body, size_t len
     }
     if (req.texts && encode_texts(st, &req, s->info.dim, rep))
         goto done;
+    if ((req.where || req.filter_ids) && make_filter(s->idx, &req, &filter, rep))
+        goto done;
+    req.opt.filter = filter;
     int status = TT_OK;
     if (!(ctx = srv_ctx_get(s, &status))) {
         srv_reply_error(rep, 500, "search context: %s", lib_msg(status));
@@ -181,6 +233,7 @@ done:
         srv_ctx_put(s, ctx);
     free(hits);
     srv_search_req_free(&req);
+    tt_filter_free(filter);
     srv_snap_release(s);
 }
 

@@ -349,7 +349,46 @@ void srv_search_req_free(srv_search_req *r) {
         for (uint32_t i = 0; i < r->nqueries; i++)
             free(r->texts[i]);
     free(r->texts);
+    free(r->where);
+    if (r->filter_ids)
+        for (uint32_t i = 0; i < r->nfilter_ids; i++)
+            free(r->filter_ids[i]);
+    free(r->filter_ids);
     memset(r, 0, sizeof *r);
+}
+
+static char *id_copy(json_t *v, const char *what, size_t i, int *st, char *err, size_t errlen);
+
+/* "where" (a non-empty SQL expression) and "filter_ids" (a list of ids, at most
+ * --max-ids; empty: no document allowed). */
+static int search_filter(json_t *root, const srv_limits *lim, srv_search_req *out, char *err,
+                         size_t errlen) {
+    json_t *v = json_object_get(root, "where");
+    if (v) {
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 65536)
+            return fail(err, errlen, 400, "'where' must be a non-empty string of at most 65536 "
+                        "bytes (an SQL expression over the index's metadata)");
+        if (!(out->where = strdup(json_string_value(v))))
+            return fail(err, errlen, 500, "out of memory");
+    }
+    v = json_object_get(root, "filter_ids");
+    if (v) {
+        if (!json_is_array(v))
+            return fail(err, errlen, 400, "'filter_ids' must be a list of document ids");
+        size_t n = json_array_size(v);
+        if (n > lim->max_ids)
+            return fail(err, errlen, 413, "'filter_ids': %zu ids; at most %u per request "
+                        "(--max-ids)", n, lim->max_ids);
+        if (!(out->filter_ids = calloc(n ? n : 1, sizeof *out->filter_ids)))
+            return fail(err, errlen, 500, "out of memory");
+        out->nfilter_ids = (uint32_t)n;
+        int st = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!(out->filter_ids[i] = id_copy(json_array_get(v, i), "'filter_ids' id", i, &st,
+                                               err, errlen)))
+                return st;
+    }
+    return 0;
 }
 
 static int search_options(json_t *root, const srv_limits *lim, srv_search_req *out, char *err,
@@ -591,7 +630,7 @@ int srv_parse_search_json(const char *body, size_t len, uint32_t dim, bool have_
                           size_t errlen) {
     static const char *const keys[] = {"queries", "texts", "k", "mode", "nprobe", "threshold",
                                        "ndocs", "score", "pruning", "prune_ratio", "rerank",
-                                       NULL};
+                                       "where", "filter_ids", NULL};
     memset(out, 0, sizeof *out);
     tt_search_options_init(&out->opt);
     int st;
@@ -600,7 +639,8 @@ int srv_parse_search_json(const char *body, size_t len, uint32_t dim, bool have_
         return st;
     rows r = {.dim = dim};
     if ((st = check_keys(root, keys, err, errlen)) ||
-        (st = search_options(root, lim, out, err, errlen)))
+        (st = search_options(root, lim, out, err, errlen)) ||
+        (st = search_filter(root, lim, out, err, errlen)))
         goto done;
     json_t *q = json_object_get(root, "queries"), *t = json_object_get(root, "texts");
     if (!!q == !!t) {

@@ -64,6 +64,11 @@ typedef struct srv_search_req {
     char **texts;               /* ntexts = nqueries NUL-terminated texts, or NULL */
     uint32_t k;
     tt_search_options opt;
+    /* Filters (doc/metadata.md): an SQL expression over the index's metadata, and/or
+     * external ids; NULL when absent. opt.filter stays NULL: the caller makes it. */
+    char *where;
+    char **filter_ids;
+    uint32_t nfilter_ids;
 } srv_search_req;
 
 /* A parsed add request: ndocs documents, document i with lens[i] vectors from row
