@@ -688,6 +688,8 @@ typedef struct tt_tune_options {
     tt_progress_fn progress; /* may be NULL */
     void *progress_user;
     const volatile int *cancel; /* may be NULL: set, the tuning stops with TT_ECANCELED */
+    int io;                  /* how the measured searches read residuals: TT_IO_AUTO
+                              * (default), TT_IO_URING or TT_IO_MMAP (tt_open_options) */
 } tt_tune_options;
 
 TT_API void tt_tune_options_init(tt_tune_options *opt);

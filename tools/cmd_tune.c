@@ -33,7 +33,9 @@ static void usage(FILE *f) {
         "  --if-stale            only re-check the stored parameters on new pseudo-queries;\n"
         "                        re-tune when they miss the target\n"
         "  --threads T           threads for the exhaustive reference (default: all CPUs);\n"
-        "                        the candidates are timed on one\n");
+        "                        the candidates are timed on one\n"
+        "  --io uring|mmap       residual reads of the measured searches (default: as\n"
+        "                        tartan search)\n");
 }
 
 void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool published) {
@@ -56,6 +58,7 @@ int cmd_tune(int argc, char **argv) {
         {"noise", required_argument, 0, 'N'},          {"seed", required_argument, 0, 's'},
         {"cost", required_argument, 0, 'c'},           {"if-stale", no_argument, 0, 'S'},
         {"threads", required_argument, 0, 't'},        {"help", no_argument, 0, 'h'},
+        {"io", required_argument, 0, 'I'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *qlens = NULL;
     tt_tune_options o;
@@ -103,6 +106,14 @@ int cmd_tune(int argc, char **argv) {
                 return cli_usage_error("tune", "--cost must be time or work");
             break;
         case 'S': o.if_stale = 1; break;
+        case 'I':
+            if (!strcmp(optarg, "uring"))
+                o.io = TT_IO_URING;
+            else if (!strcmp(optarg, "mmap"))
+                o.io = TT_IO_MMAP;
+            else
+                return cli_usage_error("tune", "--io must be uring or mmap");
+            break;
         case 't':
             if ((rc_arg = cli_threads_arg("tune", optarg, &o.threads)))
                 return rc_arg;

@@ -125,7 +125,7 @@ run_valgrind() {
     vgrun 0 "build" "$T" build --vectors "$w/c.vectors.npy" --doclens "$w/c.doclens.npy" \
         --ids "$w/c.ids.txt" --out "$w/idx" --centroids 32 --threads 2 --keep-originals f16 \
         --no-tune
-    vgrun 0 "tune" "$T" tune --index "$w/idx" --pseudo-queries 8 --threads 2
+    vgrun 0 "tune" "$T" tune --index "$w/idx" --pseudo-queries 8 --threads 2 --io mmap
     vgrun 0 "verify" "$T" verify "$w/idx"
     vgrun 0 "info" "$T" info "$w/idx"
     vgrun 0 "info --json" "$T" info --json "$w/idx"

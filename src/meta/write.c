@@ -300,7 +300,8 @@ static int fix_reals(tt_mdb *m) {
     for (size_t c = 0; c < m->ncol; c++) {
         if (strcmp(m->col[c].type, "real"))
             continue;
-        char q[2 * MAX_NAME + 3], sql[4 * MAX_NAME + 96];
+        /* Three quoted names of up to 2 * MAX_NAME + 2 bytes each and the text. */
+        char q[2 * MAX_NAME + 3], sql[3 * (2 * MAX_NAME + 3) + 96];
         quote_ident(q, m->col[c].name);
         snprintf(sql, sizeof sql, "UPDATE meta SET %s = CAST(%s AS REAL) WHERE typeof(%s) = "
                  "'integer'", q, q, q);

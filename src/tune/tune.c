@@ -18,6 +18,7 @@ void tt_tune_options_init(tt_tune_options *opt) {
     opt->noise = NAN;
     opt->seed = 42;
     opt->cost = TT_TUNE_COST_TIME;
+    opt->io = TT_IO_AUTO;
 }
 
 #define TUNE_NOISE_DEFAULT 0.5f
@@ -47,6 +48,8 @@ static int check_options(const tt_tune_options *in, tt_tune_options *o) {
         return tt_err(TT_EINVAL, "tune options: noise %g is not in [0, 10]", (double)o->noise);
     if (o->cost != TT_TUNE_COST_TIME && o->cost != TT_TUNE_COST_WORK)
         return tt_err(TT_EINVAL, "tune options: unknown cost %d", o->cost);
+    if (o->io != TT_IO_AUTO && o->io != TT_IO_URING && o->io != TT_IO_MMAP)
+        return tt_err(TT_EINVAL, "tune options: unknown io %d", o->io);
     if (o->threads < 0)
         return tt_err(TT_EINVAL, "tune options: threads %d", o->threads);
     return TT_OK;
@@ -114,7 +117,10 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
     if ((st = tt_store_open(&s, dir, &co)))
         goto done;
     /* We hold the lock: the current generation is the one we publish on. */
-    if ((st = tt_index_open(&idx, dir, NULL)))
+    tt_open_options oo;
+    tt_open_options_init(&oo);
+    oo.io = o.io;
+    if ((st = tt_index_open(&idx, dir, &oo)))
         goto done;
     if (idx->man.generation != s.man.generation) {
         st = tt_err(TT_EBUSY, "%s: the index changed while it was opened", dir);
