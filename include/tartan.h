@@ -321,6 +321,10 @@ typedef struct tt_index_info {
     uint64_t input_vectors;           /* the documents' vectors before pooling (all rows, as
                                        * num_vectors counts them after) */
     int debias;                       /* 1: the codec's weights are debiased */
+    /* the residual sketch (doc/search.md, "Residual sketch") */
+    uint32_t sketch_bytes;            /* per vector, kept in RAM for PLAID's centroid
+                                       * stages; 0: none */
+    uint64_t bytes_sketch;            /* the sketch.tt files (also counted in bytes_codes) */
 } tt_index_info;
 
 /* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals
@@ -487,6 +491,12 @@ typedef struct tt_search_options {
                          * them, then decompressed MaxSim over the best) instead of through
                          * the IVF; 0: the default crossover, sqrt(TT_FILTER_DIRECT_MUL *
                          * ndocs * live documents) (doc/search.md, "Filters") */
+    /* Appended after filter_direct_max (doc/search.md, "Residual sketch"). */
+    int sketch;          /* 1: where the index has a residual sketch, PLAID's centroid
+                          * stages score each vector as <q, c> plus <q, r> over the
+                          * sketched positions; 0: centroid scores alone (PLAID as
+                          * published); -1 (default): the index's calibrated choice
+                          * (tt_index_tune measures both), else 1 */
 } tt_search_options;
 
 /* The default crossover of filtered PLAID search: the direct plan costs about the
@@ -628,6 +638,8 @@ typedef struct tt_tuned {
                             * queries, with these parameters */
     double ms;             /* their mean CPU time per query (ms, one thread), as measured */
     int reached;           /* recall >= the target; 0: the best recall the grid had */
+    int sketch;            /* 1: with the index's residual sketch (or it has none); 0: the
+                            * calibration found search better without it */
 } tt_tuned;
 
 /* An index's calibration (tune.tt), as tt_index_tune measured it. */

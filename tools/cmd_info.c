@@ -23,7 +23,7 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n  \"debias\": %s,\n"
            "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"4\": %u, \"8\": %u},\n"
            "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
-           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n",
+           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n  \"sketch_bytes\": %u,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
            codec_name(in->codec_tables), in->lloyd_max_rounds, in->debias ? "true" : "false",
@@ -31,7 +31,7 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
            in->keep_originals ? "\"f16\"" : "null", in->pool_factor,
-           (unsigned long long)in->input_vectors);
+           (unsigned long long)in->input_vectors, in->sketch_bytes);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
@@ -111,10 +111,11 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     const tt_tuned *sets[2] = {&t.k10, &t.k100};
     for (int i = 0; i < 2; i++)
         printf(",\n    \"k%u\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
-               "\"rerank_margin\": %.4f, \"recall\": %.4f, \"ms\": %.4f, \"reached\": %s}",
+               "\"rerank_margin\": %.4f, \"sketch\": %s, \"recall\": %.4f, \"ms\": %.4f, "
+               "\"reached\": %s}",
                sets[i]->k, sets[i]->nprobe, sets[i]->ndocs, (double)sets[i]->prune_ratio,
-               (double)sets[i]->rerank_margin, sets[i]->recall, sets[i]->ms,
-               sets[i]->reached ? "true" : "false");
+               (double)sets[i]->rerank_margin, sets[i]->sketch ? "true" : "false",
+               sets[i]->recall, sets[i]->ms, sets[i]->reached ? "true" : "false");
     printf("}\n}\n");
 }
 
@@ -174,6 +175,9 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         snprintf(tables, sizeof tables, "tables refined by up to %d Lloyd-Max rounds",
                  in->lloyd_max_rounds);
     printf("             %s%s\n", tables, in->debias ? ", weights debiased" : "");
+    if (in->sketch_bytes)
+        printf("sketch       %u bytes per vector (the 8-bit positions' codes) in RAM for "
+               "PLAID's centroid stages\n", in->sketch_bytes);
     if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
         printf("pooling      factor %u (tartan add's default): %llu vectors before, %llu after "
                "(%.2fx fewer)\n", in->pool_factor, (unsigned long long)in->input_vectors,
@@ -249,9 +253,10 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         const tt_tuned *sets[2] = {&t.k10, &t.k100};
         for (int i = 0; i < 2; i++)
             printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank margin "
-                   "%.0f: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
-                   (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin, sets[i]->k,
-                   sets[i]->recall, sets[i]->reached ? "" : " (target not reached)");
+                   "%.0f%s: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+                   (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin,
+                   sets[i]->sketch ? "" : ", no sketch", sets[i]->k, sets[i]->recall,
+                   sets[i]->reached ? "" : " (target not reached)");
     } else {
         printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
     }

@@ -56,6 +56,8 @@ static void usage(FILE *f) {
         "                       calibrated value (tartan tune), else by k: 1, 2, 4)\n"
         "  --untuned            ColBERTv2's defaults by k even where the index has\n"
         "                       calibrated parameters\n"
+        "  --no-sketch          centroid scores alone in stages 2-3, even where the index\n"
+        "                       keeps a residual sketch\n"
         "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
         "                       implies --pruning absolute)\n"
         "  --pruning R          relative (default: a centroid counts if it scores within a\n"
@@ -410,6 +412,7 @@ int cmd_search(int argc, char **argv) {
         {"json", no_argument, 0, 'j'},          {"where", required_argument, 0, 'W'},
         {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
         {"filter-direct-max", required_argument, 0, 'X'},
+        {"no-sketch", no_argument, 0, 1009},
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
@@ -551,6 +554,9 @@ int cmd_search(int argc, char **argv) {
             break;
         case 'U':
             so.tuned = 0;
+            break;
+        case 1009:
+            so.sketch = 0;
             break;
         case 'M':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1000))
@@ -782,11 +788,14 @@ int cmd_search(int argc, char **argv) {
             snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
         else
             snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
-        char rerank[48];
+        char rerank[64];
         if (eff.rerank == TT_RERANK_FIXED)
             snprintf(rerank, sizeof rerank, "fixed");
         else
             snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
+        if (info.sketch_bytes)
+            snprintf(rerank + strlen(rerank), sizeof rerank - strlen(rerank), " sketch=%s",
+                     eff.sketch ? "on" : "off");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
                 "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
