@@ -167,16 +167,14 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
         ctx->st.seconds[3] += tt_now() - t0;
         goto done;
     }
-    /* The scan plan: a filter allowing few live documents gets them all scored, as the
-     * exhaustive mode does (exact). PLAID's direct plan would decompress at least
-     * max(ndocs / 4, k) of them (stage 4's first batch) after computing C·Qᵀ over every
-     * centroid, which costs K x nq x dim int8 multiply-adds: at 4x float32's rate, the
-     * decompressed MaxSim of about K / (4 x L) documents of L vectors (measured on 300k
-     * documents, K = 32768, L = 32: 185 documents' worth, doc/search.md "Filters").
-     * Up to the sum of the two, scanning costs no more. */
-    const double avg_len = idx->num_docs ? (double)idx->num_vectors / (double)idx->num_docs : 1;
-    const uint64_t scan_max = (uint64_t)TT_MAX(o.ndocs / 4, kk) +
-                              (uint64_t)((double)idx->num_centroids / (4.0 * TT_MAX(avg_len, 1.0)));
+    /* The scan plan: a filter allowing no more live documents than PLAID's stage 4
+     * decompresses at least (max(ndocs / 4, k), its first batch) gets them all scored,
+     * as the exhaustive mode does. The direct plan would score the same documents after
+     * computing C·Qᵀ over every centroid: this is its result (exact) for less work.
+     * Above that the direct plan may stop early, and on 300k documents it did (a wider
+     * rule, up to K / (4 x mean doclen) more documents, measured slower: doc/search.md,
+     * "Filters"). */
+    const uint64_t scan_max = TT_MAX(o.ndocs / 4, kk);
     if (o.mode == TT_MODE_PLAID && ctx->direct && ctx->allowed <= scan_max) {
         ctx->st.candidates += ctx->allowed;
         o.mode = TT_MODE_EXHAUSTIVE;
