@@ -633,6 +633,19 @@ START_TEST(filtered_sparse_and_hybrid) {
     ck_assert_uint_eq(n, TT_MIN(k, nsall[0]));
     for (uint32_t i = 0; i < n; i++)
         ck_assert_uint_eq(got[i].doc, sall[i].doc);
+    /* ... and in a hybrid search its sparse list takes the dense options' filter */
+    tt_filter *one;
+    ck_assert_int_eq(tt_metadata_where(md, "bucket < 10", &one), TT_OK);
+    for (uint64_t d = 0; d < N; d++)
+        allowed[d] = bucket[d] < 10;
+    tt_search_options ho = dso;
+    ho.filter = one;
+    ck_assert_int_eq(tt_hybrid_search_batch(x, Q, qoffs, qlens, &ho, qs, NULL, &so, &fo,
+                                            qs->n, k, 1, hy, nhy, NULL), TT_OK);
+    for (uint64_t q = 0; q < qs->n; q++)
+        for (uint32_t i = 0; i < nhy[q]; i++)
+            ck_assert(allowed[hy[q * k + i].doc]);
+    tt_filter_free(one);
 
     tt_search_ctx_free(ctx);
     tt_metadata_close(md);

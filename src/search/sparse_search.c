@@ -62,12 +62,13 @@ int64_t tt_sparse_set_find(const tt_sparse_set *s, const char *id) {
 /* The size of tt_sparse_options before its filter was appended. */
 #define SPARSE_OPTIONS_V1_SIZE offsetof(tt_sparse_options, filter)
 
-/* The caller's options with the fields past its struct_size at their defaults. */
+/* The caller's options, whole: the fields past its struct_size at their defaults
+ * (the copy is of this library's size, so it can be passed on with a filter set). */
 static void sparse_opts_copy(const tt_sparse_options *in, tt_sparse_options *out) {
     tt_sparse_options_init(out);
     if (in->struct_size == SPARSE_OPTIONS_V1_SIZE || in->struct_size == sizeof *in)
         memcpy(out, in, in->struct_size);
-    out->struct_size = in->struct_size;
+    out->struct_size = sizeof *out;
 }
 
 static int check_sparse_opts(const tt_sparse_options *o) {
