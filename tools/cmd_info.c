@@ -10,6 +10,11 @@ static const char *codec_name(int c) {
 }
 /* The input's vectors (before token pooling) as float16: what the index replaces. */
 static uint64_t input_f16(const tt_index_info *in) { return in->input_vectors * in->dim * 2; }
+/* The dense part of the index (what the compression ratios are of): bytes_index without
+ * the sparse postings, the metadata database and the calibration. */
+static uint64_t dense_bytes(const tt_index_info *in) {
+    return in->bytes_index - in->bytes_sparse - in->bytes_metadata - in->bytes_tune;
+}
 
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
@@ -34,20 +39,22 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->input_vectors, in->sketch_bytes);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
+           "\"sparse\": %llu, \"metadata\": %llu, \"tune\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
            (unsigned long long)in->bytes_meta, (unsigned long long)in->bytes_centroids,
            (unsigned long long)in->bytes_codec, (unsigned long long)in->bytes_doclens,
            (unsigned long long)in->bytes_codes, (unsigned long long)in->bytes_residuals,
            (unsigned long long)in->bytes_ivf, (unsigned long long)in->bytes_ids,
-           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_index,
-           (unsigned long long)in->bytes_originals);
+           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_sparse,
+           (unsigned long long)in->bytes_metadata, (unsigned long long)in->bytes_tune,
+           (unsigned long long)in->bytes_index, (unsigned long long)in->bytes_originals);
     printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
            "  \"uncompressed_f32_bytes\": %llu,\n  \"ratio_f16\": %.3f,\n  \"ratio_f32\": %.3f,\n"
            "  \"input_f16_bytes\": %llu,\n  \"ratio_input_f16\": %.3f,\n"
            "  \"resident_bytes\": %llu,\n",
            in->bits_per_dim, (unsigned long long)in->bytes_f16, (unsigned long long)in->bytes_f32,
            in->ratio_f16, in->ratio_f32, (unsigned long long)input_f16(in),
-           (double)input_f16(in) / (double)in->bytes_index, (unsigned long long)in->resident_bytes);
+           (double)input_f16(in) / (double)dense_bytes(in), (unsigned long long)in->resident_bytes);
     printf("  \"build\": {\"seed\": %llu, \"sample_factor\": %g, \"train_vectors\": %llu, "
            "\"heldout_vectors\": %llu, \"kmeans_iters\": %u, \"threads\": %u, \"assign\": \"%s\", "
            "\"seconds\": %.3f, \"heldout_mse\": %.6g},\n  \"encoder\": ",
@@ -208,6 +215,12 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         row("deletions", in->bytes_tombs, in->bytes_index);
     row("codec", in->bytes_codec, in->bytes_index);
     row("meta", in->bytes_meta + in->bytes_manifest, in->bytes_index);
+    if (in->bytes_sparse)
+        row("sparse", in->bytes_sparse, in->bytes_index);
+    if (in->bytes_metadata)
+        row("metadata", in->bytes_metadata, in->bytes_index);
+    if (in->bytes_tune)
+        row("tune", in->bytes_tune, in->bytes_index);
     row("index", in->bytes_index, in->bytes_index);
     if (in->bytes_originals)
         printf("  %-12s %12s  (kept originals, float16; not counted above)\n", "originals",
@@ -216,9 +229,12 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
            "%.2fx than float32 (%s)\n",
            in->bits_per_dim, in->ratio_f16, cli_human_bytes(in->bytes_f16, h1, sizeof h1),
            in->ratio_f32, cli_human_bytes(in->bytes_f32, h2, sizeof h2));
+    if (dense_bytes(in) != in->bytes_index)
+        printf("             (of the dense part, %s: sparse postings, metadata and "
+               "calibration not counted)\n", cli_human_bytes(dense_bytes(in), h3, sizeof h3));
     if (in->input_vectors != in->num_vectors)
         printf("             %.2fx smaller than the float16 vectors before pooling (%s)\n",
-               (double)input_f16(in) / (double)in->bytes_index,
+               (double)input_f16(in) / (double)dense_bytes(in),
                cli_human_bytes(input_f16(in), h1, sizeof h1));
     printf("search RAM   %s resident (everything but residuals%s); residuals are read per query\n",
            cli_human_bytes(in->resident_bytes, h3, sizeof h3),

@@ -633,12 +633,9 @@ int cmd_search(int argc, char **argv) {
     if (retriever == R_DENSE && (sparse_queries || query_text))
         return cli_usage_error("search", "--sparse-queries/--query-text need --mode sparse or "
                                "hybrid");
-    /* Filters apply to the dense retriever (tt_search_options.filter); the sparse one
-     * does not take them yet. --with-metadata only annotates the results: any mode. */
-    if (retriever != R_DENSE && (where || filter_ids))
-        return cli_usage_error("search", "--where and --filter-ids filter dense search only; "
-                               "not with --mode %s yet", retriever == R_HYBRID ? "hybrid" :
-                               "sparse");
+    /* Filters apply to every retriever: the dense one (tt_search_options.filter), the
+     * sparse one (tt_sparse_options.filter) and both lists of a hybrid search.
+     * --with-metadata only annotates the results: any mode. */
     if (retriever != R_SPARSE && !queries)
         return cli_usage_error("search", "--index, --queries and --out are required");
     if (encoder && (qlens || qids))
@@ -742,6 +739,7 @@ int cmd_search(int argc, char **argv) {
         goto done;
     }
     so.filter = filter;
+    spo.filter = filter;
     tt_search_options eff;
     /* Hybrid: the dense search runs to the fusion depth, so its parameters are those of
      * that k (tt_hybrid_search_batch). */

@@ -701,15 +701,21 @@ static void fill_info(tt_index *idx) {
     in->retrain_advised = in->drift >= TT_DRIFT_RETRAIN;
     in->bytes_manifest = TT_HEADER_SIZE + (idx->man.version == 2 ? 32 : 8) +
                          64ull * (idx->man.n + idx->man.nseg);
-    in->bytes_index = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
-                      in->bytes_codes + in->bytes_residuals + in->bytes_ivf + in->bytes_ids +
-                      in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
+    /* The dense part: what compresses the vectors, and what the ratios are of. */
+    uint64_t dense = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
+                     in->bytes_codes + in->bytes_residuals + in->bytes_ivf + in->bytes_ids +
+                     in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
+    /* The generation's other files: sparse postings, metadata, calibration. */
+    in->bytes_sparse = idx->sparse_bytes;
+    in->bytes_metadata = idx->f_metadata.size;
+    in->bytes_tune = idx->f_tune.size;
+    in->bytes_index = dense + in->bytes_sparse + in->bytes_metadata + in->bytes_tune;
     double values = (double)idx->num_vectors * idx->dim;
     in->bytes_f16 = idx->num_vectors * idx->dim * 2;
     in->bytes_f32 = idx->num_vectors * idx->dim * 4;
-    in->bits_per_dim = 8.0 * (double)in->bytes_index / values;
-    in->ratio_f16 = (double)in->bytes_f16 / (double)in->bytes_index;
-    in->ratio_f32 = (double)in->bytes_f32 / (double)in->bytes_index;
+    in->bits_per_dim = 8.0 * (double)dense / values;
+    in->ratio_f16 = (double)in->bytes_f16 / (double)dense;
+    in->ratio_f32 = (double)in->bytes_f32 / (double)dense;
     /* Search keeps everything in memory except the residuals and originals, plus the
      * document offsets, the int8 centroids made at open, and with several segments the
      * copies of their lengths and codes and the deleted-row bitmap. */
