@@ -60,6 +60,30 @@ expect_ok "exhaustive --no-sketch" S --out "$WORK/e0" --mode exhaustive --no-ske
 cmp -s "$WORK/e1" "$WORK/e0" && ok "the exhaustive reference ignores it" \
     || bad "exhaustive differs with --no-sketch"
 
+# Probing every centroid lists every live document (without sorting the centroids):
+# with every document scored decompressed, PLAID returns exhaustive search's ranking.
+expect_ok "search, every centroid probed" S --out "$WORK/all" --nprobe 100000 \
+    --ndocs 100000 --rerank fixed
+cut -d' ' -f1,3 "$WORK/all" >"$WORK/all.ids"; cut -d' ' -f1,3 "$WORK/e1" >"$WORK/e1.ids"
+cmp -s "$WORK/all.ids" "$WORK/e1.ids" && ok "every centroid probed: exhaustive's ranking" \
+    || bad "every centroid probed differs from exhaustive"
+
+# The calibration measures with and without the sketch and stores its choice, which
+# search then uses (and says so).
+cp -r "$WORK/idx" "$WORK/tuned"
+expect_ok "tune" "$T" tune --index "$WORK/tuned" --cost work --pseudo-queries 16
+if grep -q "k=10 .*no-sketch" "$WORK/err"; then want=off; else want=on; fi
+expect_ok "info --json" "$T" info --json "$WORK/tuned"
+if have_numpy; then
+    got=$("$PY" -c "import json,sys; c=json.load(open(sys.argv[1]))['calibration']; \
+print('on' if c['k10']['sketch'] else 'off')" "$WORK/out")
+    [ "$got" = "$want" ] && ok "tune.tt keeps the sketch choice ($want)" \
+        || bad "tune printed $want, info says $got"
+fi
+expect_ok "search, calibrated" S --out "$WORK/rt" --index "$WORK/tuned"
+grep -q "sketch=$want" "$WORK/err" && ok "search uses the calibrated choice" \
+    || bad "search: $(cat "$WORK/err")"
+
 expect_ok "add" "$T" add --index "$WORK/idx" --vectors "$WORK/a.vectors.npy" \
     --doclens "$WORK/a.doclens.npy" --ids "$WORK/a2.ids.txt"
 [ "$(ls "$WORK/idx" | grep -c 'sketch\.tt$')" = 2 ] && ok "the added segment has a sketch" \

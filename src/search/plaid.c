@@ -396,6 +396,31 @@ static int sketch_lut(tt_search_ctx *c) {
     return TT_OK;
 }
 
+/* Every live document (of the filter's, if any) as a candidate: what probing every
+ * centroid gives, without sorting K centroids per query vector. */
+static int all_live(tt_search_ctx *c, size_t *ncand_out) {
+    const tt_index *idx = c->idx;
+    int st = tt_grow((void **)&c->cand, &c->cand_cap, (size_t)(c->allowed ? c->allowed : 1),
+                     sizeof *c->cand, "candidates");
+    if (st)
+        return st;
+    size_t n = 0;
+    for (uint64_t w = 0; w < (idx->num_docs + 63) / 64; w++) {
+        uint64_t x = idx->num_docs - 64 * w >= 64 ? ~0ull
+                                                  : (1ull << (idx->num_docs - 64 * w)) - 1;
+        if (idx->deleted)
+            x &= ~idx->deleted[w];
+        if (c->filter)
+            x &= c->filter->bits[w];
+        while (x) {
+            c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
+            x &= x - 1;
+        }
+    }
+    *ncand_out = n;
+    return TT_OK;
+}
+
 /* PLAID stage 1: St = C·Qᵀ, the pruning mask and the candidate documents.
  * When the nprobe lists hold fewer than min_cand documents (small collections, where a
  * list holds a handful of documents), nprobe doubles until they do or every centroid
@@ -415,10 +440,13 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
     if (c->use_sketch && (st = sketch_lut(c)))
         return st;
     tt_ctx_centroid_scores(c);
-    if ((st = stage1_select(c, nprobe, &threshold, &ncells)))
+    /* Probing every centroid: every live document is a candidate; only the pruning
+     * mask and each query vector's best score are needed. */
+    const bool all = nprobe >= K;
+    if ((st = stage1_select(c, all ? 1 : nprobe, &threshold, &ncells)))
         return st;
     if (relative)
-        relative_mask(c, nprobe, o->prune_ratio, c->m);
+        relative_mask(c, all ? 1 : nprobe, o->prune_ratio, c->m);
     if (c->direct) {
         /* A small allowed set: every allowed document is a candidate. */
         if ((st = tt_ctx_allowed_list(c)))
@@ -426,10 +454,14 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
         *ncand_out = (size_t)c->allowed;
         return TT_OK;
     }
+    if (all)
+        return all_live(c, ncand_out);
     if ((st = stage1_union(c, ncells, ncand_out)))
         return st;
     while (*ncand_out < min_cand && *ncand_out < c->allowed && nprobe < K) {
         nprobe = nprobe > K / 2 ? K : 2 * nprobe;
+        if (nprobe >= K)
+            return all_live(c, ncand_out);
         if ((st = stage1_select(c, nprobe, NULL, &ncells)) ||
             (st = stage1_union(c, ncells, ncand_out)))
             return st;

@@ -391,6 +391,32 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
         if (t.t.recall > top.t.recall)
             top = t;
     }
+    /* With a residual sketch, also every live document as a candidate (nprobe = K):
+     * stage 1's lists are chosen by centroid scores alone, which is what the sketch
+     * corrects in stages 2-3; scanning the codes and sketch of every vector is linear
+     * in the collection but far cheaper than scoring the residuals, and the measured
+     * cost decides. */
+    if (c->idx->sketch_bytes) {
+        const uint32_t K = c->idx->num_centroids;
+        float margin = best.ok ? best.t.rerank_margin : top.t.rerank_margin;
+        for (size_t n = 0; n < sizeof NDOCS / sizeof NDOCS[0]; n++) {
+            if (NDOCS[n] < k && n + 1 < sizeof NDOCS / sizeof NDOCS[0])
+                continue;
+            point at;
+            int st = measure(c, k, (int)K, NDOCS[n], margin, 1, target, &at);
+            if (st)
+                return st;
+            if (at.t.recall > top.t.recall)
+                top = at;
+            if (at.ok) {
+                if (!best.ok || at.cost < best.cost)
+                    best = at;
+                break;
+            }
+            if ((best.ok && at.cost > best.cost) || (uint64_t)NDOCS[n] >= c->idx->num_live)
+                break;
+        }
+    }
     *out = best.ok ? best.t : top.t;
     return TT_OK;
 }
