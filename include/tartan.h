@@ -196,7 +196,8 @@ typedef struct tt_build_options {
                                  * together; every member calls tt_build with the same
                                  * input, options and out_dir (a file system they all
                                  * see). Rank 0 checks and locks out_dir, trains the
-                                 * codebook and leaves it in the build directory; rank r
+                                 * codebook (k-means with every member when the group
+                                 * has a reduce) and leaves it in the build directory; rank r
                                  * encodes shards r, r + size, ...; rank 0 writes SHARDS
                                  * and publishes once every rank succeeded. A failure
                                  * anywhere fails every member (TT_EIO "another process
@@ -223,7 +224,20 @@ typedef struct tt_build_group {
      * statuses, then MPI_Bcast. */
     int (*sync)(void *user, int status, void *buf, size_t bytes);
     void *user;
+    /* Distributed k-means (may be NULL: rank 0 then trains the codebook alone). Called
+     * by every member at the same points in the same order with the same n: replaces
+     * buf[0..n) by the element-wise sum (op TT_REDUCE_SUM) or maximum (TT_REDUCE_MAX)
+     * of every member's buf (e.g. MPI_Allreduce of MPI_INT64_T); returns 0, or
+     * non-zero if it failed (the build then fails with TT_EIO). With it, each member
+     * reads its own slice of the training sample and assigns it, and each Lloyd
+     * iteration sums the members' per-centroid partial sums (integers, exact): the
+     * centroids are those of a one-process build, bit for bit (doc/scale.md). Flat
+     * k-means only: from TT_KMEANS_HIER_MIN_K (4096) centroids on rank 0 trains alone. */
+    int (*reduce)(void *user, int64_t *buf, size_t n, int op);
 } tt_build_group;
+
+/* tt_build_group.reduce's operations. */
+enum { TT_REDUCE_SUM = 0, TT_REDUCE_MAX = 1 };
 
 TT_API void tt_build_options_init(tt_build_options *opt);
 
