@@ -456,6 +456,40 @@ TT_API int tt_index_delete(const char *dir, const char *const *ids, size_t n,
 TT_API int tt_index_compact(const char *dir, const tt_change_options *opt,
                             tt_change_stats *stats);
 
+/* ------------------------------------------------------------- resharding */
+
+/* Options of tt_index_reshard; zero means the default (tt_reshard_options_init). */
+typedef struct tt_reshard_options {
+    uint32_t struct_size;       /* set by tt_reshard_options_init */
+    int force;                  /* replace an existing index at out_dir (only tartan's own
+                                 * files are removed, as tt_build_options.force) */
+    int threads;                /* 0: every CPU */
+    uint64_t memory_bytes;      /* working-memory budget (default 2 GiB) */
+    tt_progress_fn progress;    /* may be NULL */
+    void *progress_user;
+    const volatile int *cancel; /* may be NULL; set: TT_ECANCELED, nothing published */
+} tt_reshard_options;
+
+TT_API void tt_reshard_options_init(tt_reshard_options *opt);
+
+/* Re-partitions the index at dir (sharded: tartan build --shards; or plain) into
+ * `shards` shards (1: a plain index) written to out_dir, without re-encoding: the live
+ * documents of every source shard, in their global row order, are cut into `shards`
+ * consecutive ranges of about equal document counts, and each new shard gets the
+ * source's codebook (centroids and codec, byte for byte) and one segment whose codes,
+ * residuals, originals, ids and lengths are copied document by document; its IVF is
+ * rebuilt. Deleted documents are left out. The source is only read (the writer lock of
+ * each of its parts is held during the copy, so no change runs meanwhile); out_dir is
+ * written and published as tt_build writes an index (OUT.tmp-*, atomic rename; without
+ * force an existing out_dir is TT_EEXIST; with force only a plain index's own files are
+ * replaced). Calibrations (tune.tt) are not copied: tune the new shards. Not supported
+ * yet (TT_EUNSUPPORTED): sources with metadata or sparse postings.
+ * Errors: TT_EINVAL (shards 0 or > 4096, fewer live documents than shards, out_dir the
+ * source), TT_ENOTFOUND, TT_ECORRUPT (naming the damaged file), TT_EBUSY, TT_EEXIST,
+ * TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED, TT_EUNSUPPORTED. */
+TT_API int tt_index_reshard(const char *dir, uint32_t shards, const char *out_dir,
+                            const tt_reshard_options *opt);
+
 /* ----------------------------------------------------------------- search */
 
 enum { TT_MODE_PLAID = 0, TT_MODE_EXHAUSTIVE = 1, TT_MODE_EXACT = 2 };
