@@ -608,7 +608,10 @@ TT_API const tt_index *tt_sharded_shard(const tt_sharded *sh, uint32_t i, uint32
 TT_API const char *tt_sharded_doc_id(const tt_sharded *sh, uint64_t row, size_t *len);
 /* tt_search_batch over the open shards: per query, each shard's top k, rows made
  * global, merged into the best k (hits nq*k, nhits nq; seconds, may be NULL: each
- * query's latency summed over the shards). Errors: those of tt_search_batch. */
+ * query's latency summed over the shards). opt->filter, when set, is over the GLOBAL
+ * rows (tt_sharded_num_docs of them; e.g. tt_filter_from_ids on each shard, rows offset
+ * by its first row): each shard searches with its own rows' part of it.
+ * Errors: those of tt_search_batch; TT_EINVAL (a filter over another number of rows). */
 TT_API int tt_sharded_search_batch(const tt_sharded *sh, const float *Q,
                                    const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq,
                                    uint32_t k, const tt_search_options *opt, int threads,
