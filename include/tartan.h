@@ -196,7 +196,8 @@ typedef struct tt_build_options {
                                  * together; every member calls tt_build with the same
                                  * input, options and out_dir (a file system they all
                                  * see). Rank 0 checks and locks out_dir, trains the
-                                 * codebook and leaves it in the build directory; rank r
+                                 * codebook (k-means with every member when the group
+                                 * has a reduce) and leaves it in the build directory; rank r
                                  * encodes shards r, r + size, ...; rank 0 writes SHARDS
                                  * and publishes once every rank succeeded. A failure
                                  * anywhere fails every member (TT_EIO "another process
@@ -223,7 +224,20 @@ typedef struct tt_build_group {
      * statuses, then MPI_Bcast. */
     int (*sync)(void *user, int status, void *buf, size_t bytes);
     void *user;
+    /* Distributed k-means (may be NULL: rank 0 then trains the codebook alone). Called
+     * by every member at the same points in the same order with the same n: replaces
+     * buf[0..n) by the element-wise sum (op TT_REDUCE_SUM) or maximum (TT_REDUCE_MAX)
+     * of every member's buf (e.g. MPI_Allreduce of MPI_INT64_T); returns 0, or
+     * non-zero if it failed (the build then fails with TT_EIO). With it, each member
+     * reads its own slice of the training sample and assigns it, and each Lloyd
+     * iteration sums the members' per-centroid partial sums (integers, exact): the
+     * centroids are those of a one-process build, bit for bit (doc/scale.md). Flat
+     * k-means only: from TT_KMEANS_HIER_MIN_K (4096) centroids on rank 0 trains alone. */
+    int (*reduce)(void *user, int64_t *buf, size_t n, int op);
 } tt_build_group;
+
+/* tt_build_group.reduce's operations. */
+enum { TT_REDUCE_SUM = 0, TT_REDUCE_MAX = 1 };
 
 TT_API void tt_build_options_init(tt_build_options *opt);
 
@@ -453,6 +467,40 @@ TT_API int tt_index_delete(const char *dir, const char *const *ids, size_t n,
 TT_API int tt_index_compact(const char *dir, const tt_change_options *opt,
                             tt_change_stats *stats);
 
+/* ------------------------------------------------------------- resharding */
+
+/* Options of tt_index_reshard; zero means the default (tt_reshard_options_init). */
+typedef struct tt_reshard_options {
+    uint32_t struct_size;       /* set by tt_reshard_options_init */
+    int force;                  /* replace an existing index at out_dir (only tartan's own
+                                 * files are removed, as tt_build_options.force) */
+    int threads;                /* 0: every CPU */
+    uint64_t memory_bytes;      /* working-memory budget (default 2 GiB) */
+    tt_progress_fn progress;    /* may be NULL */
+    void *progress_user;
+    const volatile int *cancel; /* may be NULL; set: TT_ECANCELED, nothing published */
+} tt_reshard_options;
+
+TT_API void tt_reshard_options_init(tt_reshard_options *opt);
+
+/* Re-partitions the index at dir (sharded: tartan build --shards; or plain) into
+ * `shards` shards (1: a plain index) written to out_dir, without re-encoding: the live
+ * documents of every source shard, in their global row order, are cut into `shards`
+ * consecutive ranges of about equal document counts, and each new shard gets the
+ * source's codebook (centroids and codec, byte for byte) and one segment whose codes,
+ * residuals, originals, ids and lengths are copied document by document; its IVF is
+ * rebuilt. Deleted documents are left out. The source is only read (the writer lock of
+ * each of its parts is held during the copy, so no change runs meanwhile); out_dir is
+ * written and published as tt_build writes an index (OUT.tmp-*, atomic rename; without
+ * force an existing out_dir is TT_EEXIST; with force only a plain index's own files are
+ * replaced). Calibrations (tune.tt) are not copied: tune the new shards. Not supported
+ * yet (TT_EUNSUPPORTED): sources with metadata or sparse postings.
+ * Errors: TT_EINVAL (shards 0 or > 4096, fewer live documents than shards, out_dir the
+ * source), TT_ENOTFOUND, TT_ECORRUPT (naming the damaged file), TT_EBUSY, TT_EEXIST,
+ * TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED, TT_EUNSUPPORTED. */
+TT_API int tt_index_reshard(const char *dir, uint32_t shards, const char *out_dir,
+                            const tt_reshard_options *opt);
+
 /* ----------------------------------------------------------------- search */
 
 enum { TT_MODE_PLAID = 0, TT_MODE_EXHAUSTIVE = 1, TT_MODE_EXACT = 2 };
@@ -577,7 +625,10 @@ TT_API const tt_index *tt_sharded_shard(const tt_sharded *sh, uint32_t i, uint32
 TT_API const char *tt_sharded_doc_id(const tt_sharded *sh, uint64_t row, size_t *len);
 /* tt_search_batch over the open shards: per query, each shard's top k, rows made
  * global, merged into the best k (hits nq*k, nhits nq; seconds, may be NULL: each
- * query's latency summed over the shards). Errors: those of tt_search_batch. */
+ * query's latency summed over the shards). opt->filter, when set, is over the GLOBAL
+ * rows (tt_sharded_num_docs of them; e.g. tt_filter_from_ids on each shard, rows offset
+ * by its first row): each shard searches with its own rows' part of it.
+ * Errors: those of tt_search_batch; TT_EINVAL (a filter over another number of rows). */
 TT_API int tt_sharded_search_batch(const tt_sharded *sh, const float *Q,
                                    const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq,
                                    uint32_t k, const tt_search_options *opt, int threads,

@@ -160,17 +160,28 @@ done
 # (--where with --mode sparse and hybrid: tests/cli_hybrid.sh, whose index has BM25
 # postings and metadata)
 
-# ------------------------------------------------ sharded indexes (not supported yet)
+# ------------------------------------------------ sharded indexes (--filter-ids only)
 expect_fail "build --shards refuses --metadata" "not supported in a sharded build" "$T" build \
     --vectors "$W/s.vectors.npy" --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" \
     --out "$W/shm" --metadata "$W/m.jsonl" --centroids 64 --shards 2
 [ -e "$W/shm" ] && bad "build --shards --metadata: something left at the output"
 expect_ok "build --shards 2 (no metadata)" "$T" build --vectors "$W/s.vectors.npy" \
     --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" --out "$W/sh" --centroids 64 --shards 2
-head -3 "$W/s.ids.txt" >"$W/sh.ids"
-expect_fail "a sharded index refuses --filter-ids" "need an unsharded index" "$T" search \
-    --index "$W/sh" --queries "$W/s.queries.npy" --out "$W/sh.run" --filter-ids "$W/sh.ids"
-[ -e "$W/sh.run" ] && bad "sharded --filter-ids: a run appeared"
+expect_fail "a sharded index refuses --where (it has no metadata)" "need an unsharded index" \
+    "$T" search --index "$W/sh" --queries "$W/s.queries.npy" --out "$W/sh.run" --where "year > 0"
+[ -e "$W/sh.run" ] && bad "sharded --where: a run appeared"
+# --filter-ids on a sharded index: each shard searches its part of the global filter; in
+# exhaustive mode the run is the unsharded index's with the same filter (same codebook)
+awk 'NR % 4 == 1' "$W/s.ids.txt" >"$W/sh.ids"; echo no-such-id >>"$W/sh.ids"
+for f in sh idx; do
+    "$T" search --index "$W/$f" --queries "$W/s.queries.npy" --mode exhaustive --k 10 \
+        --filter-ids "$W/sh.ids" --out "$W/$f.frun" 2>"$W/$f.ferr"
+done
+cmp -s "$W/sh.frun" "$W/idx.frun" && [ -s "$W/sh.frun" ] \
+    && [ -z "$(awk '{print $3}' "$W/sh.frun" | grep -v -x -F -f "$W/sh.ids")" ] \
+    && grep -q "1 of them name no live" "$W/sh.ferr" \
+    && ok "sharded --filter-ids: the unsharded index's filtered run, allowed ids only" \
+    || bad "sharded --filter-ids differs ($(head -c 300 "$W/sh.ferr"))"
 
 # ------------------------------------------------------- through add, delete, compact
 "$PY" - "$W" <<'PY'

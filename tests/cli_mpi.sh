@@ -87,6 +87,20 @@ for n in 1 2 3 4; do
     same_tree "$WORK/sh" "$WORK/d$n" && "$T" verify "$WORK/d$n/shard-0002" >/dev/null 2>&1 \
         && ok "build by $n ranks: the one-process sharded index, file for file" \
         || bad "build by $n ranks differs ($(tail -c 300 "$WORK/log"))"
+    grep -q "k-means distributed over every rank" "$WORK/log" \
+        && ok "... its k-means ran on all $n ranks (MPI_Allreduce of the sums)" \
+        || bad "build by $n ranks: k-means not distributed ($(tail -c 300 "$WORK/log"))"
+done
+# distributed k-means with random seeding (k > 256) and 3 ranks, against one process:
+# centroids, codec and residuals byte for byte
+"$T" build --vectors "$V" --doclens "$L" --centroids 300 --shards 2 --out "$WORK/k1" \
+    >/dev/null 2>&1 || bad "build --centroids 300"
+for n in 2 3; do
+    $MPIRUN -n $n "$TM" build --vectors "$V" --doclens "$L" --centroids 300 --shards 2 \
+        --out "$WORK/k$n" >"$WORK/log" 2>&1
+    grep -q "k-means distributed" "$WORK/log" && same_tree "$WORK/k1" "$WORK/k$n" \
+        && ok "300 centroids, $n ranks: the one-process centroids, codec and codes" \
+        || bad "300 centroids, $n ranks differ ($(tail -c 300 "$WORK/log"))"
 done
 bfails() { # DESC PATTERN FAULT N
     rm -rf "$WORK/e"

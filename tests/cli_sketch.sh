@@ -47,6 +47,12 @@ if have_numpy; then
         || bad "sketch content ($n)"
 fi
 expect_ok "verify" "$T" verify "$WORK/idx"
+expect_ok "reshard into 2" "$T" reshard --index "$WORK/idx" --shards 2 --out "$WORK/rs"
+if have_numpy; then
+    n0=$(check_sketch "$WORK/rs/shard-0000") && n1=$(check_sketch "$WORK/rs/shard-0001") &&
+        [ "$n0$n1" = 11 ] && ok "resharding writes each shard's sketch" \
+        || bad "resharded sketches ($n0 $n1): $(ls "$WORK/rs"/shard-*)"
+fi
 
 S() { "$T" search --index "$WORK/idx" --queries "$WORK/o.queries.npy" \
     --query-ids "$WORK/o.qids.txt" --k 10 "$@"; }

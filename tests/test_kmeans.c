@@ -3,6 +3,8 @@
 
 #include "quant/kmeans.h"
 
+#include <pthread.h>
+
 /* Squared L2 distance in double. */
 static double dist2(const float *a, const float *b, uint32_t dim) {
     double s = 0;
@@ -191,6 +193,171 @@ static void check_finite(const float *c, uint64_t cnt) {
 /* Duplicated points and k close to n force empty clusters, which must be re-seeded
  * by splitting: centroids stay finite and every distinct point ends up with a
  * centroid of its own (distance ~0), on both seeding paths. */
+/* Exact sums (tt_fix_add): the same integers whatever the order and split of the
+ * values, and their value within rounding of the double sum. */
+START_TEST(fixed_point_sums) {
+    enum { N = 5000 };
+    static double v[N];
+    tt_rng rng;
+    tt_rng_seed(&rng, 3);
+    double m = 0, ref = 0;
+    for (int i = 0; i < N; i++) {
+        v[i] = (tt_rng_uniform(&rng) - 0.5) * (i % 7 == 0 ? 1e-6 : 3.0);
+        m = fmax(m, fabs(v[i]));
+        ref += v[i];
+    }
+    const double scale = tt_fix_scale(tt_fix_exponent(m));
+    int64_t fwd[2] = {0, 0}, back[2] = {0, 0}, a[2] = {0, 0}, b[2] = {0, 0};
+    for (int i = 0; i < N; i++)
+        tt_fix_add(fwd, v[i], scale);
+    for (int i = N - 1; i >= 0; i--)
+        tt_fix_add(back, v[i], scale);
+    for (int i = 0; i < N; i++) /* two parts, interleaved, summed after */
+        tt_fix_add(i % 3 ? a : b, v[i], scale);
+    ck_assert(fwd[0] == back[0] && fwd[1] == back[1]);
+    ck_assert(fwd[0] * 4294967296.0 + (double)fwd[1] ==
+              (a[0] + b[0]) * 4294967296.0 + (double)(a[1] + b[1]));
+    ck_assert_double_eq_tol(tt_fix_value(fwd, scale), ref, 1e-9);
+    int64_t one[2] = {0, 0}; /* a single value comes back exactly */
+    tt_fix_add(one, -0.3125, tt_fix_scale(tt_fix_exponent(0.3125)));
+    ck_assert(tt_fix_value(one, tt_fix_scale(tt_fix_exponent(0.3125))) == -0.3125);
+}
+END_TEST
+
+/* A fake group of in-process members for distributed training: each member is a
+ * thread, and the reduce meets them at a barrier and combines every member's buffer in
+ * member order (as MPI_Allreduce would, whatever its order: the values are integers). */
+enum { FG_MAX = 4 };
+typedef struct fake_group {
+    int size;
+    pthread_barrier_t bar;
+    int64_t *slot[FG_MAX];
+    int64_t calls;
+} fake_group;
+
+typedef struct fake_member {
+    fake_group *g;
+    int rank;
+    const float *x;
+    uint64_t n;
+    tt_kmeans_part part;
+    tt_kmeans_params p;
+    float *c;
+    int status;
+} fake_member;
+
+static int fake_reduce(void *user, int64_t *buf, size_t n, int op) {
+    fake_member *m = user;
+    fake_group *g = m->g;
+    int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    ck_assert_ptr_nonnull(tmp);
+    g->slot[m->rank] = buf;
+    pthread_barrier_wait(&g->bar);
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = g->slot[0][i];
+        for (int r = 1; r < g->size; r++)
+            v = op == TT_REDUCE_MAX ? (g->slot[r][i] > v ? g->slot[r][i] : v)
+                                    : v + g->slot[r][i];
+        tmp[i] = v;
+    }
+    if (m->rank == 0)
+        g->calls++;
+    pthread_barrier_wait(&g->bar); /* everyone has read every buffer */
+    memcpy(buf, tmp, n * sizeof *tmp);
+    free(tmp);
+    return 0;
+}
+
+static void *fake_run(void *arg) {
+    fake_member *m = arg;
+    m->status = tt_kmeans_train(m->x, m->n, &m->p, m->c);
+    return NULL;
+}
+
+/* Trains k centroids on x (n rows) cut at the bounds b[0..parts]; returns each
+ * member's status in st and its centroids in c[r]. */
+static void fake_train(const float *x, uint32_t dim, const uint64_t *b, int parts,
+                       const tt_kmeans_params *p, const volatile int *cancel_of_1,
+                       float **c, int *st, int64_t *calls) {
+    fake_group g = {.size = parts};
+    fake_member m[FG_MAX];
+    pthread_t th[FG_MAX];
+    ck_assert_int_eq(pthread_barrier_init(&g.bar, NULL, (unsigned)parts), 0);
+    for (int r = 0; r < parts; r++) {
+        m[r] = (fake_member){.g = &g, .rank = r, .x = x + b[r] * dim, .n = b[r + 1] - b[r],
+                             .c = c[r]};
+        m[r].part = (tt_kmeans_part){.first = b[r], .total = b[parts], .reduce = fake_reduce,
+                                     .user = &m[r]};
+        m[r].p = *p;
+        m[r].p.part = &m[r].part;
+        if (r == 1 && cancel_of_1)
+            m[r].p.cancel = cancel_of_1;
+        ck_assert_int_eq(pthread_create(&th[r], NULL, fake_run, &m[r]), 0);
+    }
+    for (int r = 0; r < parts; r++) {
+        pthread_join(th[r], NULL);
+        st[r] = m[r].status;
+    }
+    pthread_barrier_destroy(&g.bar);
+    *calls = g.calls;
+}
+
+/* Distributed training over 3 parts (and over 1) gives the one-process centroids, bit
+ * for bit, for both seeding paths; a part with no rows is fine; a part that fails
+ * fails every part. */
+START_TEST(distributed_parts) {
+    const uint32_t dim = 24;
+    const uint64_t n = 3000;
+    float *x = malloc(n * dim * sizeof *x);
+    uint32_t *labels = malloc(n * sizeof *labels);
+    ck_assert(x && labels);
+    tu_clustered(x, n, dim, 12, 0.05f, 9, labels);
+    const uint32_t ks[2] = {12, 280};
+    for (int v = 0; v < 2; v++) {
+        const uint32_t k = ks[v];
+        size_t cb = (size_t)k * dim * sizeof(float);
+        float *ref = malloc(cb), *c[3] = {malloc(cb), malloc(cb), malloc(cb)};
+        ck_assert(ref && c[0] && c[1] && c[2]);
+        tt_kmeans_params p = {.k = k, .dim = dim, .iters = 6, .seed = 21, .threads = 2,
+                              .spherical = v == 0};
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, ref), TT_OK);
+        p.threads = 1;
+        int st[3];
+        int64_t calls;
+        const uint64_t three[4] = {0, 1024, 2048, n}, empty[4] = {0, 1280, 1280, n},
+                       whole[2] = {0, n};
+        const uint64_t *splits[3] = {three, empty, whole};
+        const int parts[3] = {3, 3, 1};
+        for (int s = 0; s < 3; s++) {
+            fake_train(x, dim, splits[s], parts[s], &p, NULL, c, st, &calls);
+            for (int r = 0; r < parts[s]; r++) {
+                ck_assert_int_eq(st[r], TT_OK);
+                ck_assert_msg(memcmp(ref, c[r], cb) == 0, "k=%u split %d: part %d differs", k,
+                              s, r);
+            }
+            ck_assert_int_ge(calls, p.iters); /* at least one reduce per iteration */
+        }
+        static volatile int cancelled = 1;
+        fake_train(x, dim, three, 3, &p, &cancelled, c, st, &calls);
+        ck_assert_int_eq(st[1], TT_ECANCELED);
+        ck_assert_int_eq(st[0], TT_EIO);
+        ck_assert_int_eq(st[2], TT_EIO);
+        free(ref);
+        for (int r = 0; r < 3; r++)
+            free(c[r]);
+    }
+    /* hierarchical training is not distributed */
+    tt_kmeans_part part = {.first = 0, .total = n, .reduce = fake_reduce};
+    tt_kmeans_params p = {.k = 16, .dim = dim, .iters = 2, .method = TT_KMEANS_HIER,
+                          .part = &part};
+    float *c = malloc((size_t)16 * dim * sizeof *c);
+    ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_EUNSUPPORTED);
+    free(c);
+    free(x);
+    free(labels);
+}
+END_TEST
+
 START_TEST(empty_clusters) {
     const uint32_t dim = 32;
     const struct { uint32_t distinct, copies, k; } cases[3] = {{64, 4, 128}, {100, 4, 300},
@@ -594,6 +761,8 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, planted_clusters);
     tcase_add_test(tc, determinism);
+    tcase_add_test(tc, fixed_point_sums);
+    tcase_add_test(tc, distributed_parts);
     tcase_add_test(tc, empty_clusters);
     tcase_add_test(tc, exact_matches_naive);
     tcase_add_test(tc, ties_lowest_index);

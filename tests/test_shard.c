@@ -217,6 +217,42 @@ START_TEST(sharded_search_equals_unsharded) {
         free(ha);
         free(hb);
     }
+    /* a filter over the global rows (every third): each shard searches its part; the
+     * unsharded filtered search's hits, and a rank's hits are allowed rows only */
+    {
+        tt_filter *f = NULL, *wrong = NULL;
+        ck_assert_int_eq(tt_filter_new(&f, NDOCS), TT_OK);
+        for (uint64_t r = 0; r < NDOCS; r += 3)
+            ck_assert_int_eq(tt_filter_add(f, r), TT_OK);
+        tt_search_options fo = so;
+        fo.filter = f;
+        ck_assert_int_eq(tt_search_batch(idx, x, qoffs, qlens, NQ, K, &fo, 1, h1, n1, NULL),
+                         TT_OK);
+        ck_assert_int_eq(tt_sharded_search_batch(all, x, qoffs, qlens, NQ, K, &fo, 1, h2, n2,
+                                                 NULL), TT_OK);
+        ck_assert_int_eq(tt_sharded_search_batch(rk[0], x, qoffs, qlens, NQ, K, &fo, 1, hr[0],
+                                                 nr[0], NULL), TT_OK);
+        for (int q = 0; q < NQ; q++) {
+            ck_assert_uint_eq(n1[q], K);
+            ck_assert_uint_eq(n2[q], n1[q]);
+            for (uint32_t i = 0; i < n1[q]; i++) {
+                ck_assert_uint_eq(h2[q * K + i].doc % 3, 0);
+                ck_assert_uint_eq(h2[q * K + i].doc, h1[q * K + i].doc);
+                ck_assert(h2[q * K + i].score == h1[q * K + i].score);
+            }
+            for (uint32_t i = 0; i < nr[0][q]; i++) {
+                uint64_t d = hr[0][q * K + i].doc;
+                ck_assert_uint_eq(d % 3, 0);
+                ck_assert(d < NDOCS / 4 || d >= NDOCS * 3 / 4); /* shards 0 and 3 */
+            }
+        }
+        ck_assert_int_eq(tt_filter_new(&wrong, NDOCS - 1), TT_OK);
+        fo.filter = wrong;
+        ck_assert_int_eq(tt_sharded_search_batch(all, x, qoffs, qlens, NQ, K, &fo, 1, h2, n2,
+                                                 NULL), TT_EINVAL);
+        tt_filter_free(f);
+        tt_filter_free(wrong);
+    }
     /* a row in a shard this rank did not open has no id here */
     ck_assert_ptr_null(tt_sharded_doc_id(rk[1], 0, &(size_t){0}));
     for (int r = 0; r < 3; r++)

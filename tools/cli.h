@@ -25,6 +25,7 @@ int cmd_encode(int argc, char **argv);
 int cmd_add(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
+int cmd_reshard(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 /* tt_index_tune with the terminal's progress and the cooperative interrupt, and a summary

@@ -162,7 +162,38 @@ static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
 
 /* The allowed documents of --where and/or --filter-ids (both: those allowed by both),
  * reported on stderr. Returns 0, or -1 with the error printed. */
-static int make_filter(const tt_index *idx, tt_metadata *md, const char *where,
+/* tt_filter_from_ids over every shard of sh, as one filter over the global rows (a
+ * plain index: its own). */
+static int filter_from_ids_sharded(const tt_sharded *sh, const char *const *ids, size_t n,
+                                   tt_filter **out, uint64_t *unknown) {
+    const uint32_t S = tt_sharded_num_open(sh);
+    if (S == 1 && tt_sharded_num_shards(sh) == 1)
+        return tt_filter_from_ids(tt_sharded_shard(sh, 0, NULL, NULL), ids, n, out, unknown);
+    tt_filter *g = NULL;
+    int st = tt_filter_new(&g, tt_sharded_num_docs(sh));
+    uint64_t found = 0;
+    for (uint32_t i = 0; i < S && !st; i++) {
+        uint64_t first = 0, unk = 0;
+        const tt_index *idx = tt_sharded_shard(sh, i, NULL, &first);
+        tt_filter *f = NULL;
+        if ((st = tt_filter_from_ids(idx, ids, n, &f, &unk)))
+            break;
+        found += n - unk; /* ids are unique across the shards */
+        for (uint64_t r = 0; r < tt_filter_num_rows(f) && !st; r++)
+            if (tt_filter_has(f, r))
+                st = tt_filter_add(g, first + r);
+        tt_filter_free(f);
+    }
+    if (st) {
+        tt_filter_free(g);
+        return st;
+    }
+    *out = g;
+    *unknown = n - found;
+    return TT_OK;
+}
+
+static int make_filter(const tt_sharded *sh, tt_metadata *md, const char *where,
                        const char *ids_path, tt_filter **out) {
     tt_filter *w = NULL, *f = NULL;
     int st;
@@ -208,7 +239,8 @@ static int make_filter(const tt_index *idx, tt_metadata *md, const char *where,
         if (bad) {
             fprintf(stderr, "tartan search: error: %s: %s\n", ids_path,
                     bad == 2 ? strerror(errno) : "out of memory");
-        } else if ((st = tt_filter_from_ids(idx, (const char *const *)ids, n, &f, &unknown))) {
+        } else if ((st = filter_from_ids_sharded(sh, (const char *const *)ids, n, &f,
+                                                 &unknown))) {
             cli_fail("search", st);
             bad = 1;
         } else {
@@ -722,19 +754,19 @@ int cmd_search(int argc, char **argv) {
     cli_sigbus_install("search", idx);
     tt_index_info info;
     tt_index_get_info(idx, &info);
-    /* Metadata and filters are one index's rows: a sharded index has no metadata (its
-     * build refuses it), and a filter over its global rows is not split per shard yet. */
-    if ((where || filter_ids || with_md) && tt_sharded_num_shards(sh) > 1) {
-        fprintf(stderr, "tartan search: error: %s: --where, --filter-ids and --with-metadata "
-                "need an unsharded index (this one has %u shards); search one shard "
-                "(%s/shard-NNNN) instead\n", index, tt_sharded_num_shards(sh), index);
+    /* Metadata is one index's rows: a sharded index has none (its build refuses it).
+     * --filter-ids works on the global rows: each shard searches its own part. */
+    if ((where || with_md) && tt_sharded_num_shards(sh) > 1) {
+        fprintf(stderr, "tartan search: error: %s: --where and --with-metadata need an "
+                "unsharded index (this one has %u shards and no metadata); --filter-ids "
+                "works on it\n", index, tt_sharded_num_shards(sh));
         goto done;
     }
     if ((where || with_md) && (st = tt_metadata_open(idx, &md))) {
         rc = cli_fail("search", st);
         goto done;
     }
-    if ((where || filter_ids) && make_filter(idx, md, where, filter_ids, &filter)) {
+    if ((where || filter_ids) && make_filter(sh, md, where, filter_ids, &filter)) {
         rc = CLI_FAIL;
         goto done;
     }

@@ -12,6 +12,7 @@ static const struct {
     {"add", cmd_add, "add documents to an index (a new segment; no retraining)"},
     {"delete", cmd_delete, "delete documents from an index by id"},
     {"compact", cmd_compact, "merge an index's segments, drop deleted documents"},
+    {"reshard", cmd_reshard, "re-partition an index into S shards without re-encoding"},
     {"tune", cmd_tune, "calibrate search parameters on an index; store them in it"},
     {"info", cmd_info, "describe an index: counts, sizes, compression, parameters"},
     {"verify", cmd_verify, "re-check every checksum and invariant of an index"},

@@ -89,6 +89,11 @@ int tt_build_write_small(builder *b, const char *file, const char *kind, const v
 
 /* train.c: the training sample, k-means, the assigner and the codec; or, with the
  * codebook option, those of another index. */
+/* The training of a group build (o->group), called by every process with its status
+ * so far: they agree on it, then train together through the group's reduce when the
+ * plan allows (flat k-means, held-out documents: src/index/train.c), else rank 0 trains
+ * alone. Rank 0 ends with the codebook, the others with nothing. */
+int tt_build_train_group(builder *b, int st);
 int tt_build_train(builder *b);
 /* The codebook (centroids, codec, assigner) of an open index instead of training. */
 int tt_build_codebook_from(builder *b, const tt_index *src);

@@ -381,9 +381,11 @@ int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled *
     if (!st && S > b->in->num_docs)
         st = tt_err(TT_EINVAL, "%u shards, but the input has only %llu documents", S,
                     (unsigned long long)b->in->num_docs);
-    /* Rank 0 trains and leaves the codebook in the build directory for the others. */
+    /* Every process takes part in the training (distributed k-means, with a reduce);
+     * rank 0 leaves the codebook in the build directory for the others. */
+    st = tt_build_train_group(b, st);
     if (!st && root) {
-        if (!(st = tt_build_train(b)) && !(st = tt_build_write_codebook(b)) &&
+        if (!(st = tt_build_write_codebook(b)) &&
             !(st = tt_build_write_meta(b, tt_now() - t0))) {
             b->man.generation = 1;
             st = tt_manifest_publish(b->tmp, &b->man);

@@ -234,6 +234,93 @@ static int assign_exact(const float *x, uint64_t n, const float *c, const float 
     return check_cancel(cancel);
 }
 
+/* ------------------------------------------------------- exact fixed-point sums */
+
+int tt_fix_exponent(double maxabs) {
+    int e = 0;
+    if (maxabs > 0 && isfinite(maxabs))
+        (void)frexp(maxabs, &e); /* maxabs = m 2^e, 0.5 <= m < 1: below 2^e */
+    return e;
+}
+
+double tt_fix_scale(int e) { return ldexp(1.0, 61 - e); }
+
+double tt_fix_value(const int64_t *acc, double scale) {
+    int64_t carry = acc[1] / 4294967296LL; /* acc[1] >= 0 */
+    int64_t lo = acc[1] - carry * 4294967296LL;
+    return ((double)(acc[0] + carry) * 4294967296.0 + (double)lo) / scale;
+}
+
+/* The exponent of the largest |x[i]| over n values, over every part when distributed
+ * (a reduce). */
+static int part_reduce(const tt_kmeans_part *part, int64_t *buf, size_t n, int op) {
+    if (part->reduce(part->user, buf, n, op))
+        return tt_err(TT_EIO, "k-means: the reduce between the parts of a distributed "
+                      "training failed");
+    return TT_OK;
+}
+
+static int data_exponent(const float *x, uint64_t n, const tt_kmeans_part *part, int *e) {
+    float m = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > m)
+            m = a;
+    }
+    *e = tt_fix_exponent(m);
+    if (!part)
+        return TT_OK;
+    int64_t v = *e;
+    int st = part_reduce(part, &v, 1, TT_REDUCE_MAX);
+    *e = (int)v;
+    return st;
+}
+
+/* Rows idx[0..m) (idx NULL: rows 0..m-1) of the whole into out (m * dim). Alone: copies
+ * from x. Distributed: first a sum of the parts' failure flags (local_st != 0, or no
+ * memory for the buffer: every part fails), then the owner of each row contributes its
+ * bits, the others zero, and a sum gives every part the rows. */
+static int gather_rows(const float *x, uint64_t n, uint32_t dim, const tt_kmeans_part *part,
+                       const uint64_t *idx, uint64_t m, float *out, int local_st) {
+    if (!part) {
+        for (uint64_t i = 0; i < m; i++)
+            memcpy(out + i * dim, x + (idx ? idx[i] : i) * dim, sizeof(float) * dim);
+        return TT_OK;
+    }
+    const uint64_t words = m * dim;
+    int64_t *buf = local_st ? NULL : tt_calloc(words, sizeof *buf, "k-means: gathered rows");
+    if (!buf && !local_st)
+        local_st = TT_ENOMEM;
+    int64_t flag = local_st != 0;
+    int st = part_reduce(part, &flag, 1, TT_REDUCE_SUM);
+    if (!st && local_st)
+        st = local_st;
+    else if (!st && flag)
+        st = tt_err(TT_EIO, "k-means: another part of the distributed training failed");
+    if (st) {
+        free(buf);
+        return st;
+    }
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t g = idx ? idx[i] : i;
+        if (g < part->first || g - part->first >= n)
+            continue;
+        const float *r = x + (g - part->first) * dim;
+        for (uint32_t d = 0; d < dim; d++) {
+            uint32_t bits;
+            memcpy(&bits, &r[d], 4);
+            buf[i * dim + d] = (int64_t)bits;
+        }
+    }
+    st = part_reduce(part, buf, words, TT_REDUCE_SUM);
+    for (uint64_t i = 0; i < words && !st; i++) {
+        uint32_t bits = (uint32_t)buf[i];
+        memcpy(&out[i], &bits, 4);
+    }
+    free(buf);
+    return st;
+}
+
 /* --------------------------------------------------------------- training */
 
 /* k distinct indices of [0, n) in `out`, by Floyd's algorithm (Bentley & Floyd, "A
@@ -276,26 +363,33 @@ static uint64_t kmpp_sample_size(uint64_t n, uint32_t k, uint32_t dim) {
     return TT_MIN(m, TT_MAX((uint64_t)k, KMPP_BYTES / ((uint64_t)dim * sizeof(float))));
 }
 
-static int kmpp_init(const float *x, uint64_t n, uint32_t k, uint32_t dim, tt_rng *rng,
-                     uint64_t *set, uint64_t cap, float *c) {
+/* n is the whole's size; distributed (part), x holds the part's nloc rows and the
+ * sample (or, when it is the whole, every row) is gathered from the parts. */
+static int kmpp_init(const float *x, uint64_t n, uint64_t nloc, const tt_kmeans_part *part,
+                     uint32_t k, uint32_t dim, tt_rng *rng, uint64_t *set, uint64_t cap,
+                     float *c) {
     const uint64_t m = kmpp_sample_size(n, k, dim);
     const uint32_t trials = 2 + (uint32_t)log((double)k);
+    const bool copy = m < n || part;
     uint64_t *idx = tt_alloc(m, sizeof *idx, "kmeans++: sample");
-    float *xs = m < n ? tt_alloc(m, (uint64_t)dim * sizeof(float), "kmeans++: rows") : NULL;
+    float *xs = copy ? tt_alloc(m, (uint64_t)dim * sizeof(float), "kmeans++: rows") : NULL;
     double *d2 = tt_alloc(m, 3 * sizeof(double), "kmeans++: distances");
     float *cand = tt_alloc(trials, (uint64_t)dim * sizeof(float), "kmeans++: candidates");
     float *dots = tt_alloc(trials, m * sizeof(float), "kmeans++: dots");
     uint64_t *ci = tt_alloc(trials, sizeof *ci, "kmeans++: candidate ids");
     int st = TT_ENOMEM;
-    if (!idx || (m < n && !xs) || !d2 || !cand || !dots || !ci)
+    bool oom = !idx || (copy && !xs) || !d2 || !cand || !dots || !ci;
+    if (oom && !part)
         goto done;
-    double *xn = d2 + m, *cum = d2 + 2 * m;
-    if (m < n) {
-        sample_distinct(rng, n, (uint32_t)m, set, cap, idx);
-        for (uint64_t i = 0; i < m; i++)
-            memcpy(xs + i * dim, x + idx[i] * dim, sizeof(float) * dim);
+    if (copy) {
+        if (m < n && !oom)
+            sample_distinct(rng, n, (uint32_t)m, set, cap, idx);
+        /* distributed: every part reaches the gather, a failed one with its status */
+        if ((st = gather_rows(x, nloc, dim, part, m < n ? idx : NULL, m, xs, oom ? st : TT_OK)))
+            goto done;
     }
-    const float *X = m < n ? xs : x;
+    double *xn = d2 + m, *cum = d2 + 2 * m;
+    const float *X = copy ? xs : x;
     for (uint64_t i = 0; i < m; i++) {
         double s = 0;
         for (uint32_t d = 0; d < dim; d++)
@@ -446,35 +540,45 @@ static uint32_t split_empty(float *c, uint32_t k, uint32_t dim, uint64_t *cnt, u
     return nsplit;
 }
 
-/* The update step: each centroid becomes the mean of its members, summed in double in
- * increasing vector order (perm lists the members of centroid j at off[j]..off[j+1]).
- * Centroids [cb[t], cb[t+1]) belong to thread t; empty ones are left unchanged. */
+/* The update step: each centroid becomes the mean of its members, summed exactly as
+ * fixed-point integers (tt_fix_add), so the sum does not depend on the order of the
+ * members nor on how they are split between threads or the parts of a distributed
+ * training (perm lists the members of centroid j at off[j]..off[j+1]). Centroids
+ * [cb[t], cb[t+1]) belong to thread t. Alone (shared = false) a thread sums in its own
+ * 2*dim words and writes the mean; distributed, it leaves centroid j's sums at
+ * sums[2*dim*j] for the reduce (fix_mean after). Empty centroids are left unchanged. */
 typedef struct update_job {
     const float *x;
     uint32_t dim;
     const uint64_t *off, *perm;
     const uint32_t *cb; /* nt+1 centroid bounds */
     float *c;
-    double *acc; /* per thread: dim doubles */
+    int64_t *sums;      /* per thread, or per centroid when shared: 2*dim words */
+    bool shared;
+    double scale;
 } update_job;
+
+static void fix_mean(float *cj, const int64_t *acc, uint32_t dim, uint64_t cnt, double scale) {
+    for (uint32_t d = 0; d < dim; d++)
+        cj[d] = (float)(tt_fix_value(acc + 2 * (size_t)d, scale) / (double)cnt);
+}
 
 static void update_worker(void *arg, int t, int nt) {
     update_job *u = (update_job *)arg;
-    double *acc = u->acc + (size_t)u->dim * (size_t)t;
+    const size_t w = 2 * (size_t)u->dim;
     for (uint32_t j = u->cb[t]; j < u->cb[t + 1]; j++) {
         uint64_t m0 = u->off[j], m1 = u->off[j + 1];
         if (m0 == m1)
             continue;
-        memset(acc, 0, sizeof *acc * u->dim);
+        int64_t *acc = u->sums + w * (u->shared ? (size_t)j : (size_t)t);
+        memset(acc, 0, sizeof *acc * w);
         for (uint64_t m = m0; m < m1; m++) {
             const float *r = u->x + u->perm[m] * u->dim;
             for (uint32_t d = 0; d < u->dim; d++)
-                acc[d] += r[d];
+                tt_fix_add(acc + 2 * (size_t)d, r[d], u->scale);
         }
-        float *cj = u->c + (size_t)j * u->dim;
-        double inv = 1.0 / (double)(m1 - m0);
-        for (uint32_t d = 0; d < u->dim; d++)
-            cj[d] = (float)(acc[d] * inv);
+        if (!u->shared)
+            fix_mean(u->c + (size_t)j * u->dim, acc, u->dim, m1 - m0, u->scale);
     }
     (void)nt;
 }
@@ -513,55 +617,86 @@ typedef struct lloyd_cfg {
     void *progress_user;
     uint64_t prog_base, prog_total;
     const volatile int *cancel;
+    const tt_kmeans_part *part; /* distributed flat training (not with two_level) */
 } lloyd_cfg;
+
+/* Distributed: the parts agree on a status (sum of failure flags); a part that failed
+ * keeps its error, the others get TT_EIO. */
+static int part_agree(const tt_kmeans_part *part, int st) {
+    if (!part)
+        return st;
+    int64_t flag = st != 0;
+    int rst = part_reduce(part, &flag, 1, TT_REDUCE_SUM);
+    if (st || rst)
+        return st ? st : rst;
+    return flag ? tt_err(TT_EIO, "k-means: another part of the distributed training failed")
+                : TT_OK;
+}
 
 static int lloyd(const float *x, uint64_t n, const lloyd_cfg *cf, float *centroids) {
     int st;
     const uint32_t k = cf->k, dim = cf->dim;
     const int threads = cf->threads;
+    const tt_kmeans_part *part = cf->part;
+    const uint64_t N = part ? part->total : n; /* rows of the whole */
     const bool kmpp = cf->init && k > 1 && k <= KMPP_MAX_K;
-    uint64_t cap = 2, want = 2 * (kmpp ? kmpp_sample_size(n, k, dim) : k);
+    uint64_t cap = 2, want = 2 * (kmpp ? kmpp_sample_size(N, k, dim) : k);
     while (cap < want)
         cap *= 2;
-    uint32_t *ids = tt_alloc(n, sizeof *ids, "kmeans: assignment");
-    uint64_t *perm = tt_alloc(n, sizeof *perm, "kmeans: members");
+    const uint64_t nal = TT_MAX(n, (uint64_t)1);
+    /* the update's sums: per thread alone; per centroid, then counts and a failure flag,
+     * when distributed */
+    const uint64_t swords = part ? (uint64_t)k * (2 * (uint64_t)dim + 1) + 1
+                                 : (uint64_t)threads * 2 * dim;
+    uint32_t *ids = tt_alloc(nal, sizeof *ids, "kmeans: assignment");
+    uint64_t *perm = tt_alloc(nal, sizeof *perm, "kmeans: members");
+    uint64_t *pick = cf->init ? tt_alloc(k, sizeof *pick, "kmeans: initial rows") : NULL;
     uint64_t *off = tt_alloc((uint64_t)k + 1, sizeof *off, "kmeans: offsets");
     uint64_t *cnt = tt_alloc(k, sizeof *cnt, "kmeans: counts");
     uint64_t *set = cf->init ? tt_calloc(cap, sizeof *set, "kmeans: sample set") : NULL;
     uint32_t *heap = tt_alloc(k, sizeof *heap, "kmeans: split heap");
     float *hn = tt_alloc(k, sizeof *hn, "kmeans: norms");
     uint32_t *cb = tt_alloc((uint64_t)threads + 1, sizeof *cb, "kmeans: bounds");
-    double *acc = tt_alloc((uint64_t)threads * dim, sizeof *acc, "kmeans: sums");
+    int64_t *sums = tt_alloc(swords, sizeof *sums, "kmeans: sums");
     bool guard = false;
-    if (!ids || !perm || !off || !cnt || (cf->init && !set) || !heap || !hn || !cb || !acc) {
-        st = TT_ENOMEM;
+    st = !ids || !perm || (cf->init && !pick) || !off || !cnt || (cf->init && !set) || !heap ||
+                 !hn || !cb || !sums
+             ? TT_ENOMEM
+             : TT_OK;
+    if ((st = part_agree(part, st)))
         goto done;
-    }
+    int e;
+    if ((st = data_exponent(x, n * dim, part, &e)))
+        goto done;
+    const double scale = tt_fix_scale(e);
 
     blas_single_begin();
     guard = true;
     /* Initial centroids: k distinct random vectors, as FAISS does (k-means++ is
      * sequential in k, too slow for the 2^12..2^18 centroids of real corpora), except
-     * for small k where greedy k-means++ is cheap and much more robust. The random
-     * sample indices are kept in `perm`, not needed yet. */
+     * for small k where greedy k-means++ is cheap and much more robust. */
     if (cf->init) {
         tt_rng rng;
         tt_rng_seed(&rng, cf->seed);
         if (kmpp) {
-            if ((st = kmpp_init(x, n, k, dim, &rng, set, cap, centroids)))
+            if ((st = kmpp_init(x, N, n, part, k, dim, &rng, set, cap, centroids)))
                 goto done;
         } else {
-            sample_distinct(&rng, n, k, set, cap, perm);
-            for (uint32_t j = 0; j < k; j++)
-                memcpy(centroids + (size_t)j * dim, x + perm[j] * dim, sizeof(float) * dim);
+            sample_distinct(&rng, N, k, set, cap, pick);
+            if ((st = gather_rows(x, n, dim, part, pick, k, centroids, TT_OK)))
+                goto done;
         }
         if (cf->spherical)
             tt_normalize_rows(centroids, k, dim);
     }
     for (int it = 0; it < cf->iters; it++) {
-        if ((st = check_cancel(cf->cancel)))
+        int lst = check_cancel(cf->cancel);
+        if (lst && !part) {
+            st = lst;
             goto done;
-        if (cf->two_level) {
+        }
+        if (lst) {
+        } else if (cf->two_level) {
             tt_assigner *a = NULL;
             if ((st = tt_assigner_new(centroids, k, dim, TT_ASSIGN_TWO_LEVEL,
                                       cf->seed + (uint64_t)it, threads, &a)))
@@ -572,34 +707,64 @@ static int lloyd(const float *x, uint64_t n, const lloyd_cfg *cf, float *centroi
                 goto done;
         } else {
             half_norms(centroids, k, dim, hn);
-            if ((st = assign_exact(x, n, centroids, hn, k, dim, ids, threads, cf->cancel)))
+            lst = assign_exact(x, n, centroids, hn, k, dim, ids, threads, cf->cancel);
+            if (lst && !part) {
+                st = lst;
                 goto done;
+            }
         }
-        /* counting sort of the vectors by centroid: members in increasing order */
-        memset(cnt, 0, sizeof *cnt * k);
-        for (uint64_t i = 0; i < n; i++)
-            cnt[ids[i]]++;
-        off[0] = 0;
-        for (uint32_t j = 0; j < k; j++)
-            off[j + 1] = off[j] + cnt[j];
-        for (uint32_t j = 0; j < k; j++)
-            cnt[j] = off[j];
-        for (uint64_t i = 0; i < n; i++)
-            perm[cnt[ids[i]]++] = i;
-        for (uint32_t j = 0; j < k; j++)
-            cnt[j] = off[j + 1] - off[j];
-        /* centroid ranges of about n/threads members each */
-        int nt = (int)TT_MIN((uint64_t)threads, (uint64_t)k);
-        cb[0] = 0;
-        uint32_t j = 0;
-        for (int t = 1; t <= nt; t++) {
-            uint64_t goal = n * (uint64_t)t / (uint64_t)nt;
-            while (j < k && (off[j + 1] <= goal || t == nt))
-                j++;
-            cb[t] = j;
+        if (!lst) {
+            /* counting sort of the vectors by centroid: members in increasing order */
+            memset(cnt, 0, sizeof *cnt * k);
+            for (uint64_t i = 0; i < n; i++)
+                cnt[ids[i]]++;
+            off[0] = 0;
+            for (uint32_t j = 0; j < k; j++)
+                off[j + 1] = off[j] + cnt[j];
+            for (uint32_t j = 0; j < k; j++)
+                cnt[j] = off[j];
+            for (uint64_t i = 0; i < n; i++)
+                perm[cnt[ids[i]]++] = i;
+            for (uint32_t j = 0; j < k; j++)
+                cnt[j] = off[j + 1] - off[j];
+            /* centroid ranges of about n/threads members each */
+            int nt = (int)TT_MIN((uint64_t)threads, (uint64_t)k);
+            cb[0] = 0;
+            uint32_t j = 0;
+            for (int t = 1; t <= nt; t++) {
+                uint64_t goal = n * (uint64_t)t / (uint64_t)nt;
+                while (j < k && (off[j + 1] <= goal || t == nt))
+                    j++;
+                cb[t] = j;
+            }
+            if (part)
+                memset(sums, 0, sizeof *sums * swords);
+            update_job u = {x, dim, off, perm, cb, centroids, sums, part != NULL, scale};
+            (void)tt_parallel(nt, update_worker, &u); /* complete whatever it returns */
         }
-        update_job u = {x, dim, off, perm, cb, centroids, acc};
-        (void)tt_parallel(nt, update_worker, &u); /* complete whatever it returns */
+        if (part) {
+            /* the parts' sums, counts and failure flags summed: the whole's */
+            int64_t *pc = sums + (size_t)k * 2 * dim;
+            if (lst)
+                memset(sums, 0, sizeof *sums * swords);
+            for (uint32_t j = 0; j < k && !lst; j++)
+                pc[j] = (int64_t)cnt[j];
+            pc[k] = lst != 0;
+            if ((st = part_reduce(part, sums, swords, TT_REDUCE_SUM)))
+                goto done;
+            if (lst || pc[k]) {
+                st = lst ? lst
+                         : tt_err(TT_EIO, "k-means: another part of the distributed training "
+                                  "failed");
+                goto done;
+            }
+            for (uint32_t j = 0; j < k; j++) {
+                cnt[j] = (uint64_t)pc[j];
+                if (cnt[j])
+                    fix_mean(centroids + (size_t)j * dim, sums + (size_t)j * 2 * dim, dim,
+                             cnt[j], scale);
+            }
+        }
         split_empty(centroids, k, dim, cnt, heap);
         if (cf->spherical)
             tt_normalize_rows(centroids, k, dim);
@@ -613,13 +778,14 @@ done:
         blas_single_end();
     free(ids);
     free(perm);
+    free(pick);
     free(off);
     free(cnt);
     free(set);
     free(heap);
     free(hn);
     free(cb);
-    free(acc);
+    free(sums);
     return st;
 }
 
@@ -846,19 +1012,29 @@ int tt_kmeans_train(const float *x, uint64_t n, const tt_kmeans_params *p, float
     int st;
     if (!x || !p || !centroids)
         return tt_err(TT_EINVAL, "kmeans: NULL argument");
-    if ((st = check_params(n, p)))
+    if (p && p->part && (!p->part->reduce || p->part->total >= (1ull << 31) ||
+                         p->part->first > p->part->total || n > p->part->total - p->part->first))
+        return tt_err(TT_EINVAL, "kmeans: bad part (rows %llu.. of %llu, %llu here)",
+                      (unsigned long long)p->part->first, (unsigned long long)p->part->total,
+                      (unsigned long long)n);
+    if ((st = check_params(p->part ? p->part->total : n, p)))
         return st;
     if (p->method != TT_KMEANS_AUTO && p->method != TT_KMEANS_FLAT &&
         p->method != TT_KMEANS_HIER)
         return tt_err(TT_EINVAL, "kmeans: unknown method %d", p->method);
     const int threads = resolve_threads(p->threads);
-    if (p->method == TT_KMEANS_HIER || (p->method == TT_KMEANS_AUTO &&
-                                        p->k >= TT_KMEANS_HIER_MIN_K))
+    const bool hier = p->method == TT_KMEANS_HIER ||
+                      (p->method == TT_KMEANS_AUTO && p->k >= TT_KMEANS_HIER_MIN_K);
+    if (hier && p->part)
+        return tt_err(TT_EUNSUPPORTED, "kmeans: distributed training is flat only (k = %u)",
+                      p->k);
+    if (hier)
         return train_hier(x, n, p, threads, centroids);
     lloyd_cfg cf = {.k = p->k, .dim = p->dim, .iters = p->iters, .seed = p->seed,
                     .spherical = p->spherical, .threads = threads, .init = true,
                     .progress = p->progress, .progress_user = p->progress_user,
-                    .prog_base = 0, .prog_total = (uint64_t)p->iters, .cancel = p->cancel};
+                    .prog_base = 0, .prog_total = (uint64_t)p->iters, .cancel = p->cancel,
+                    .part = p->part};
     return lloyd(x, n, &cf, centroids);
 }
 

@@ -7,6 +7,8 @@
 
 #include "common/common.h"
 
+#include <math.h>
+
 /* Training methods (tt_kmeans_params.method). */
 enum {
     TT_KMEANS_AUTO = 0, /* hierarchical when k >= TT_KMEANS_HIER_MIN_K, else flat */
@@ -32,7 +34,50 @@ typedef struct tt_kmeans_params {
                         * assignment at the end; 0 = TT_KMEANS_DEFAULT_REFINE, < 0 = none */
     const volatile int *cancel; /* may be NULL; once *cancel != 0 training stops with
                                  * TT_ECANCELED within one block of vectors */
+    const struct tt_kmeans_part *part; /* NULL: x is all the vectors. Else x is one part
+                                 * of them (flat training only; below) */
 } tt_kmeans_params;
+
+/* Distributed (partitioned) flat training. The vectors are cut into parts, one per
+ * member of a group (MPI ranks, or threads in the tests); every member calls
+ * tt_kmeans_train with its part as (x, n), the same params and a part naming where its
+ * rows lie in the whole. The members exchange data only through `reduce`, which they
+ * all call at the same points with the same n: it replaces buf[0..n) by the sum
+ * (TT_REDUCE_SUM) or maximum (TT_REDUCE_MAX) over the members, element-wise; it
+ * returns 0, or non-zero on failure. The initial centroids are gathered from their
+ * owners through a sum (one member contributes each row's bits, the others zero), each
+ * iteration's per-centroid sums are fixed-point integers (tt_fix_add), so their total
+ * does not depend on how the rows are split, and the counts are summed. Every member
+ * ends with the centroids of a one-process tt_kmeans_train over the whole, bit for bit,
+ * when every part starts at a multiple of TT_KMEANS_PART_ROWS (the assignment's sgemm
+ * blocks then see the same operands as in one process). A failure in one member
+ * (TT_ENOMEM, TT_ECANCELED) fails every member at the next reduce (the others with
+ * TT_EIO "another part failed"). Hierarchical training (TT_KMEANS_HIER, or AUTO from
+ * TT_KMEANS_HIER_MIN_K) is TT_EUNSUPPORTED with a part. */
+#define TT_KMEANS_PART_ROWS 256u
+typedef struct tt_kmeans_part {
+    uint64_t first;  /* the whole's index of x's row 0 */
+    uint64_t total;  /* rows in the whole (< 2^31) */
+    int (*reduce)(void *user, int64_t *buf, size_t n, int op);
+    void *user;
+} tt_kmeans_part;
+
+/* Exact, order-independent sums of floating-point values: each value is rounded to a
+ * multiple of 2^-F once (F = 61 - e, where every |value| < 2^e: tt_fix_exponent of
+ * the largest magnitude; exact for every float within 2^-37 of it), then summed as
+ * an integer split into two int64 words (acc[0]: the multiples of 2^32, acc[1]: the
+ * low 32 bits), so sums of up to 2^31 values never overflow and any order or split
+ * gives the same integers. scale = 2^F, from tt_fix_scale(e). */
+int tt_fix_exponent(double maxabs);
+double tt_fix_scale(int e);
+static inline void tt_fix_add(int64_t *acc, double v, double scale) {
+    int64_t q = (int64_t)llrint(v * scale);
+    int64_t lo = (int64_t)((uint64_t)q & 0xffffffffu);
+    acc[0] += (q - lo) / 4294967296LL;
+    acc[1] += lo;
+}
+/* The sum in acc as a double (rounded once), divided by scale. */
+double tt_fix_value(const int64_t *acc, double scale);
 
 /* Trains k centroids on n vectors x (n*dim, row-major, finite) into centroids (k*dim).
  *

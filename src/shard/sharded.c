@@ -3,6 +3,7 @@
  * tt_search: higher score, then lower global row), ids by global row. */
 #include "shard/shard.h"
 #include "io/dir.h"
+#include "meta/meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,7 @@ typedef struct chunk_space {
     double *ps;
     const tt_hit **lists;
     uint32_t *counts;
+    tt_filter **filters; /* per open shard, from opt->filter over global rows (or NULL) */
 } chunk_space;
 
 static int search_chunk(const tt_sharded *sh, const float *Q, const uint64_t *qoffs,
@@ -210,7 +212,12 @@ static int search_chunk(const tt_sharded *sh, const float *Q, const uint64_t *qo
     if (seconds)
         memset(seconds, 0, nq * sizeof *seconds);
     for (uint32_t s = 0; s < S; s++) {
-        st = tt_search_batch(sh->idx[s], Q, qoffs, qlens, nq, k, opt, threads,
+        tt_search_options so;
+        if (opt) {
+            so = *opt;
+            so.filter = w->filters ? w->filters[s] : NULL;
+        }
+        st = tt_search_batch(sh->idx[s], Q, qoffs, qlens, nq, k, opt ? &so : NULL, threads,
                              w->part + (uint64_t)s * nq * k, w->pn + (uint64_t)s * nq,
                              seconds ? w->ps : NULL);
         if (st)
@@ -242,7 +249,13 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
                             uint32_t *nhits, double *seconds) {
     if (!sh || !hits || !nhits || k == 0)
         return tt_err(TT_EINVAL, "tt_sharded_search_batch: NULL argument or k = 0");
-    if (sh->nopen == 1 && sh->first_row[sh->open_id[0]] == 0)
+    const tt_filter *gf = opt ? opt->filter : NULL;
+    if (gf && gf->num_rows != sh->num_docs)
+        return tt_err(TT_EINVAL, "tt_sharded_search_batch: the filter is over %llu rows, the "
+                      "index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
+                      (unsigned long long)sh->num_docs);
+    if (sh->nopen == 1 && sh->first_row[sh->open_id[0]] == 0 &&
+        (!gf || sh->idx[0]->num_docs == gf->num_rows))
         return tt_search_batch(sh->idx[0], Q, qoffs, qlens, nq, k, opt, threads, hits, nhits,
                                seconds);
     if (sh->nopen == 0)
@@ -260,6 +273,17 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     int st = TT_OK;
     if (!w.part || !w.pn || (seconds && !w.ps) || !w.lists || !w.counts)
         st = TT_ENOMEM;
+    /* A filter over the global rows: each shard gets its own rows' part. */
+    if (!st && gf && !(w.filters = tt_calloc(S, sizeof *w.filters, "shard filters")))
+        st = TT_ENOMEM;
+    for (uint32_t s = 0; s < S && !st && gf; s++) {
+        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
+        if ((st = tt_filter_new(&w.filters[s], n)))
+            break;
+        for (uint64_t r = 0; r < n; r++)
+            if (tt_filter_bit(gf, base + r))
+                w.filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
+    }
     for (uint64_t q0 = 0; q0 < nq && !st; q0 += cap) {
         uint64_t m = TT_MIN(cap, nq - q0);
         st = search_chunk(sh, Q, qoffs + q0, qlens + q0, m, k, opt, threads, hits + q0 * k,
@@ -270,5 +294,8 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     free(w.ps);
     free(w.lists);
     free(w.counts);
+    for (uint32_t s = 0; w.filters && s < S; s++)
+        tt_filter_free(w.filters[s]);
+    free(w.filters);
     return st;
 }

@@ -13,28 +13,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* One segment's files, mapped while it is copied or read. */
-typedef struct seg_files {
-    tt_fmap doclens, codes, residuals, ids, originals, inlens;
-    const uint64_t *id_off;
-    const char *id_data;
-    void *ids_made;
-} seg_files;
-
-static void seg_files_init(seg_files *f) {
+void tt_store_seg_files_init(seg_files *f) {
     memset(f, 0, sizeof *f);
     f->doclens.fd = f->codes.fd = f->residuals.fd = f->ids.fd = f->originals.fd = -1;
     f->inlens.fd = -1;
 }
 
-static void seg_files_close(seg_files *f) {
+void tt_store_seg_files_close(seg_files *f) {
     tt_fmap *all[] = {&f->doclens, &f->codes, &f->residuals, &f->ids, &f->originals,
                       &f->inlens};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->path || all[i]->fd >= 0)
             tt_fmap_close(all[i]);
     free(f->ids_made);
-    seg_files_init(f);
+    tt_store_seg_files_init(f);
 }
 
 static int seg_file(tt_store *s, const tt_manifest_segment *m, tt_fmap *f, const char *file,
@@ -55,11 +47,11 @@ static int seg_file(tt_store *s, const tt_manifest_segment *m, tt_fmap *f, const
 /* Maps segment m's files; the small ones (lengths, codes, ids) checksummed, the
  * residuals and originals checked for size (a compaction reads them once; verify checks
  * their sums). */
-static int seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_segment *m,
+int tt_store_seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_segment *m,
                           seg_files *f) {
     int st;
     uint64_t D = m->num_docs, N = m->num_vectors;
-    seg_files_init(f);
+    tt_store_seg_files_init(f);
     if ((st = seg_file(s, m, &f->doclens, TT_F_DOCLENS, "DOCL", true)) ||
         (st = seg_file(s, m, &f->codes, TT_F_CODES, "CODE", true)) ||
         (st = seg_file(s, m, &f->residuals, TT_F_RESIDUALS, "RESI", false)))
@@ -109,24 +101,7 @@ static int seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_seg
     return TT_OK;
 }
 
-/* The live documents over all segments: their lengths, first vectors, ids (laid out
- * as tt_input's), and where each comes from. */
-typedef struct live_set {
-    uint64_t ndocs, nvecs;
-    uint32_t *doclens;
-    uint64_t *doc_vec0;       /* ndocs + 1 */
-    uint32_t *seg;            /* segment index of each */
-    uint64_t *vec;            /* its first vector within its segment */
-    char *ids;
-    uint64_t *id_off;         /* ndocs + 1 */
-    uint64_t ids_cap;
-    uint64_t next_auto_id;    /* past every number a dropped document had as its id */
-    uint32_t *inlens;         /* vectors of each before token pooling */
-    uint64_t in_vecs;         /* their sum */
-    bool pooled;              /* some segment's documents were pooled (had inlens.tt) */
-} live_set;
-
-static void live_free(live_set *l) {
+void tt_store_live_free(live_set *l) {
     free(l->doclens);
     free(l->doc_vec0);
     free(l->seg);
@@ -153,7 +128,7 @@ static bool auto_id_number(const char *id, size_t len, uint64_t *out) {
     return true;
 }
 
-static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
+int tt_store_live_collect(tt_store *s, const tt_index *cb, live_set *l) {
     uint64_t D = 0;
     int st = TT_OK;
     l->next_auto_id = s->man.next_auto_id;
@@ -171,8 +146,8 @@ static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
     uint64_t d = 0, pos = 0;
     for (uint32_t i = 0; i < s->man.nseg && !st; i++) {
         seg_files f;
-        if ((st = seg_files_open(s, cb, &s->man.seg[i], &f))) {
-            seg_files_close(&f);
+        if ((st = tt_store_seg_files_open(s, cb, &s->man.seg[i], &f))) {
+            tt_store_seg_files_close(&f);
             break;
         }
         uint64_t v = 0, num;
@@ -208,7 +183,7 @@ static int live_collect(tt_store *s, const tt_index *cb, live_set *l) {
             }
             v += len;
         }
-        seg_files_close(&f);
+        tt_store_seg_files_close(&f);
     }
     l->doc_vec0[D] = l->nvecs;
     l->id_off[D] = pos;
@@ -252,8 +227,8 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
     uint64_t d = 0;
     for (uint32_t i = 0; i < s->man.nseg && !st; i++) {
         seg_files f;
-        if ((st = seg_files_open(s, cb, &s->man.seg[i], &f))) {
-            seg_files_close(&f);
+        if ((st = tt_store_seg_files_open(s, cb, &s->man.seg[i], &f))) {
+            tt_store_seg_files_close(&f);
             break;
         }
         for (; d < l->ndocs && l->seg[d] == i; d++) {
@@ -278,7 +253,7 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
             if ((d & 4095) == 0 && (st = tt_build_progress(b, "compact", d, l->ndocs)))
                 break;
         }
-        seg_files_close(&f);
+        tt_store_seg_files_close(&f);
     }
     if (!st)
         st = tt_vec_files_finish(b, &vf, l->nvecs, cw, rb, cb->dim, NULL);
@@ -308,9 +283,9 @@ static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
     int st;
     for (uint64_t d = tt_find_le(l->doc_vec0, l->ndocs, v0), v = v0; n > 0; d++) {
         if (l->seg[d] != r->cur) {
-            seg_files_close(&r->f);
+            tt_store_seg_files_close(&r->f);
             r->cur = UINT32_MAX;
-            if ((st = seg_files_open(r->s, r->cb, &r->s->man.seg[l->seg[d]], &r->f)))
+            if ((st = tt_store_seg_files_open(r->s, r->cb, &r->s->man.seg[l->seg[d]], &r->f)))
                 return st;
             r->cur = l->seg[d];
         }
@@ -361,12 +336,12 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
     memset(&l, 0, sizeof l);
     memset(&rd, 0, sizeof rd);
     rd.cur = UINT32_MAX;
-    seg_files_init(&rd.f);
+    tt_store_seg_files_init(&rd.f);
     tt_err_clear();
     if (stats)
         memset(stats, 0, sizeof *stats);
     if ((st = tt_store_open(&s, dir, opt)) || (st = tt_index_open_codebook(&cb, dir, &s.man)) ||
-        (st = live_collect(&s, cb, &l)))
+        (st = tt_store_live_collect(&s, cb, &l)))
         goto done;
     if (l.ndocs == 0) {
         st = tt_err(TT_EINVAL, "%s: every document is deleted; a compaction would leave an "
@@ -471,9 +446,9 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
 done:
     if (mdb_open)
         tt_mdb_free(&mdb);
-    seg_files_close(&rd.f);
+    tt_store_seg_files_close(&rd.f);
     free(rd.res);
-    live_free(&l);
+    tt_store_live_free(&l);
     tt_manifest_free(&next);
     tt_build_free(&b);
     tt_index_close(cb);

@@ -79,6 +79,40 @@ int tt_store_end(tt_store *s, int st);
  * memory, progress and cancel; files g<gen>.* in the index. */
 void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_options *bo,
                       builder *b);
+/* compact.c's reading of an index's live documents, shared with reshard.c. */
+/* One segment's files, mapped while it is copied or read. */
+typedef struct seg_files {
+    tt_fmap doclens, codes, residuals, ids, originals, inlens;
+    const uint64_t *id_off;
+    const char *id_data;
+    void *ids_made;
+} seg_files;
+
+/* The live documents over all segments: their lengths, first vectors, ids (laid out
+ * as tt_input's), and where each comes from. */
+typedef struct live_set {
+    uint64_t ndocs, nvecs;
+    uint32_t *doclens;
+    uint64_t *doc_vec0;       /* ndocs + 1 */
+    uint32_t *seg;            /* segment index of each */
+    uint64_t *vec;            /* its first vector within its segment */
+    char *ids;
+    uint64_t *id_off;         /* ndocs + 1 */
+    uint64_t ids_cap;
+    uint64_t next_auto_id;    /* past every number a dropped document had as its id */
+    uint32_t *inlens;         /* vectors of each before token pooling */
+    uint64_t in_vecs;         /* their sum */
+    bool pooled;              /* some segment's documents were pooled (had inlens.tt) */
+} live_set;
+
+void tt_store_seg_files_init(seg_files *f);
+void tt_store_seg_files_close(seg_files *f);
+/* Maps segment m's files (the small ones checksummed, the large ones checked for size). */
+int tt_store_seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_segment *m,
+                            seg_files *f);
+/* The live documents of every segment of s, in row order. */
+int tt_store_live_collect(tt_store *s, const tt_index *cb, live_set *l);
+void tt_store_live_free(live_set *l);
 /* compact_sparse.c: the live documents' sparse postings of every segment merged into
  * the new segment's sparse.tt (nothing when the index has none). */
 int tt_store_compact_sparse(tt_store *s, builder *b);

@@ -1,0 +1,91 @@
+#!/bin/sh
+# tartan reshard (doc/scale.md): a sharded or plain index re-partitioned without
+# re-encoding. Checked against independent builds: exhaustive runs equal the plain
+# index's for every shard count; PLAID runs equal those of an index built with the same
+# layout (1 shard: the plain build without calibration, file for file; 3 shards: the
+# sharded build); deleted documents are left out; the source is never changed; an
+# existing --out is refused (with --force only an index is replaced); a damaged source
+# fails naming the file, and nothing is published.
+. "${TT_SRCDIR:-.}/tests/lib.sh"
+have_numpy || { echo "numpy missing: skip"; exit 77; }
+"$SYNTH" --out "$WORK/c" --docs 300 --doclen 1-30 --dim 32 --queries 23 --qlen 4 2>/dev/null
+B="--vectors $WORK/c.vectors.npy --doclens $WORK/c.doclens.npy --ids $WORK/c.ids.txt --centroids 32"
+"$T" build $B --no-tune --out "$WORK/p" >/dev/null 2>&1 || bad "build"
+"$T" build $B --shards 3 --out "$WORK/sh" >/dev/null 2>&1 || bad "build --shards 3"
+tree_sum() { (cd "$1" && find . -type f | sort | xargs md5sum) | md5sum; }
+before=$(tree_sum "$WORK/sh")
+run() { # INDEX MODE OUT
+    "$T" search --index "$1" --queries "$WORK/c.queries.npy" --query-ids "$WORK/c.qids.txt" \
+        --k 15 --mode "$2" --out "$3" 2>/dev/null
+}
+for s in 1 2 3 5; do
+    expect_ok "reshard 3 shards into $s" "$T" reshard --index "$WORK/sh" --shards $s --out "$WORK/r$s"
+    expect_ok "... which verifies" "$T" verify "$WORK/r$s"
+done
+expect_ok "reshard the plain index into 3" "$T" reshard --index "$WORK/p" --shards 3 --out "$WORK/p3"
+expect_ok "reshard 5 shards into 2" "$T" reshard --index "$WORK/r5" --shards 2 --out "$WORK/r52"
+[ "$(tree_sum "$WORK/sh")" = "$before" ] && ok "the source is unchanged" || bad "source changed"
+run "$WORK/p" exhaustive "$WORK/ref.ex"
+for i in sh r1 r2 r3 r5 p3 r52; do
+    run "$WORK/$i" exhaustive "$WORK/$i.ex"
+    cmp -s "$WORK/ref.ex" "$WORK/$i.ex" && ok "$i: exhaustive run = the plain index's" \
+        || bad "$i: exhaustive run differs"
+done
+# 1 shard is the plain build, file for file (but meta.tt and MANIFEST)
+same=1
+for f in centroids.tt codec.tt codes.tt residuals.tt doclens.tt ids.tt idmap.tt ivf.tt; do
+    cmp -s "$WORK/p/$f" "$WORK/r1/$f" || { same=0; bad "1 shard: $f differs from the plain build's"; }
+done
+[ $same = 1 ] && ok "1 shard: the plain build's codebook, codes, residuals, IVF and ids"
+run "$WORK/p" plaid "$WORK/p.pl"; run "$WORK/r1" plaid "$WORK/r1.pl"
+cmp -s "$WORK/p.pl" "$WORK/r1.pl" && ok "1 shard: PLAID run = the plain build's" || bad "1 shard: PLAID differs"
+run "$WORK/sh" plaid "$WORK/sh.pl"
+for i in r3 p3; do
+    run "$WORK/$i" plaid "$WORK/$i.pl"
+    cmp -s "$WORK/sh.pl" "$WORK/$i.pl" && ok "$i: PLAID run = the 3-shard build's" \
+        || bad "$i: PLAID run differs from the 3-shard build's"
+done
+# deleted documents are left out
+cp -r "$WORK/p" "$WORK/pd"
+head -40 "$WORK/c.ids.txt" | tail -7 >"$WORK/del.txt"
+"$T" delete --index "$WORK/pd" --ids "$WORK/del.txt" >/dev/null 2>&1 || bad "delete"
+expect_ok "reshard an index with deletions" "$T" reshard --index "$WORK/pd" --shards 2 --out "$WORK/pd2"
+run "$WORK/pd" exhaustive "$WORK/pd.ex"; run "$WORK/pd2" exhaustive "$WORK/pd2.ex"
+"$T" info "$WORK/pd2" >"$WORK/info" 2>&1
+cmp -s "$WORK/pd.ex" "$WORK/pd2.ex" && ! grep -q -F -f "$WORK/del.txt" "$WORK/pd2.ex" \
+    && grep -q "293" "$WORK/info" && ok "live documents only (293 of 300)" \
+    || bad "deleted documents: runs differ or count wrong"
+# publishing: never over something that exists unless --force, and then only an index
+expect_fail "existing --out refused" "already exists" \
+    "$T" reshard --index "$WORK/sh" --shards 2 --out "$WORK/r2"
+mkdir "$WORK/mine"; echo keep >"$WORK/mine/notes.txt"
+expect_fail "--force over a directory of other files refused" "not a tartan index" \
+    "$T" reshard --index "$WORK/sh" --shards 1 --out "$WORK/mine" --force
+[ "$(cat "$WORK/mine/notes.txt")" = keep ] && ok "... and its file is untouched" || bad "notes.txt lost"
+expect_ok "a plain index to replace" \
+    "$T" reshard --index "$WORK/sh" --shards 1 --out "$WORK/p3x" 
+expect_ok "--force over an index replaces it" "$T" reshard --index "$WORK/sh" --shards 1 --out "$WORK/p3x" --force
+expect_fail "the source as --out refused" "is the source" \
+    "$T" reshard --index "$WORK/p" --shards 1 --out "$WORK/p" --force
+"$T" reshard --index "$WORK/sh" --shards 0 --out "$WORK/z" 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q "shards must be" "$WORK/err" && ok "--shards 0: a usage error" \
+    || bad "--shards 0 accepted"
+expect_fail "more shards than documents refused" "live documents for" \
+    "$T" reshard --index "$WORK/sh" --shards 400 --out "$WORK/z"
+# a damaged source: the file is named, nothing is published
+cp -r "$WORK/sh" "$WORK/bad"
+res="$WORK/bad/shard-0001/residuals.tt"
+head -c $(($(wc -c <"$res") - 100)) "$res" >"$WORK/t" && mv "$WORK/t" "$res"
+expect_fail "truncated residuals: named" "shard-0001/residuals.tt" \
+    "$T" reshard --index "$WORK/bad" --shards 2 --out "$WORK/z"
+[ ! -e "$WORK/z" ] && [ -z "$(ls "$WORK" | grep '^z')" ] && ok "... nothing published or left" \
+    || bad "left: $(ls "$WORK" | grep '^z')"
+rm -rf "$WORK/bad"; cp -r "$WORK/sh" "$WORK/bad"
+codes="$WORK/bad/shard-0002/codes.tt"
+printf '\377\377' | dd of="$codes" bs=1 seek=70 conv=notrunc 2>/dev/null
+expect_fail "damaged codes: named" "shard-0002/codes.tt" \
+    "$T" reshard --index "$WORK/bad" --shards 2 --out "$WORK/z"
+rm "$WORK/bad/SHARDS"
+expect_ok "a shard alone (a plain index) reshards" \
+    "$T" reshard --index "$WORK/sh/shard-0000" --shards 2 --out "$WORK/one"
+finish
