@@ -1552,119 +1552,120 @@ static PyTypeObject IndexType = {
 
 /* ------------------------------------------------------------------ evaluation */
 
-/* qrels: a path (str) or dict {qid: {docid: int rel}}. */
-static int get_qrels(PyObject *o, tt_qrels **out) {
-    int st;
-    *out = NULL;
-    if (PyUnicode_Check(o)) {
-        const char *p = PyUnicode_AsUTF8(o);
-        if (!p)
-            return -1;
-        Py_BEGIN_ALLOW_THREADS
-        st = tt_qrels_load(out, p);
-        Py_END_ALLOW_THREADS
-        if (st != TT_OK) {
-            raise_last(st);
-            return -1;
-        }
-        return 0;
-    }
-    if (!PyDict_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "qrels: a path or a dict {qid: {docid: relevance}}");
-        return -1;
-    }
-    if ((st = tt_qrels_new(out)) != TT_OK) {
-        raise_last(st);
-        return -1;
-    }
-    PyObject *q, *docs;
+/* qrels and runs come as a path (read by the library) or as a nested dict
+ * {qid: {docid: value}}; one walker reads the dicts, with a per-entry callback that
+ * checks the value's type and adds the entry. */
+
+/* An entry callback's result besides a tt_status: the value has the wrong type. */
+#define ENTRY_BAD_VALUE 1
+
+typedef int (*entry_fn)(void *coll, const char *qid, const char *docid, PyObject *value);
+
+/* Adds every entry of the dict o {qid str: {docid str: value}} to coll with add.
+ * what names the input ("qrels", "run") and value the expected value ("int
+ * relevance"). Returns 0, or -1 with an exception (TypeError for a wrong shape or type,
+ * the tartan.Error of add's status). */
+static int walk_nested(PyObject *o, const char *what, const char *value, entry_fn add,
+                       void *coll) {
+    PyObject *q, *docs, *d, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &q, &docs)) {
-        PyObject *d, *rel;
         Py_ssize_t p2 = 0;
         const char *qs = PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
         if (!qs || !PyDict_Check(docs)) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "qrels: a dict {qid str: {docid str: int relevance}}");
-            goto fail;
+            PyErr_Format(PyExc_TypeError, "%s: a dict {qid str: {docid str: %s}}", what, value);
+            return -1;
         }
-        while (PyDict_Next(docs, &p2, &d, &rel)) {
+        while (PyDict_Next(docs, &p2, &d, &v)) {
             const char *ds = PyUnicode_Check(d) ? PyUnicode_AsUTF8(d) : NULL;
-            long r = PyLong_Check(rel) ? PyLong_AsLong(rel) : -1;
-            if (!ds || !PyLong_Check(rel) || (r == -1 && PyErr_Occurred()) || r < INT32_MIN ||
-                r > INT32_MAX) {
+            int st = ds ? add(coll, qs, ds, v) : ENTRY_BAD_VALUE;
+            if (st == ENTRY_BAD_VALUE) {
                 PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "qrels[%R]: a dict {docid str: int relevance}", q);
-                goto fail;
+                PyErr_Format(PyExc_TypeError, "%s[%R]: a dict {docid str: %s}", what, q, value);
+                return -1;
             }
-            if ((st = tt_qrels_add(*out, qs, ds, (int)r)) != TT_OK) {
+            if (st != TT_OK) {
                 raise_last(st);
-                goto fail;
+                return -1;
             }
         }
     }
     return 0;
-fail:
-    tt_qrels_free(*out);
-    *out = NULL;
+}
+
+/* 1 if o is a path (*path set), 0 if it is a dict, -1 (TypeError) otherwise. */
+static int path_or_dict(PyObject *o, const char *what, const char *value, const char **path) {
+    if (PyUnicode_Check(o))
+        return (*path = PyUnicode_AsUTF8(o)) ? 1 : -1;
+    if (PyDict_Check(o))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s: a path or a dict {qid: {docid: %s}}", what, value);
     return -1;
+}
+
+static int qrels_entry(void *coll, const char *qid, const char *docid, PyObject *v) {
+    long r = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+    if (!PyLong_Check(v) || (r == -1 && PyErr_Occurred()) || r < INT32_MIN || r > INT32_MAX)
+        return ENTRY_BAD_VALUE;
+    return tt_qrels_add(coll, qid, docid, (int)r);
+}
+
+static int run_entry(void *coll, const char *qid, const char *docid, PyObject *v) {
+    double s = PyFloat_AsDouble(v);
+    if (s == -1.0 && PyErr_Occurred())
+        return ENTRY_BAD_VALUE;
+    return tt_run_add(coll, qid, docid, s);
+}
+
+/* qrels: a path (str) or dict {qid: {docid: int rel}}. */
+static int get_qrels(PyObject *o, tt_qrels **out) {
+    static const char what[] = "qrels", value[] = "int relevance";
+    const char *path = NULL;
+    int st = TT_OK, kind = path_or_dict(o, what, value, &path);
+    *out = NULL;
+    if (kind < 0)
+        return -1;
+    if (kind == 1) {
+        Py_BEGIN_ALLOW_THREADS
+        st = tt_qrels_load(out, path);
+        Py_END_ALLOW_THREADS
+    } else if ((st = tt_qrels_new(out)) == TT_OK &&
+               walk_nested(o, what, value, qrels_entry, *out) < 0) {
+        tt_qrels_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    if (st != TT_OK) {
+        raise_last(st);
+        return -1;
+    }
+    return 0;
 }
 
 /* run: a path or dict {qid: {docid: float score}}. */
 static int get_run(PyObject *o, tt_run **out) {
-    int st;
+    static const char what[] = "run", value[] = "float score";
+    const char *path = NULL;
+    int st = TT_OK, kind = path_or_dict(o, what, value, &path);
     *out = NULL;
-    if (PyUnicode_Check(o)) {
-        const char *p = PyUnicode_AsUTF8(o);
-        if (!p)
-            return -1;
+    if (kind < 0)
+        return -1;
+    if (kind == 1) {
         Py_BEGIN_ALLOW_THREADS
-        st = tt_run_load(out, p);
+        st = tt_run_load(out, path);
         Py_END_ALLOW_THREADS
-        if (st != TT_OK) {
-            raise_last(st);
-            return -1;
-        }
-        return 0;
-    }
-    if (!PyDict_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "run: a path or a dict {qid: {docid: score}}");
+    } else if ((st = tt_run_new(out)) == TT_OK &&
+               walk_nested(o, what, value, run_entry, *out) < 0) {
+        tt_run_free(*out);
+        *out = NULL;
         return -1;
     }
-    if ((st = tt_run_new(out)) != TT_OK) {
+    if (st != TT_OK) {
         raise_last(st);
         return -1;
     }
-    PyObject *q, *docs;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &q, &docs)) {
-        PyObject *d, *sc;
-        Py_ssize_t p2 = 0;
-        const char *qs = PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
-        if (!qs || !PyDict_Check(docs)) {
-            PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "run: a dict {qid str: {docid str: float score}}");
-            goto fail;
-        }
-        while (PyDict_Next(docs, &p2, &d, &sc)) {
-            const char *ds = PyUnicode_Check(d) ? PyUnicode_AsUTF8(d) : NULL;
-            double v = ds ? PyFloat_AsDouble(sc) : -1;
-            if (!ds || (v == -1.0 && PyErr_Occurred())) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "run[%R]: a dict {docid str: float score}", q);
-                goto fail;
-            }
-            if ((st = tt_run_add(*out, qs, ds, v)) != TT_OK) {
-                raise_last(st);
-                goto fail;
-            }
-        }
-    }
     return 0;
-fail:
-    tt_run_free(*out);
-    *out = NULL;
-    return -1;
 }
 
 /* evaluate(qrels, run, metrics list, missing_as_zero, relevance_level)

@@ -531,6 +531,30 @@ class TestEvaluate(unittest.TestCase):
         with self.assertRaisesRegex(tartan.InvalidArgumentError, "nDCH"):
             tartan.evaluate(qrels, run, ["nDCH@10"])
 
+    def test_dict_inputs_checked(self):
+        # qrels and runs as dicts share one walker: each wrong shape or value type is a
+        # TypeError naming the input (and the query); a path that does not exist is the
+        # library's NotFoundError
+        qrels = {"q1": {"a": 1}}
+        run = {"q1": {"a": 1.5}}
+        for q, r, pattern in [
+                ({"q1": {"a": 1.0}}, run, r"qrels\['q1'\]: a dict \{docid str: int relevance\}"),
+                ({"q1": {"a": 2 ** 40}}, run, r"qrels\['q1'\]: .*int relevance"),
+                ({"q1": {3: 1}}, run, r"qrels\['q1'\]"),
+                ({"q1": [("a", 1)]}, run, r"qrels: a dict \{qid str: \{docid str: int"),
+                ({1: {"a": 1}}, run, r"qrels: a dict \{qid str"),
+                (qrels, {"q1": {"a": "high"}}, r"run\['q1'\]: a dict \{docid str: float score\}"),
+                (qrels, {"q1": 3.0}, r"run: a dict \{qid str: \{docid str: float score"),
+                ([("q1", "a", 1)], run, r"qrels: a path or a dict"),
+                (qrels, 7, r"run: a path or a dict")]:
+            with self.subTest(pattern=pattern):
+                self.assertRaisesRegex(TypeError, pattern, tartan.evaluate, q, r, ["MRR@10"])
+        # ints are scores too (PyFloat_AsDouble accepts them), bools are relevances
+        ev = tartan.evaluate({"q1": {"a": True}}, {"q1": {"a": 2, "b": 3}}, ["MRR@10"])
+        self.assertAlmostEqual(ev["MRR@10"], 0.5)
+        with self.assertRaisesRegex(tartan.NotFoundError, "no-such-run"):
+            tartan.evaluate(qrels, "/nonexistent/no-such-run", ["MRR@10"])
+
     def test_ttest_against_formula(self):
         rng = np.random.default_rng(2)
         a, b = rng.random(30), rng.random(30)
