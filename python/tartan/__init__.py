@@ -3,10 +3,12 @@ disk-resident indexes, from Python.
 
     import numpy as np, tartan
     docs = [np.random.rand(30, 128).astype(np.float32) for _ in range(1000)]
-    tartan.build("idx", docs, ids=[f"d{i}" for i in range(1000)], nbits=2)
+    tartan.build("idx", docs, ids=[f"d{i}" for i in range(1000)], nbits=2,
+                 metadata=[{"year": 1990 + i % 35} for i in range(1000)])
     with tartan.Index("idx") as index:
         ids, scores = index.search(query, k=10)           # query: (nq, dim)
         ids, scores = index.search(queries, k=10)         # queries: (n, nq, dim) or a list
+        ids, scores = index.search(query, k=10, where="year > 2000")  # filtered
 
 Arrays: float32 and float16 C-contiguous arrays are used in place (never copied);
 float64, other float types and non-contiguous arrays are converted once to float32
