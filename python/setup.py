@@ -8,6 +8,11 @@ Where libtartan comes from, first match wins:
      prefix is not a standard one).
 The extension is linked against the shared library with an rpath to its directory,
 so it works without ldconfig or LD_LIBRARY_PATH.
+
+TARTAN_EXTRA_CFLAGS / TARTAN_EXTRA_LDFLAGS (shell words) are added to the compile and
+link commands: `make python` in a --enable-sanitizers build passes the library's
+ASan + UBSan flags, so the extension is checked with it (`make python-check` there
+preloads the ASan runtime).
 """
 import os
 import shlex
@@ -48,6 +53,8 @@ def from_pkg_config():
 
 build = os.environ.get("TARTAN_BUILD_DIR")
 include_dirs, library_dirs, libraries = from_build_tree(build) if build else from_pkg_config()
+extra_cflags = shlex.split(os.environ.get("TARTAN_EXTRA_CFLAGS", ""))
+extra_ldflags = shlex.split(os.environ.get("TARTAN_EXTRA_LDFLAGS", ""))
 
 setup(ext_modules=[Extension(
     "tartan._tartan",
@@ -57,6 +64,6 @@ setup(ext_modules=[Extension(
     runtime_library_dirs=library_dirs,
     libraries=libraries,
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-                        "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
-    extra_link_args=["-pthread"],
+                        "-Wno-missing-field-initializers", "-Wno-cast-function-type"] + extra_cflags,
+    extra_link_args=["-pthread"] + extra_ldflags,
 )])

@@ -6,7 +6,8 @@
 # command-line integration path.
 # Usage (Debian 12, as root): tools/run-tests.sh      (CI: .ci/run calls this)
 # TT_FUZZ_SECONDS (default 30) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
-# leaves stages out (also "python": the Python binding's tests).
+# leaves stages out (also "python": the Python binding's tests; "python-asan": the same
+# under ASan + UBSan).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 TT_EXTRA_PKGS="${TT_EXTRA_PKGS:-} clang libclang-rt-14-dev valgrind" "$top/tools/setup-debian.sh" \
@@ -169,10 +170,35 @@ run_python() {
     summary="$summary python: $p passed, $f failed;"
 }
 
+# The Python binding under AddressSanitizer + UBSan: `make python-check` in the sanitizer
+# build compiles the extension with the sanitizer flags against that build's libtartan
+# and runs python/tests with the ASan runtime preloaded (Makefile.am, python-check).
+run_python_asan() {
+    dir="$top/build-test-sanitizers"
+    if [ ! -f "$dir/libtartan.la" ]; then
+        echo "=== python-asan: the sanitizer build is missing"; fail; return
+    fi
+    echo "=== python-asan: make python python-check (ASan + UBSan)"
+    make -C "$dir" python-check TT_PYTHON3=/usr/bin/python3 PYTHON_TEST_FLAGS=-v \
+        >"$dir/python.out" 2>&1
+    rc=$?
+    p=$(grep -cE ' \.\.\. ok$' "$dir/python.out")
+    f=$(grep -cE ' \.\.\. (FAIL|ERROR)$' "$dir/python.out")
+    grep -E ' \.\.\. (FAIL|ERROR)|ERROR: AddressSanitizer|runtime error:' "$dir/python.out"
+    xp=$((xp + p)); xf=$((xf + f))
+    if [ $rc != 0 ] || [ "$f" != 0 ] || [ "$p" = 0 ]; then
+        tail -n 60 "$dir/python.out"
+        [ "$f" = 0 ] && fail   # a sanitizer abort ends the run without a FAIL line
+        status=1
+    fi
+    summary="$summary python-asan: $p passed, $f failed;"
+}
+
 skip fuzz || run_fuzz
 skip tsan || run_tsan
 skip valgrind || run_valgrind
 skip python || run_python
+skip python-asan || run_python_asan
 
 echo "=== summary:$summary"
 # CI reads the closing line: every Check test program counts once per configuration,

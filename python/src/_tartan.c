@@ -263,6 +263,7 @@ static const optspec build_spec[] = {
     {"lloyd_max_rounds", OPT_INT, OFF(tt_build_options, lloyd_max_rounds), NULL, NULL},
     {"pool_factor", OPT_INT, OFF(tt_build_options, pool_factor), NULL, NULL},
     {"debias", OPT_BOOL, OFF(tt_build_options, debias), NULL, NULL},
+    {"metadata", OPT_STR, OFF(tt_build_options, metadata), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
 static const optspec change_spec[] = {
@@ -272,6 +273,7 @@ static const optspec change_spec[] = {
     {"threads", OPT_INT, OFF(tt_change_options, threads), NULL, NULL},
     {"memory", OPT_U64, OFF(tt_change_options, memory_bytes), NULL, NULL},
     {"pool_factor", OPT_INT, OFF(tt_change_options, pool_factor), NULL, NULL},
+    {"metadata", OPT_STR, OFF(tt_change_options, metadata), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
 static const char *const mode_names[] = {"plaid", "exhaustive", "exact", NULL};
@@ -295,6 +297,7 @@ static const optspec search_spec[] = {
     {"tuned", OPT_BOOL, OFF(tt_search_options, tuned), NULL, NULL},
     {"rerank_margin", OPT_FLOAT, OFF(tt_search_options, rerank_margin), NULL, NULL},
     {"sketch", OPT_INT, OFF(tt_search_options, sketch), NULL, NULL},
+    {"filter_direct_max", OPT_U64, OFF(tt_search_options, filter_direct_max), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
 static const char *const io_names[] = {"auto", "uring", "mmap", NULL};
@@ -896,11 +899,14 @@ static PyObject *py_tune(PyObject *self, PyObject *args) {
 
 /* ------------------------------------------------------------------ Index */
 
-/* An open generation and its pool of search contexts; reference-counted under the GIL. */
+/* An open generation, its pool of search contexts and its pool of metadata handles
+ * (tt_metadata: one per thread at a time); reference-counted under the GIL. */
 typedef struct snap {
     tt_index *idx;
     tt_search_ctx **pool;
     int npool, cap;
+    tt_metadata **mds;
+    int nmds, capmds;
     long refs;
     tt_index_info info;
 } snap;
@@ -911,8 +917,44 @@ static void snap_unref(snap *s) {
     for (int i = 0; i < s->npool; i++)
         tt_search_ctx_free(s->pool[i]);
     PyMem_Free(s->pool);
+    for (int i = 0; i < s->nmds; i++) /* before the index they read */
+        tt_metadata_close(s->mds[i]);
+    PyMem_Free(s->mds);
     tt_index_close(s->idx);
     PyMem_Free(s);
+}
+
+/* A metadata handle from the pool, or a newly opened one (NULL with an exception set:
+ * NotFoundError when the index has no metadata, or, when absent is not NULL, no
+ * exception and *absent = 1 in that case). GIL held. */
+static tt_metadata *md_get(snap *s, int *absent) {
+    if (s->nmds > 0)
+        return s->mds[--s->nmds];
+    tt_metadata *m = NULL;
+    int st = tt_metadata_open(s->idx, &m);
+    if (st == TT_ENOTFOUND && absent) {
+        *absent = 1;
+        return NULL;
+    }
+    if (st != TT_OK) {
+        raise_last(st);
+        return NULL;
+    }
+    return m;
+}
+
+static void md_put(snap *s, tt_metadata *m) {
+    if (s->nmds == s->capmds) {
+        int cap = s->capmds ? 2 * s->capmds : 2;
+        tt_metadata **p = PyMem_Realloc(s->mds, (size_t)cap * sizeof *p);
+        if (!p) {
+            tt_metadata_close(m);
+            return;
+        }
+        s->mds = p;
+        s->capmds = cap;
+    }
+    s->mds[s->nmds++] = m;
 }
 
 /* A context from the pool, or a new one (NULL with an exception set). GIL held. */
@@ -1043,20 +1085,294 @@ static PyObject *id_str(const tt_index *idx, uint64_t row) {
     return PyUnicode_DecodeUTF8(p, (Py_ssize_t)len, "surrogateescape");
 }
 
-/* search(q, k, options, rows_out, scores_out, want_ids) -> (nhits, ids list or None)
- * q: C-contiguous float32 buffer of nq*dim values. */
+/* ------------------------------------------------------------------ filters */
+
+/* A filter (tt_filter) over the rows of one snapshot, which it holds: searches of that
+ * snapshot only accept it, since a change or a compaction renumbers rows. Made by
+ * Index.filter; read-only afterwards, so threads may share it. */
+typedef struct {
+    PyObject_HEAD
+    snap *s;
+    tt_filter *f;
+    unsigned long long unknown; /* distinct ids= entries that name no live document */
+    unsigned long long nids;    /* ids= entries given */
+} FilterObject;
+
+static void Filter_dealloc(FilterObject *self) {
+    tt_filter_free(self->f);
+    snap_unref(self->s);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t Filter_len(FilterObject *self) { return (Py_ssize_t)tt_filter_count(self->f); }
+
+static PyObject *Filter_get_allowed(FilterObject *self, void *unused) {
+    return PyLong_FromUnsignedLongLong(tt_filter_count(self->f));
+}
+
+static PyObject *Filter_get_unknown(FilterObject *self, void *unused) {
+    return PyLong_FromUnsignedLongLong(self->unknown);
+}
+
+static PyObject *Filter_get_nids(FilterObject *self, void *unused) {
+    return PyLong_FromUnsignedLongLong(self->nids);
+}
+
+static PyObject *Filter_get_num_rows(FilterObject *self, void *unused) {
+    return PyLong_FromUnsignedLongLong(tt_filter_num_rows(self->f));
+}
+
+static PyObject *Filter_get_generation(FilterObject *self, void *unused) {
+    return PyLong_FromUnsignedLongLong(self->s->info.generation);
+}
+
+/* rows(): the allowed rows, ascending, as an int64 array. */
+static PyObject *Filter_rows(FilterObject *self, PyObject *unused) {
+    npy_intp n = (npy_intp)tt_filter_count(self->f);
+    PyObject *a = PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!a)
+        return NULL;
+    int64_t *p = PyArray_DATA((PyArrayObject *)a);
+    npy_intp j = 0;
+    uint64_t nr = tt_filter_num_rows(self->f);
+    for (uint64_t r = 0; r < nr && j < n; r++)
+        if (tt_filter_has(self->f, r))
+            p[j++] = (int64_t)r;
+    return a;
+}
+
+static PyObject *Filter_repr(FilterObject *self) {
+    return PyUnicode_FromFormat("<tartan.Filter: %llu of %llu rows allowed, generation %llu>",
+                                (unsigned long long)tt_filter_count(self->f),
+                                (unsigned long long)tt_filter_num_rows(self->f),
+                                (unsigned long long)self->s->info.generation);
+}
+
+static PyMethodDef Filter_methods[] = {
+    {"rows", (PyCFunction)Filter_rows, METH_NOARGS, "The allowed rows, ascending (int64 array)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Filter_getset[] = {
+    {"allowed", (getter)Filter_get_allowed, NULL, "allowed live documents (also len())", NULL},
+    {"unknown", (getter)Filter_get_unknown, NULL,
+     "distinct ids that name no live document (counted, not an error)", NULL},
+    {"num_ids", (getter)Filter_get_nids, NULL, "ids given (0 without ids=)", NULL},
+    {"num_rows", (getter)Filter_get_num_rows, NULL, "rows of the generation it is over", NULL},
+    {"generation", (getter)Filter_get_generation, NULL, "the index generation it is over", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PySequenceMethods Filter_as_sequence = {.sq_length = (lenfunc)Filter_len};
+
+static PyTypeObject FilterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tartan.Filter",
+    .tp_basicsize = sizeof(FilterObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The documents a search may return, over one snapshot of an index: made by\n"
+              "Index.filter(where=..., ids=...), passed as search(..., filter=f). Searches\n"
+              "of another snapshot (after a change, reopen(), or another Index) refuse it.",
+    .tp_dealloc = (destructor)Filter_dealloc,
+    .tp_repr = (reprfunc)Filter_repr,
+    .tp_methods = Filter_methods,
+    .tp_getset = Filter_getset,
+    .tp_as_sequence = &Filter_as_sequence,
+};
+
+/* The tt_filter of fo for a search of s: *out = NULL for None/NULL. Returns -1 with
+ * an exception when fo is not a Filter or is over another snapshot. */
+static int get_filter(PyObject *fo, const snap *s, const tt_filter **out) {
+    *out = NULL;
+    if (!fo || fo == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(fo, &FilterType)) {
+        PyErr_Format(PyExc_TypeError, "filter: expected a tartan.Filter (Index.filter), got %.100s",
+                     Py_TYPE(fo)->tp_name);
+        return -1;
+    }
+    const FilterObject *f = (const FilterObject *)fo;
+    if (f->s != s) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "filter: made over generation %llu of an index as another snapshot opened it "
+                 "(before a change or reopen(), or by another Index); this search reads "
+                 "generation %llu, whose rows may differ: make the filter again with this "
+                 "Index's filter()",
+                 (unsigned long long)f->s->info.generation, (unsigned long long)s->info.generation);
+        raise_status(TT_EINVAL, msg);
+        return -1;
+    }
+    *out = f->f;
+    return 0;
+}
+
+/* The rows allowed by both a and b (same num_rows), or NULL (TT_ENOMEM, message set). */
+static int filter_and(const tt_filter *a, const tt_filter *b, tt_filter **out) {
+    uint64_t n = tt_filter_num_rows(a);
+    int st = tt_filter_new(out, n);
+    for (uint64_t r = 0; st == TT_OK && r < n; r++)
+        if (tt_filter_has(a, r) && tt_filter_has(b, r))
+            st = tt_filter_add(*out, r);
+    return st;
+}
+
+/* filter(where=None, ids=None) -> Filter: the live documents for which the SQL
+ * expression where holds over the metadata (tt_metadata_where) and/or whose ids are
+ * among ids (tt_filter_from_ids; unknown ids counted in .unknown); both: documents
+ * allowed by both, as `tartan search --where --filter-ids`. The GIL is released. */
+static PyObject *Index_filter(IndexObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"where", "ids", NULL};
+    PyObject *wo = Py_None, *io = Py_None, *keep = NULL, *res = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:filter", kwlist, &wo, &io))
+        return NULL;
+    snap *s = cur_snap(self);
+    if (!s)
+        return NULL;
+    const char *where = NULL, **ids = NULL;
+    size_t nids = 0;
+    if (wo == Py_None && io == Py_None)
+        return raise_status(TT_EINVAL, "filter: give where= (an SQL expression over the "
+                                       "index's metadata) and/or ids= (document ids)");
+    if (wo != Py_None) {
+        Py_ssize_t len = 0;
+        if (!PyUnicode_Check(wo)) {
+            PyErr_Format(PyExc_TypeError, "where: expected a str (an SQL expression), got %.100s",
+                         Py_TYPE(wo)->tp_name);
+            return NULL;
+        }
+        if (!(where = PyUnicode_AsUTF8AndSize(wo, &len)))
+            return NULL;
+        if ((size_t)len != strlen(where))
+            return raise_status(TT_EINVAL, "where: the expression contains a NUL character");
+    }
+    if (io != Py_None && get_ids(io, &keep, &ids, &nids, "filter ids") < 0)
+        return NULL;
+    tt_metadata *md = NULL;
+    if (where && !(md = md_get(s, NULL)))
+        goto done;
+    s->refs++; /* the snapshot stays while the GIL is released */
+    tt_filter *w = NULL, *f = NULL, *out = NULL;
+    uint64_t unknown = 0;
+    char msg[2048] = "";
+    int st = TT_OK;
+    Py_BEGIN_ALLOW_THREADS
+    if (where)
+        st = tt_metadata_where(md, where, &w);
+    if (st == TT_OK && ids)
+        st = tt_filter_from_ids(s->idx, ids, nids, &f, &unknown);
+    if (st == TT_OK && w && f)
+        st = filter_and(w, f, &out);
+    else if (st == TT_OK)
+        out = w ? w : f;
+    if (st != TT_OK)
+        snprintf(msg, sizeof msg, "%s", tt_last_error());
+    Py_END_ALLOW_THREADS
+    if (md)
+        md_put(s, md);
+    if (out != w)
+        tt_filter_free(w);
+    if (out != f)
+        tt_filter_free(f);
+    FilterObject *fo = st == TT_OK ? PyObject_New(FilterObject, &FilterType) : NULL;
+    if (!fo) {
+        tt_filter_free(out);
+        snap_unref(s);
+        if (st != TT_OK)
+            raise_status(st, msg);
+        goto done;
+    }
+    fo->s = s; /* the reference taken above */
+    fo->f = out;
+    fo->unknown = unknown;
+    fo->nids = nids;
+    res = (PyObject *)fo;
+done:
+    PyMem_Free(ids);
+    Py_XDECREF(keep);
+    return res;
+}
+
+/* _metadata_rows(rows) -> list of JSON objects (str) of int64 rows; -1 gives None.
+ * NotFoundError when the index has no metadata. */
+static PyObject *Index_metadata_rows(IndexObject *self, PyObject *arg) {
+    snap *s = cur_snap(self);
+    if (!s)
+        return NULL;
+    Py_buffer r;
+    if (get_buf(arg, &r, "q", 8, 0, "rows") < 0)
+        return NULL;
+    PyObject *out = NULL;
+    tt_metadata *md = md_get(s, NULL);
+    if (!md)
+        goto done;
+    Py_ssize_t n = r.len / 8;
+    const int64_t *rows = r.buf;
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *t = NULL;
+        char *js = NULL;
+        int st;
+        if (rows[i] == -1) {
+            t = Py_None;
+            Py_INCREF(t);
+        } else if (rows[i] < -1 || (uint64_t)rows[i] >= s->info.num_docs) {
+            PyErr_Format(PyExc_IndexError, "row %lld is not a document of the index (0..%llu)",
+                         (long long)rows[i], (unsigned long long)s->info.num_docs - 1);
+        } else if ((st = tt_metadata_json(md, (uint64_t)rows[i], &js)) != TT_OK) {
+            raise_last(st);
+        } else {
+            t = PyUnicode_FromString(js);
+        }
+        tt_free(js);
+        if (!t) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    md_put(s, md);
+done:
+    PyBuffer_Release(&r);
+    return out;
+}
+
+/* metadata_columns() -> {name: type} in the order the columns appeared; {} when the
+ * index has no metadata. */
+static PyObject *Index_metadata_columns(IndexObject *self, PyObject *unused) {
+    snap *s = cur_snap(self);
+    if (!s)
+        return NULL;
+    int absent = 0;
+    tt_metadata *md = md_get(s, &absent);
+    if (!md)
+        return absent ? PyDict_New() : NULL;
+    PyObject *d = PyDict_New();
+    size_t n = tt_metadata_num_columns(md);
+    for (size_t i = 0; d && i < n; i++) {
+        const char *type = NULL, *name = tt_metadata_column(md, i, &type);
+        PyObject *t = PyUnicode_FromString(type ? type : "null");
+        if (!t || PyDict_SetItemString(d, name, t) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(t);
+    }
+    md_put(s, md);
+    return d;
+}
+
+/* search(q, k, options, rows_out, scores_out, want_ids[, filter]) -> (nhits, ids list
+ * or None). q: C-contiguous float32 buffer of nq*dim values; filter: a Filter of this
+ * snapshot or None. */
 static PyObject *Index_search(IndexObject *self, PyObject *args) {
-    PyObject *qo, *opts, *ro, *so;
+    PyObject *qo, *opts, *ro, *so, *fo = Py_None;
     unsigned k;
     int want_ids;
-    if (!PyArg_ParseTuple(args, "OIOOOp", &qo, &k, &opts, &ro, &so, &want_ids))
+    if (!PyArg_ParseTuple(args, "OIOOOp|O", &qo, &k, &opts, &ro, &so, &want_ids, &fo))
         return NULL;
     snap *s = cur_snap(self);
     if (!s)
         return NULL;
     tt_search_options sopt;
     tt_search_options_init(&sopt);
-    if (apply_opts(&sopt, search_spec, opts, "search") < 0)
+    if (apply_opts(&sopt, search_spec, opts, "search") < 0 ||
+        get_filter(fo, s, &sopt.filter) < 0)
         return NULL;
     Py_buffer q, r, sc;
     if (get_buf(qo, &q, "f", 4, 0, "queries") < 0)
@@ -1144,23 +1460,25 @@ done:
 }
 
 /* search_batch(q, qoffs, qlens, k, options, threads, rows_out, scores_out, nhits_out,
- * want_ids) -> flat list of n*k ids (None past each query's hits) or None.
+ * want_ids[, seconds_out, filter]) -> flat list of n*k ids (None past each query's
+ * hits) or None. filter: a Filter of this snapshot (for every query) or None.
  * q: float32 rows; qoffs: uint64 first row of each query; qlens: uint32 rows per
  * query; outputs: int64 n*k, float32 n*k, uint32 n. Runs in slices of 256 queries per
  * thread, checking for Ctrl-C between slices. */
 static PyObject *Index_search_batch(IndexObject *self, PyObject *args) {
-    PyObject *qo, *oo, *lo, *opts, *ro, *so, *no, *to = Py_None;
+    PyObject *qo, *oo, *lo, *opts, *ro, *so, *no, *to = Py_None, *fo = Py_None;
     unsigned k;
     int threads, want_ids;
-    if (!PyArg_ParseTuple(args, "OOOIOiOOOp|O", &qo, &oo, &lo, &k, &opts, &threads, &ro, &so,
-                          &no, &want_ids, &to))
+    if (!PyArg_ParseTuple(args, "OOOIOiOOOp|OO", &qo, &oo, &lo, &k, &opts, &threads, &ro, &so,
+                          &no, &want_ids, &to, &fo))
         return NULL;
     snap *s = cur_snap(self);
     if (!s)
         return NULL;
     tt_search_options sopt;
     tt_search_options_init(&sopt);
-    if (apply_opts(&sopt, search_spec, opts, "search") < 0)
+    if (apply_opts(&sopt, search_spec, opts, "search") < 0 ||
+        get_filter(fo, s, &sopt.filter) < 0)
         return NULL;
     Py_buffer b[7];
     int nb = 0;
@@ -1493,7 +1811,8 @@ static PyObject *Index_get_path(IndexObject *self, void *unused) {
 }
 
 PyDoc_STRVAR(search_doc,
-    "search($self, queries, k=10, *, as_dicts=False, rows=False, threads=0, **options)\n"
+    "search($self, queries, k=10, *, as_dicts=False, rows=False, threads=0, where=None,\n"
+    "       filter_ids=None, filter=None, with_metadata=False, **options)\n"
     "--\n"
     "\n"
     "Searches one query, a (nq, dim) array, or a batch: an (n, nq, dim) array or a\n"
@@ -1511,6 +1830,14 @@ PyDoc_STRVAR(search_doc,
     "(\"adaptive\", \"fixed\") as in `tartan search`; threads (batch: 0 = all CPUs).\n"
     "Queries that are float32 C-contiguous are used in place; others are converted\n"
     "once. NaN/Inf raises BadValueError; a wrong dim DimensionError.\n"
+    "\n"
+    "Filters (doc/metadata.md; every query of a batch): where, an SQL expression over\n"
+    "the index's metadata (\"year > 2000 AND lang = 'en'\"); filter_ids, the ids of the\n"
+    "documents allowed (ids naming no live document are counted: a FilterWarning);\n"
+    "both: documents allowed by both. filter, a Filter made by Index.filter(), instead\n"
+    "of where/filter_ids (made once, reused). A search returns min(k, allowed) hits;\n"
+    "filter_direct_max as `tartan search --filter-direct-max`. with_metadata=True\n"
+    "(with as_dicts) adds each hit's \"metadata\" dict.\n"
     "");
 
 static PyMethodDef Index_methods[] = {
@@ -1522,6 +1849,21 @@ static PyMethodDef Index_methods[] = {
     {"_search_batch", (PyCFunction)Index_search_batch, METH_VARARGS, "Low-level batch search."},
     {"doc_ids", (PyCFunction)Index_doc_ids, METH_O, "External ids of int64 document rows."},
     {"info", (PyCFunction)Index_info, METH_NOARGS, "The index's tt_index_info as a dict."},
+    {"filter", (PyCFunction)(void (*)(void))Index_filter, METH_VARARGS | METH_KEYWORDS,
+     "filter(where=None, ids=None) -> Filter\n--\n\n"
+     "The live documents for which the SQL expression `where` holds over the index's\n"
+     "metadata, and/or whose ids are among `ids` (ids naming no live document are\n"
+     "counted in .unknown); with both, the documents allowed by both (as `tartan\n"
+     "search --where --filter-ids`). Pass it as search(..., filter=f) to reuse it.\n"
+     "Errors: InvalidArgumentError with SQLite's message (syntax error, unknown\n"
+     "column) or the reason a statement is refused (writes, ATTACH, pragmas, a second\n"
+     "statement); NotFoundError when where= is given and the index has no metadata."},
+    {"_metadata_rows", (PyCFunction)Index_metadata_rows, METH_O,
+     "JSON metadata (str) of int64 rows; -1 gives None."},
+    {"metadata_columns", (PyCFunction)Index_metadata_columns, METH_NOARGS,
+     "metadata_columns() -> {name: type}\n--\n\n"
+     "The metadata columns in the order they appeared, with their types (\"integer\",\n"
+     "\"real\", \"text\", \"boolean\", \"null\"); {} when the index has no metadata."},
     {NULL, NULL, 0, NULL}};
 
 static PyObject *Index_get_last_seconds(IndexObject *self, void *unused) {
@@ -1553,119 +1895,120 @@ static PyTypeObject IndexType = {
 
 /* ------------------------------------------------------------------ evaluation */
 
-/* qrels: a path (str) or dict {qid: {docid: int rel}}. */
-static int get_qrels(PyObject *o, tt_qrels **out) {
-    int st;
-    *out = NULL;
-    if (PyUnicode_Check(o)) {
-        const char *p = PyUnicode_AsUTF8(o);
-        if (!p)
-            return -1;
-        Py_BEGIN_ALLOW_THREADS
-        st = tt_qrels_load(out, p);
-        Py_END_ALLOW_THREADS
-        if (st != TT_OK) {
-            raise_last(st);
-            return -1;
-        }
-        return 0;
-    }
-    if (!PyDict_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "qrels: a path or a dict {qid: {docid: relevance}}");
-        return -1;
-    }
-    if ((st = tt_qrels_new(out)) != TT_OK) {
-        raise_last(st);
-        return -1;
-    }
-    PyObject *q, *docs;
+/* qrels and runs come as a path (read by the library) or as a nested dict
+ * {qid: {docid: value}}; one walker reads the dicts, with a per-entry callback that
+ * checks the value's type and adds the entry. */
+
+/* An entry callback's result besides a tt_status: the value has the wrong type. */
+#define ENTRY_BAD_VALUE 1
+
+typedef int (*entry_fn)(void *coll, const char *qid, const char *docid, PyObject *value);
+
+/* Adds every entry of the dict o {qid str: {docid str: value}} to coll with add.
+ * what names the input ("qrels", "run") and value the expected value ("int
+ * relevance"). Returns 0, or -1 with an exception (TypeError for a wrong shape or type,
+ * the tartan.Error of add's status). */
+static int walk_nested(PyObject *o, const char *what, const char *value, entry_fn add,
+                       void *coll) {
+    PyObject *q, *docs, *d, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &q, &docs)) {
-        PyObject *d, *rel;
         Py_ssize_t p2 = 0;
         const char *qs = PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
         if (!qs || !PyDict_Check(docs)) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "qrels: a dict {qid str: {docid str: int relevance}}");
-            goto fail;
+            PyErr_Format(PyExc_TypeError, "%s: a dict {qid str: {docid str: %s}}", what, value);
+            return -1;
         }
-        while (PyDict_Next(docs, &p2, &d, &rel)) {
+        while (PyDict_Next(docs, &p2, &d, &v)) {
             const char *ds = PyUnicode_Check(d) ? PyUnicode_AsUTF8(d) : NULL;
-            long r = PyLong_Check(rel) ? PyLong_AsLong(rel) : -1;
-            if (!ds || !PyLong_Check(rel) || (r == -1 && PyErr_Occurred()) || r < INT32_MIN ||
-                r > INT32_MAX) {
+            int st = ds ? add(coll, qs, ds, v) : ENTRY_BAD_VALUE;
+            if (st == ENTRY_BAD_VALUE) {
                 PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "qrels[%R]: a dict {docid str: int relevance}", q);
-                goto fail;
+                PyErr_Format(PyExc_TypeError, "%s[%R]: a dict {docid str: %s}", what, q, value);
+                return -1;
             }
-            if ((st = tt_qrels_add(*out, qs, ds, (int)r)) != TT_OK) {
+            if (st != TT_OK) {
                 raise_last(st);
-                goto fail;
+                return -1;
             }
         }
     }
     return 0;
-fail:
-    tt_qrels_free(*out);
-    *out = NULL;
+}
+
+/* 1 if o is a path (*path set), 0 if it is a dict, -1 (TypeError) otherwise. */
+static int path_or_dict(PyObject *o, const char *what, const char *value, const char **path) {
+    if (PyUnicode_Check(o))
+        return (*path = PyUnicode_AsUTF8(o)) ? 1 : -1;
+    if (PyDict_Check(o))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s: a path or a dict {qid: {docid: %s}}", what, value);
     return -1;
+}
+
+static int qrels_entry(void *coll, const char *qid, const char *docid, PyObject *v) {
+    long r = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+    if (!PyLong_Check(v) || (r == -1 && PyErr_Occurred()) || r < INT32_MIN || r > INT32_MAX)
+        return ENTRY_BAD_VALUE;
+    return tt_qrels_add(coll, qid, docid, (int)r);
+}
+
+static int run_entry(void *coll, const char *qid, const char *docid, PyObject *v) {
+    double s = PyFloat_AsDouble(v);
+    if (s == -1.0 && PyErr_Occurred())
+        return ENTRY_BAD_VALUE;
+    return tt_run_add(coll, qid, docid, s);
+}
+
+/* qrels: a path (str) or dict {qid: {docid: int rel}}. */
+static int get_qrels(PyObject *o, tt_qrels **out) {
+    static const char what[] = "qrels", value[] = "int relevance";
+    const char *path = NULL;
+    int st = TT_OK, kind = path_or_dict(o, what, value, &path);
+    *out = NULL;
+    if (kind < 0)
+        return -1;
+    if (kind == 1) {
+        Py_BEGIN_ALLOW_THREADS
+        st = tt_qrels_load(out, path);
+        Py_END_ALLOW_THREADS
+    } else if ((st = tt_qrels_new(out)) == TT_OK &&
+               walk_nested(o, what, value, qrels_entry, *out) < 0) {
+        tt_qrels_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    if (st != TT_OK) {
+        raise_last(st);
+        return -1;
+    }
+    return 0;
 }
 
 /* run: a path or dict {qid: {docid: float score}}. */
 static int get_run(PyObject *o, tt_run **out) {
-    int st;
+    static const char what[] = "run", value[] = "float score";
+    const char *path = NULL;
+    int st = TT_OK, kind = path_or_dict(o, what, value, &path);
     *out = NULL;
-    if (PyUnicode_Check(o)) {
-        const char *p = PyUnicode_AsUTF8(o);
-        if (!p)
-            return -1;
+    if (kind < 0)
+        return -1;
+    if (kind == 1) {
         Py_BEGIN_ALLOW_THREADS
-        st = tt_run_load(out, p);
+        st = tt_run_load(out, path);
         Py_END_ALLOW_THREADS
-        if (st != TT_OK) {
-            raise_last(st);
-            return -1;
-        }
-        return 0;
-    }
-    if (!PyDict_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "run: a path or a dict {qid: {docid: score}}");
+    } else if ((st = tt_run_new(out)) == TT_OK &&
+               walk_nested(o, what, value, run_entry, *out) < 0) {
+        tt_run_free(*out);
+        *out = NULL;
         return -1;
     }
-    if ((st = tt_run_new(out)) != TT_OK) {
+    if (st != TT_OK) {
         raise_last(st);
         return -1;
     }
-    PyObject *q, *docs;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &q, &docs)) {
-        PyObject *d, *sc;
-        Py_ssize_t p2 = 0;
-        const char *qs = PyUnicode_Check(q) ? PyUnicode_AsUTF8(q) : NULL;
-        if (!qs || !PyDict_Check(docs)) {
-            PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "run: a dict {qid str: {docid str: float score}}");
-            goto fail;
-        }
-        while (PyDict_Next(docs, &p2, &d, &sc)) {
-            const char *ds = PyUnicode_Check(d) ? PyUnicode_AsUTF8(d) : NULL;
-            double v = ds ? PyFloat_AsDouble(sc) : -1;
-            if (!ds || (v == -1.0 && PyErr_Occurred())) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "run[%R]: a dict {docid str: float score}", q);
-                goto fail;
-            }
-            if ((st = tt_run_add(*out, qs, ds, v)) != TT_OK) {
-                raise_last(st);
-                goto fail;
-            }
-        }
-    }
     return 0;
-fail:
-    tt_run_free(*out);
-    *out = NULL;
-    return -1;
 }
 
 /* evaluate(qrels, run, metrics list, missing_as_zero, relevance_level)
@@ -1834,7 +2177,7 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_tartan",
 
 PyMODINIT_FUNC PyInit__tartan(void) {
     import_array();
-    if (PyType_Ready(&IndexType) < 0)
+    if (PyType_Ready(&IndexType) < 0 || PyType_Ready(&FilterType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
@@ -1842,6 +2185,12 @@ PyMODINIT_FUNC PyInit__tartan(void) {
     Py_INCREF(&IndexType);
     if (PyModule_AddObject(m, "Index", (PyObject *)&IndexType) < 0) {
         Py_DECREF(&IndexType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FilterType);
+    if (PyModule_AddObject(m, "Filter", (PyObject *)&FilterType) < 0) {
+        Py_DECREF(&FilterType);
         Py_DECREF(m);
         return NULL;
     }

@@ -3,10 +3,12 @@ disk-resident indexes, from Python.
 
     import numpy as np, tartan
     docs = [np.random.rand(30, 128).astype(np.float32) for _ in range(1000)]
-    tartan.build("idx", docs, ids=[f"d{i}" for i in range(1000)], nbits=2)
+    tartan.build("idx", docs, ids=[f"d{i}" for i in range(1000)], nbits=2,
+                 metadata=[{"year": 1990 + i % 35} for i in range(1000)])
     with tartan.Index("idx") as index:
         ids, scores = index.search(query, k=10)           # query: (nq, dim)
         ids, scores = index.search(queries, k=10)         # queries: (n, nq, dim) or a list
+        ids, scores = index.search(query, k=10, where="year > 2000")  # filtered
 
 Arrays: float32 and float16 C-contiguous arrays are used in place (never copied);
 float64, other float types and non-contiguous arrays are converted once to float32
@@ -18,8 +20,13 @@ doc/python.md is the manual; the pylate submodule is a drop-in index for PyLate.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+import re
+import tempfile
+import warnings
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -32,6 +39,7 @@ __all__ = [
     "VersionError", "CorruptError", "UnsupportedError", "ExistsError", "NoSpaceError",
     "DimensionError", "BadValueError", "EncoderError", "EncoderTimeoutError", "NotFoundError",
     "ParseError", "BusyError", "CancelledError", "OPTIONS", "DEFAULT_METRICS",
+    "Filter", "FilterWarning",
 ]
 
 # ------------------------------------------------------------------ errors
@@ -143,7 +151,16 @@ _ERRORS = {c.status: c for c in (
 _tartan.set_error_classes(_ERRORS, Error)
 
 #: Option names accepted by build (**options), Index.add/delete/compact, search, Index().
+#: ("metadata" is build's and add's metadata= argument, a path once it reaches them.)
 OPTIONS: Dict[str, List[str]] = _tartan.option_names()
+
+#: A filter over one snapshot of an index (Index.filter; search(..., filter=f)).
+Filter = _tartan.Filter
+
+
+class FilterWarning(UserWarning):
+    """A search filter's ids (filter_ids=, PyLate's subset=) include ids that name no
+    live document: they are counted and skipped, as `tartan search --filter-ids` does."""
 
 DEFAULT_METRICS = ["MRR@10", "nDCG@10", "nDCG@100", "Recall@10", "Recall@100",
                    "Recall@1000", "MAP@1000", "Success@5"]
@@ -278,6 +295,73 @@ def _options(kind: str, options: Dict[str, Any], what: str) -> Dict[str, Any]:
             raise TypeError(f"{what}: unknown option {k!r} (known: {', '.join(known)})")
     return options
 
+# ------------------------------------------------------------------ metadata
+
+
+def _json_scalar(o: Any) -> Any:
+    """json.dumps' default=: NumPy scalars as their Python values."""
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    raise TypeError(f"{o!r} ({type(o).__name__}) is not a str, int, float, bool or None")
+
+
+def _relabel(e: "Error", tmp: str) -> "Error":
+    """e with the temporary JSON Lines file's name replaced by the list position:
+    'FILE:6: ...' (line 6) becomes 'metadata[5]: ...'."""
+    msg = re.sub(re.escape(tmp) + r":(\d+)", lambda m: f"metadata[{int(m.group(1)) - 1}]",
+                 e.message)
+    msg = msg.replace(tmp, "metadata")
+    return type(e)(msg, e.status)
+
+
+@contextlib.contextmanager
+def _metadata_path(metadata: Any) -> Iterator[Optional[str]]:
+    """The JSON Lines path for build/add's metadata=: a path as given, or a sequence of
+    dicts (one per document, in document order or each with an "id") written to a
+    temporary file for the call; library errors then name metadata[i] instead."""
+    if metadata is None or isinstance(metadata, (str, os.PathLike)):
+        yield None if metadata is None else os.fspath(metadata)
+        return
+    if isinstance(metadata, (bytes, Mapping)) or not isinstance(metadata, Iterable):
+        raise InvalidArgumentError(
+            f"metadata: expected a JSON Lines path or a sequence of dicts (one per document), "
+            f"got {type(metadata).__name__}")
+    fd, tmp = tempfile.mkstemp(prefix="tartan-metadata-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for i, rec in enumerate(metadata):
+                if not isinstance(rec, Mapping):
+                    raise InvalidArgumentError(f"metadata[{i}]: expected a dict, got "
+                                               f"{type(rec).__name__}")
+                try:
+                    f.write(json.dumps(rec, ensure_ascii=False, allow_nan=False,
+                                       default=_json_scalar) + "\n")
+                except (TypeError, ValueError) as e:  # NaN, sets, surrogates...
+                    raise InvalidArgumentError(f"metadata[{i}]: {e}") from None
+        try:
+            yield tmp
+        except Error as e:
+            raise _relabel(e, tmp) from None
+    finally:
+        os.unlink(tmp)
+
+
+def _id_strs(ids: Any, what: str) -> List[str]:
+    """Document ids as str (ints converted with str(), as build's ids= are)."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidArgumentError(f"{what}: expected a sequence of ids, got a single "
+                                   f"{type(ids).__name__} (wrap it in a list)")
+    out = []
+    for i in ids:
+        if isinstance(i, (bool, float)) or not isinstance(i, (str, int, np.integer)):
+            raise UnsupportedError(f"{what}: id {i!r} is a {type(i).__name__}, not a str or int")
+        out.append(str(i))
+    return out
+
 # ------------------------------------------------------------------ build
 
 
@@ -289,7 +373,7 @@ def _check_progress(progress: Any) -> Any:
 
 def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids: Any = None, *,
           copy: bool = True, bf16: bool = False, progress: Any = None, tune: bool = True,
-          target_recall: float = 0.95, **options: Any) -> Dict[str, Any]:
+          target_recall: float = 0.95, metadata: Any = None, **options: Any) -> Dict[str, Any]:
     """Builds a compressed index at `path` and returns the build's statistics (a dict:
     seconds, centroids, heldout_mse, index_bytes, ...).
 
@@ -310,6 +394,11 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     max_train_per_centroid, kmeans_iters, force, encoder, codebook, lloyd_max_rounds,
     pool_factor, debias.
 
+    metadata: the documents' metadata for filtered search (doc/metadata.md): a JSON Lines
+    path (as `tartan build --metadata`), or a sequence of dicts, one per document in
+    document order, or each with an "id" naming its document; values str, int, float,
+    bool or None. Errors name the line, or metadata[i] for a sequence.
+
     progress: a callable(phase, done, total), called on the calling thread (at most every
     50 ms) with the library's progress ("sample", "codec", "encode", "ivf", "publish");
     an exception it raises stops the build and propagates.
@@ -321,8 +410,11 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     KeyboardInterrupt. Errors: tartan.Error subclasses (ExistsError without force=True,
     BadValueError for NaN/Inf naming the vector and document, ...)."""
     src, keep = _source(vectors, doclens, ids, copy, bf16)
-    stats = _tartan.build(os.fspath(path), src, _options("build", options, "build"),
-                          _check_progress(progress))
+    opts = _options("build", options, "build")
+    with _metadata_path(metadata) as mp:
+        if mp is not None:
+            opts = dict(opts, metadata=mp)
+        stats = _tartan.build(os.fspath(path), src, opts, _check_progress(progress))
     del keep
     if tune:
         stats["calibration"] = globals()["tune"](path, target_recall=target_recall,
@@ -413,7 +505,9 @@ class Index(_tartan.Index):
         return f"<tartan.Index {self.path!r}: {len(self)} documents, dim {self.dim}>"
 
     def _search_py(self, queries: Any, k: int = 10, *, as_dicts: bool = False,
-                   rows: bool = False, threads: int = 0, **options: Any) -> Any:
+                   rows: bool = False, threads: int = 0, where: Optional[str] = None,
+                   filter_ids: Any = None, filter: Optional[Filter] = None,
+                   with_metadata: bool = False, **options: Any) -> Any:
         """Searches one query, a (nq, dim) array, or a batch: an (n, nq, dim) array or a
         list of (nq_i, dim) arrays.
 
@@ -428,18 +522,33 @@ class Index(_tartan.Index):
         ("sum", "mean"), pruning ("auto", "absolute", "relative"), prune_ratio, rerank
         ("adaptive", "fixed") as in `tartan search`; threads (batch: 0 = all CPUs).
         Queries that are float32 C-contiguous are used in place; others are converted
-        once. NaN/Inf raises BadValueError; a wrong dim DimensionError."""
+        once. NaN/Inf raises BadValueError; a wrong dim DimensionError.
+
+        Filters (doc/metadata.md; every query of a batch): where, an SQL expression over
+        the index's metadata ("year > 2000 AND lang = 'en'"); filter_ids, the ids of the
+        documents allowed (ids naming no live document are counted: a FilterWarning);
+        both: documents allowed by both. filter, a Filter made by Index.filter(), instead
+        of where/filter_ids (made once, reused). A search returns min(k, allowed) hits;
+        filter_direct_max as `tartan search --filter-direct-max`. with_metadata=True
+        (with as_dicts) adds each hit's "metadata" dict."""
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
             raise InvalidArgumentError(f"search: k must be a positive int, got {k!r}")
         k = int(k)
+        if with_metadata and not as_dicts:
+            raise InvalidArgumentError("search: with_metadata=True needs as_dicts=True")
         opts = _options("search", options, "search") if options else None
         single, q, offs, lens = _queries(queries, self.dim)
+        flt = self._filter_of(where, filter_ids, filter)
         if single:
             r = np.empty(k, np.int64)
             s = np.empty(k, np.float32)
-            n, ids = self._search(q, k, opts, r, s, as_dicts or not rows)
+            n, ids = self._search(q, k, opts, r, s, as_dicts or not rows, flt)
             if as_dicts:
-                return [{"id": i, "score": float(v)} for i, v in zip(ids, s[:n].tolist())]
+                hits = [{"id": i, "score": float(v)} for i, v in zip(ids, s[:n].tolist())]
+                if with_metadata:
+                    for h, m in zip(hits, self._metadata_of_rows(r[:n])):
+                        h["metadata"] = m
+                return hits
             if rows:
                 return r[:n], s[:n]
             out = np.empty(n, dtype=object)
@@ -450,11 +559,17 @@ class Index(_tartan.Index):
         s = np.empty((nqry, k), np.float32)
         nh = np.empty(nqry, np.uint32)
         ids = self._search_batch(q, offs, lens, k, opts, int(threads), r, s, nh,
-                                 as_dicts or not rows)
+                                 as_dicts or not rows, None, flt)
         if as_dicts:
             sl = s.tolist()
-            return [[{"id": ids[i * k + j], "score": sl[i][j]} for j in range(int(nh[i]))]
-                    for i in range(nqry)]
+            out = [[{"id": ids[i * k + j], "score": sl[i][j]} for j in range(int(nh[i]))]
+                   for i in range(nqry)]
+            if with_metadata and nqry:
+                md = self._metadata_of_rows(r.reshape(-1))
+                for i, hits in enumerate(out):
+                    for j, h in enumerate(hits):
+                        h["metadata"] = md[i * k + j]
+            return out
         if rows:
             return r, s
         out = np.empty((nqry, k), dtype=object)
@@ -466,17 +581,81 @@ class Index(_tartan.Index):
     # option but k runs entirely in C; anything else comes back to _search_py above
     # (same arguments, same results). Its docstring is _search_py's.
 
+    # ------------------------------------------------------------- filters
+
+    def filter(self, where: Optional[str] = None, ids: Any = None) -> Filter:
+        """A Filter of the live documents for which the SQL expression `where` holds
+        over the index's metadata (SQLite's dialect, as `tartan search --where`), and/or
+        whose ids are among `ids` (str or int; ids naming no live document are counted
+        in .unknown, not an error); with both, the documents allowed by both. It is
+        over this snapshot: search(..., filter=f) with this Index until a change or
+        reopen(). Errors: InvalidArgumentError with SQLite's message (syntax error,
+        unknown column) or the reason a statement is refused (writes, ATTACH, pragmas,
+        load_extension, a second statement); NotFoundError when the index has no
+        metadata. The GIL is released while SQLite runs."""
+        return super().filter(where=where, ids=None if ids is None else _id_strs(ids, "ids"))
+
+    def _filter_of(self, where: Optional[str], filter_ids: Any,
+                   flt: Optional[Filter]) -> Optional[Filter]:
+        """The Filter of a search's where/filter_ids/filter arguments (None: no filter);
+        unknown ids are reported with a FilterWarning, as the CLI counts them."""
+        if flt is not None:
+            if where is not None or filter_ids is not None:
+                raise InvalidArgumentError("search: give filter= (a made Filter) or "
+                                           "where=/filter_ids=, not both")
+            return flt
+        if where is None and filter_ids is None:
+            return None
+        f = self.filter(where=where, ids=filter_ids)
+        if f.unknown:
+            warnings.warn(f"filter_ids: {f.num_ids} ids, {f.unknown} of them name no live "
+                          f"document", FilterWarning, stacklevel=3)
+        return f
+
+    def _metadata_of_rows(self, rows: np.ndarray) -> List[Optional[Dict[str, Any]]]:
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        return [None if j is None else json.loads(j) for j in self._metadata_rows(rows)]
+
+    def metadata(self, ids: Any = None, *, rows: Any = None) -> List[Optional[Dict[str, Any]]]:
+        """The metadata records (dicts, nulls as None, booleans as bool) of documents by
+        id, or by row (rows=, as search(..., rows=True) returns them), in the order
+        asked: None for an id that names no live document or a deleted row. Errors:
+        NotFoundError when the index has no metadata; IndexError for a row out of
+        range."""
+        if (ids is None) == (rows is None):
+            raise InvalidArgumentError("metadata: give ids or rows=")
+        if ids is not None:
+            lst = _id_strs(ids, "ids")
+            f = super().filter(ids=lst)
+            live = f.rows()
+            row_of = dict(zip(self.doc_ids(live), live.tolist()))
+            rr = np.array([row_of.get(i, -1) for i in lst], dtype=np.int64)
+        else:
+            rr = _array(rows, "rows")
+            if rr.dtype.kind not in "iu" or rr.ndim != 1:
+                raise UnsupportedError(f"rows: expected a 1-D integer array, got {rr.ndim}-D "
+                                       f"{rr.dtype}")
+            if rr.size and int(rr.min()) < 0:
+                raise IndexError(f"row {int(rr.min())} is not a document of the index")
+        return self._metadata_of_rows(rr)
+
     # ------------------------------------------------------------- changes
 
     def add(self, vectors: Any, doclens: Any = None, ids: Any = None, *, copy: bool = True,
-            bf16: bool = False, progress: Any = None, **options: Any) -> Dict[str, Any]:
+            bf16: bool = False, progress: Any = None, metadata: Any = None,
+            **options: Any) -> Dict[str, Any]:
         """Adds documents (same inputs as build()) as a new segment encoded with the
         index's codebook; then this Index sees the new generation. An id already in the
         index raises ExistsError unless upsert=True. Options: upsert, threads, memory,
-        pool_factor. Returns the change's statistics (a dict)."""
+        pool_factor. metadata: the new documents' metadata, as build()'s (without it,
+        an index with metadata gets rows of nulls for them). Returns the change's
+        statistics (a dict)."""
         src, keep = _source(vectors, doclens, ids, copy, bf16)
-        stats = _tartan.add(self.path, src, _options("change", options, "add"),
-                            _check_progress(progress))
+        opts = _options("change", options, "add")
+        with _metadata_path(metadata) as mp:
+            if mp is not None:
+                opts = dict(opts, metadata=mp)
+            stats = _tartan.add(self.path, src, opts, _check_progress(progress))
         del keep
         self.reopen()
         return stats

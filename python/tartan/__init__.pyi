@@ -1,6 +1,6 @@
 """Type stubs of the tartan package (doc/python.md is the manual)."""
 import os
-from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +11,26 @@ DEFAULT_METRICS: List[str]
 
 PathLike = Union[str, os.PathLike]
 ArrayLike = npt.ArrayLike
+#: build/add metadata=: a JSON Lines path, or one dict per document
+Metadata = Union[PathLike, Sequence[Mapping[str, Union[str, int, float, bool, None]]], None]
+Ids = Iterable[Union[str, int]]
+
+class Filter:
+    """The documents a search may return, over one snapshot of an index (Index.filter)."""
+    @property
+    def allowed(self) -> int: ...
+    @property
+    def unknown(self) -> int: ...
+    @property
+    def num_ids(self) -> int: ...
+    @property
+    def num_rows(self) -> int: ...
+    @property
+    def generation(self) -> int: ...
+    def rows(self) -> npt.NDArray[np.int64]: ...
+    def __len__(self) -> int: ...
+
+class FilterWarning(UserWarning): ...
 
 class Error(Exception):
     status: int
@@ -46,6 +66,7 @@ def build(
     progress: Optional[Callable[[str, int, int], Any]] = ...,
     tune: bool = ...,
     target_recall: float = ...,
+    metadata: Metadata = ...,
     nbits: int = ...,
     centroids: int = ...,
     threads: int = ...,
@@ -117,7 +138,16 @@ class Index:
         rerank: Literal["adaptive", "fixed"] = ...,
         tuned: bool = ...,
         rerank_margin: float = ...,
+        where: Optional[str] = ...,
+        filter_ids: Optional[Ids] = ...,
+        filter: Optional[Filter] = ...,
+        filter_direct_max: int = ...,
+        with_metadata: bool = ...,
     ) -> Union[Tuple[npt.NDArray[Any], npt.NDArray[np.float32]], List[Hit], List[List[Hit]]]: ...
+    def filter(self, where: Optional[str] = ..., ids: Optional[Ids] = ...) -> Filter: ...
+    def metadata(self, ids: Optional[Ids] = ..., *,
+                 rows: Optional[ArrayLike] = ...) -> List[Optional[Dict[str, Any]]]: ...
+    def metadata_columns(self) -> Dict[str, str]: ...
     def add(
         self,
         vectors: Union[ArrayLike, Sequence[ArrayLike], PathLike, Sequence[PathLike]],
@@ -127,6 +157,7 @@ class Index:
         copy: bool = ...,
         bf16: bool = ...,
         progress: Optional[Callable[[str, int, int], Any]] = ...,
+        metadata: Metadata = ...,
         upsert: bool = ...,
         threads: int = ...,
         memory: int = ...,

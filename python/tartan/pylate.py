@@ -14,17 +14,21 @@ returns the index; index(queries_embeddings, k=10) returns, per query, a list of
 query), an (n, nq, dim) array or a list of arrays; numpy arrays or torch tensors.
 Document ids are kept as str (ints are converted with str(), as PyLate's stores do).
 
-Not supported: subset= (restricting a search to some documents) until tartan has
-metadata filters; it raises NotImplementedError instead of silently ignoring it.
+subset= restricts the search as PyLate's PLAID does: one list of document ids for every
+query, or a list of lists (one per query); an empty list gives no results. Ids that name
+no document are skipped, as PyLate skips them, and counted in a tartan.FilterWarning.
+The restriction is a tartan filter (Index.filter(ids=...)): queries with the same
+subset are searched as one batch.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from . import Index, build
+from . import FilterWarning, Index, build
 
 __all__ = ["PLAID"]
 
@@ -93,9 +97,6 @@ class PLAID:
 
     def __call__(self, queries_embeddings: Any, k: int = 10, subset: Any = None,
                  **kwargs: Any) -> List[List[Dict[str, Any]]]:
-        if subset is not None:
-            raise NotImplementedError("tartan.pylate.PLAID: subset= needs metadata filters, "
-                                      "which tartan does not have yet")
         if self._index is None:
             raise ValueError(f"tartan.pylate.PLAID: no documents in {self.path} yet "
                              f"(call add_documents first)")
@@ -104,9 +105,51 @@ class PLAID:
             q = q.detach().cpu().numpy()
         if isinstance(q, np.ndarray) and q.ndim == 2:
             q = q[np.newaxis]  # one query, as PyLate's reshape_embeddings does
-        res = self._index.search(q, k=k, as_dicts=True, threads=self.threads,
-                                 **self.search_options)
-        return res
+        if subset is None:
+            return self._index.search(q, k=k, as_dicts=True, threads=self.threads,
+                                      **self.search_options)
+        queries = [qi.detach().cpu().numpy() if hasattr(qi, "detach") else qi for qi in q]
+        return self._search_subsets(queries, k, self._subsets(subset, len(queries)))
+
+    @staticmethod
+    def _is_list(x: Any) -> bool:
+        return isinstance(x, (list, tuple, range, set, frozenset, np.ndarray))
+
+    def _subsets(self, subset: Any, nq: int) -> List[tuple]:
+        """One tuple of str ids per query, from PyLate's subset (one list for every query,
+        or one list per query)."""
+        if not self._is_list(subset):
+            raise TypeError(f"subset: expected a list of document ids or a list of lists, "
+                            f"got {type(subset).__name__}")
+        subset = list(subset)
+        if subset and self._is_list(subset[0]):
+            if len(subset) != nq:
+                raise ValueError(f"subset: {len(subset)} lists for {nq} queries (one list of "
+                                 f"ids per query, or one list for all)")
+            return [tuple(self._ids(s)) for s in subset]
+        return [tuple(self._ids(subset))] * nq
+
+    def _search_subsets(self, queries: List[Any], k: int,
+                        subsets: List[tuple]) -> List[List[Dict[str, Any]]]:
+        groups: Dict[tuple, List[int]] = {}
+        for i, s in enumerate(subsets):
+            groups.setdefault(s, []).append(i)
+        out: List[List[Dict[str, Any]]] = [[] for _ in queries]
+        given = unknown = 0
+        for ids, members in groups.items():
+            if not ids:
+                continue  # an empty subset: no results, as PyLate gives
+            f = self._index.filter(ids=list(ids))
+            given += f.num_ids
+            unknown += f.unknown
+            res = self._index.search([queries[i] for i in members], k=k, as_dicts=True,
+                                     threads=self.threads, filter=f, **self.search_options)
+            for i, r in zip(members, res):
+                out[i] = r
+        if unknown:
+            warnings.warn(f"subset: {given} ids, {unknown} of them name no document of the "
+                          f"index (skipped)", FilterWarning, stacklevel=3)
+        return out
 
     def __len__(self) -> int:
         return 0 if self._index is None else len(self._index)

@@ -13,6 +13,7 @@ DOC = os.path.join(SRCDIR, "doc", "python.md")
 
 
 @unittest.skipUnless(SRCDIR and os.path.exists(DOC), "needs TT_SRCDIR with doc/python.md")
+@unittest.skipIf(os.environ.get("TT_SANITIZERS"), "seven builds; run in the plain build")
 class TestDocExamples(unittest.TestCase):
     def test_python_blocks_run(self):
         with open(DOC) as f:

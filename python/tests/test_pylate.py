@@ -9,7 +9,9 @@ from PyLate's documented behaviour (PyLate itself cannot be installed here):
     arrays (model.encode(..., is_query=False));
   * index(queries_embeddings, k) returns one list per query of {"id", "score"} dicts,
     best first; one (nq, dim) array is one query (PyLate's reshape_embeddings);
-  * index.remove_documents(documents_ids) returns the index and the documents are gone.
+  * index.remove_documents(documents_ids) returns the index and the documents are gone;
+  * index(queries_embeddings, k, subset) restricts each query to subset: one list of ids
+    for all queries or one list per query (PyLate's PLAID, fast-plaid backend).
 """
 import shutil
 import tempfile
@@ -85,8 +87,12 @@ class TestPyLateContract(unittest.TestCase):
         res = retriever.retrieve([docs[3][:4]], k=10)[0]
         self.assertNotIn("document_id_3", [r["id"] for r in res])
         self.assertEqual(len(index), 149)
-        with self.assertRaises(NotImplementedError):
-            retriever.retrieve([docs[3][:4]], k=3, subset=["document_id_4"])
+        # subset= (test_filters.TestPyLateSubset has the rest)
+        with self.assertWarnsRegex(tartan.FilterWarning, "3 ids, 1 of them name no document"):
+            res = retriever.retrieve([docs[3][:4], docs[8][:4]], k=3,
+                                     subset=["document_id_4", "document_id_3", "1001"])
+        self.assertEqual([sorted(h["id"] for h in r) for r in res],
+                         [["1001", "document_id_4"]] * 2)
         with self.assertRaises(tartan.ExistsError):
             index.add_documents(documents_ids=["document_id_5"], documents_embeddings=[docs[5]])
         index.close()
