@@ -5,7 +5,7 @@
 # time, the concurrency test under ThreadSanitizer, and valgrind memcheck on the
 # command-line integration path.
 # Usage (Debian 12, as root): tools/run-tests.sh      (CI: .ci/run calls this)
-# TT_FUZZ_SECONDS (default 30) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
+# TT_FUZZ_SECONDS (default 20) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
 # leaves stages out (also "python": the Python binding's tests; "python-asan": the same
 # under ASan + UBSan).
 set -u
@@ -15,20 +15,24 @@ TT_EXTRA_PKGS="${TT_EXTRA_PKGS:-} clang libclang-rt-14-dev valgrind" "$top/tools
 cd "$top" && autoreconf -fi >/dev/null 2>&1 || { echo "autoreconf failed" >&2; exit 1; }
 jobs=$(nproc)
 status=0
+t0=$(date +%s)
+# A stage's header, with the minutes and seconds since the start (the budget is 20
+# minutes on 2 cores: CI's log shows where it goes).
+stage() { t=$(($(date +%s) - t0)); printf '=== %s [%d:%02d]\n' "$*" $((t / 60)) $((t % 60)); }
 summary=""
 run_suite() { # name, configure flags...
     name=$1; shift
     dir="$top/build-test-$name"
     rm -rf "$dir" && mkdir -p "$dir"
-    echo "=== $name: configure $*"
+    stage "$name: configure $*"
     if ! (cd "$dir" && "$top/configure" -q --enable-werror "$@" >configure.out 2>&1); then
         cat "$dir/configure.out"; status=1; return
     fi
-    echo "=== $name: make"
+    stage "$name: make"
     if ! make -C "$dir" -j"$jobs" >"$dir/make.out" 2>&1; then
         grep -E 'error|warning' "$dir/make.out" | head -50; status=1; return
     fi
-    echo "=== $name: make check"
+    stage "$name: make check"
     make -C "$dir" -j"$jobs" check >"$dir/check.out" 2>&1 || status=1
     grep -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR):' "$dir/check.out"
     for log in "$dir"/tests/*.log; do
@@ -52,7 +56,7 @@ run_suite sanitizers --enable-sanitizers
 # ---------------------------------------------------------------- reliability stages
 # Each stage adds its checks to the closing count (xp passed, xf failed).
 xp=0; xf=0
-skip() { case " ${TT_SKIP_STAGES:-} " in *" $1 "*) echo "=== $1: skipped"; return 0 ;; esac; return 1; }
+skip() { case " ${TT_SKIP_STAGES:-} " in *" $1 "*) stage "$1: skipped"; return 0 ;; esac; return 1; }
 pass() { xp=$((xp + 1)); }
 fail() { xf=$((xf + 1)); status=1; }
 
@@ -60,12 +64,12 @@ fail() { xf=$((xf + 1)); status=1; }
 # bounded time from its seed corpus; any crash, leak or hang fails the stage.
 run_fuzz() {
     dir="$top/build-test-plain"
-    secs=${TT_FUZZ_SECONDS:-30}
-    echo "=== fuzz: build (clang, libFuzzer + ASan + UBSan)"
+    secs=${TT_FUZZ_SECONDS:-20}
+    stage "fuzz: build (clang, libFuzzer + ASan + UBSan)"
     if ! make -C "$dir" fuzz >"$dir/fuzz-build.out" 2>&1; then
         tail -n 30 "$dir/fuzz-build.out"; fail; return
     fi
-    echo "=== fuzz: $secs s per target"
+    stage "fuzz: $secs s per target"
     FUZZ_JOBS=$jobs sh "$top/tests/fuzz/run.sh" "$top" "$dir/fuzz" "$secs" >"$dir/fuzz-run.out" 2>&1
     cat "$dir/fuzz-run.out"
     p=$(grep -c '^fuzz [a-z_]*: ok' "$dir/fuzz-run.out")
@@ -79,13 +83,13 @@ run_fuzz() {
 run_tsan() {
     dir="$top/build-test-tsan"
     rm -rf "$dir" && mkdir -p "$dir"
-    echo "=== tsan: configure + make tests/test_concurrency"
+    stage "tsan: configure + make tests/test_concurrency"
     if ! (cd "$dir" && "$top/configure" -q --enable-werror CFLAGS="-g -O1 -fsanitize=thread" \
             LDFLAGS="-fsanitize=thread" >configure.out 2>&1 &&
           make -j"$jobs" tests/test_concurrency >make.out 2>&1); then
         tail -n 30 "$dir/configure.out" "$dir/make.out"; fail; return
     fi
-    echo "=== tsan: tests/test_concurrency"
+    stage "tsan: tests/test_concurrency"
     if (cd "$dir" && CK_FORK=no TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
             ./tests/test_concurrency >tsan.out 2>&1); then
         pass; summary="$summary tsan: clean;"
@@ -101,13 +105,13 @@ run_tsan() {
 run_valgrind() {
     dir="$top/build-test-plain"
     if [ ! -x "$dir/tartan" ] || [ ! -x "$dir/tests/fuzz/replay_npy" ]; then
-        echo "=== valgrind: the plain build is missing"; fail; return
+        stage "valgrind: the plain build is missing"; fail; return
     fi
     w=$(mktemp -d /tmp/tartan-vg-XXXXXX)
     vg="$dir/libtool --mode=execute valgrind -q --error-exitcode=99 --leak-check=full"
     vg="$vg --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect"
     vg="$vg --log-file=$w/vg.%p.log"
-    echo "=== valgrind: memcheck on the integration path"
+    stage "valgrind: memcheck on the integration path"
     "$dir/tartan-synth" --out "$w/c" --docs 200 --doclen 5-15 --dim 32 --queries 8 --qlen 4 \
         >/dev/null 2>&1
     ok=0; bad=0
@@ -152,9 +156,9 @@ run_valgrind() {
 run_python() {
     dir="$top/build-test-plain"
     if [ ! -f "$dir/libtartan.la" ]; then
-        echo "=== python: the plain build is missing"; fail; return
+        stage "python: the plain build is missing"; fail; return
     fi
-    echo "=== python: make python python-check"
+    stage "python: make python python-check"
     make -C "$dir" python-check TT_PYTHON3=/usr/bin/python3 PYTHON_TEST_FLAGS=-v \
         >"$dir/python.out" 2>&1
     rc=$?
@@ -176,9 +180,9 @@ run_python() {
 run_python_asan() {
     dir="$top/build-test-sanitizers"
     if [ ! -f "$dir/libtartan.la" ]; then
-        echo "=== python-asan: the sanitizer build is missing"; fail; return
+        stage "python-asan: the sanitizer build is missing"; fail; return
     fi
-    echo "=== python-asan: make python python-check (ASan + UBSan)"
+    stage "python-asan: make python python-check (ASan + UBSan)"
     make -C "$dir" python-check TT_PYTHON3=/usr/bin/python3 PYTHON_TEST_FLAGS=-v \
         >"$dir/python.out" 2>&1
     rc=$?
@@ -200,7 +204,7 @@ skip valgrind || run_valgrind
 skip python || run_python
 skip python-asan || run_python_asan
 
-echo "=== summary:$summary"
+stage "summary:$summary"
 # CI reads the closing line: every Check test program counts once per configuration,
 # plus each check of the reliability stages.
 tp=$xp; tf=$xf
