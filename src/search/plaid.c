@@ -398,27 +398,10 @@ static int sketch_lut(tt_search_ctx *c) {
 
 /* Every live document (of the filter's, if any) as a candidate: what probing every
  * centroid gives, without sorting K centroids per query vector. */
-static int all_live(tt_search_ctx *c, size_t *ncand_out) {
-    const tt_index *idx = c->idx;
-    int st = tt_grow((void **)&c->cand, &c->cand_cap, (size_t)(c->allowed ? c->allowed : 1),
-                     sizeof *c->cand, "candidates");
-    if (st)
-        return st;
-    size_t n = 0;
-    for (uint64_t w = 0; w < (idx->num_docs + 63) / 64; w++) {
-        uint64_t x = idx->num_docs - 64 * w >= 64 ? ~0ull
-                                                  : (1ull << (idx->num_docs - 64 * w)) - 1;
-        if (idx->deleted)
-            x &= ~idx->deleted[w];
-        if (c->filter)
-            x &= c->filter->bits[w];
-        while (x) {
-            c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
-            x &= x - 1;
-        }
-    }
-    *ncand_out = n;
-    return TT_OK;
+static int every_allowed(tt_search_ctx *c, size_t *ncand_out) {
+    int st = tt_ctx_allowed_list(c);
+    *ncand_out = st ? 0 : (size_t)c->allowed;
+    return st;
 }
 
 /* PLAID stage 1: St = C·Qᵀ, the pruning mask and the candidate documents.
@@ -455,13 +438,13 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
         return TT_OK;
     }
     if (all)
-        return all_live(c, ncand_out);
+        return every_allowed(c, ncand_out);
     if ((st = stage1_union(c, ncells, ncand_out)))
         return st;
     while (*ncand_out < min_cand && *ncand_out < c->allowed && nprobe < K) {
         nprobe = nprobe > K / 2 ? K : 2 * nprobe;
         if (nprobe >= K)
-            return all_live(c, ncand_out);
+            return every_allowed(c, ncand_out);
         if ((st = stage1_select(c, nprobe, NULL, &ncells)) ||
             (st = stage1_union(c, ncells, ncand_out)))
             return st;
@@ -469,11 +452,15 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
     return TT_OK;
 }
 
-/* Maximum of the St rows of a document's codes (only those with keep[code], if keep),
- * starting from STAGE2_FLOOR. */
-static void codes_max(float *m, const float *St, uint32_t nqp, const tt_index *idx, uint64_t d,
-                      const uint8_t *keep) {
+/* Maximum over a document's vectors (only those with keep[code], if keep) of their St
+ * rows, starting from STAGE2_FLOOR; with the sketch in use, of St[code(v)] plus
+ * sum_p slut[p, sketch(v)[p]]. */
+static void codes_max(float *m, const tt_search_ctx *c, uint64_t d, const uint8_t *keep) {
+    const tt_index *idx = c->idx;
+    const uint32_t nqp = c->nqp, sb = c->use_sketch ? idx->sketch_bytes : 0;
     const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    const float *St = c->St;
+    float *row = c->m + nqp; /* nqp more floats of scratch (see tt_ctx_set_query) */
     for (uint32_t i = 0; i < nqp; i++)
         m[i] = STAGE2_FLOOR;
     for (uint64_t v = v0; v < v1; v++) {
@@ -483,35 +470,19 @@ static void codes_max(float *m, const float *St, uint32_t nqp, const tt_index *i
             __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
         if (keep && !keep[k])
             continue;
-        max_into(m, St + (uint64_t)k * nqp, nqp);
-    }
-}
-
-/* codes_max with the sketch: row v is St[code(v)] + sum_p slut[p, sketch(v)[p]]. */
-static void codes_max_sketch(float *m, const tt_search_ctx *c, uint64_t d, const uint8_t *keep) {
-    const tt_index *idx = c->idx;
-    const uint32_t nqp = c->nqp, sb = idx->sketch_bytes;
-    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
-    const float *St = c->St;
-    float *row = c->m + nqp; /* nqp more floats of scratch (see tt_ctx_set_query) */
-    for (uint32_t i = 0; i < nqp; i++)
-        m[i] = STAGE2_FLOOR;
-    for (uint64_t v = v0; v < v1; v++) {
-        uint32_t k = tt_index_code(idx, v);
-        if (v + 4 < v1)
-            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
-        if (keep && !keep[k])
-            continue;
         const float *s = St + (uint64_t)k * nqp;
-        const uint8_t *sk = idx->sketch + v * sb;
-        for (uint32_t i = 0; i < nqp; i++)
-            row[i] = s[i];
-        for (uint32_t p = 0; p < sb; p++) {
-            const float *t = c->slut + ((size_t)p * 256 + sk[p]) * nqp;
+        if (sb) {
+            const uint8_t *sk = idx->sketch + v * sb;
             for (uint32_t i = 0; i < nqp; i++)
-                row[i] += t[i];
+                row[i] = s[i];
+            for (uint32_t p = 0; p < sb; p++) {
+                const float *t = c->slut + ((size_t)p * 256 + sk[p]) * nqp;
+                for (uint32_t i = 0; i < nqp; i++)
+                    row[i] += t[i];
+            }
+            s = row;
         }
-        max_into(m, row, nqp);
+        max_into(m, s, nqp);
     }
 }
 
@@ -530,15 +501,12 @@ void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
             __builtin_prefetch(idx->doc_vec0 + docs[t + 2]);
         if (t + 1 < n)
             __builtin_prefetch(idx->codes + idx->doc_vec0[docs[t + 1]] * idx->code_bytes);
-        if (c->use_sketch)
-            codes_max_sketch(m, c, d, keep);
-        else
 #ifdef TT_AVX512
-        if (c->avx512 && c->nqp <= AVX512_MAX_NQP)
+        if (c->avx512 && c->nqp <= AVX512_MAX_NQP && !c->use_sketch)
             codes_max_avx512(m, c->St, c->nqp, idx, d, keep);
         else
 #endif
-            codes_max(m, c->St, c->nqp, idx, d, keep);
+            codes_max(m, c, d, keep);
         float sum = 0;
         for (uint32_t i = 0; i < c->nq; i++)
             sum += m[i];

@@ -256,7 +256,10 @@ int tt_ctx_allowed_list(tt_search_ctx *c) {
         return st;
     size_t n = 0;
     for (uint64_t w = 0; w < (idx->num_docs + 63) / 64; w++) {
-        uint64_t x = c->filter->bits[w];
+        /* Without a filter, every row (the last word's bits past num_docs are not). */
+        uint64_t x = c->filter ? c->filter->bits[w]
+                     : idx->num_docs - 64 * w >= 64 ? ~0ull
+                                                    : (1ull << (idx->num_docs - 64 * w)) - 1;
         if (idx->deleted)
             x &= ~idx->deleted[w];
         while (x) {

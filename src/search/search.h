@@ -102,7 +102,8 @@ void tt_ctx_centroid_scores(tt_search_ctx *c);
 static inline bool tt_ctx_allowed(const tt_search_ctx *c, uint64_t d) {
     return !c->filter || tt_filter_bit(c->filter, d);
 }
-/* The allowed live documents, ascending, into c->cand (c->allowed of them). */
+/* The allowed live documents (every live one without a filter), ascending, into c->cand
+ * (c->allowed of them). */
 int tt_ctx_allowed_list(tt_search_ctx *c);
 
 /* plaid.c: PLAID stage 1 (candidates into c->cand, their count in *ncand, and the
