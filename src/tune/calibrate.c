@@ -364,6 +364,15 @@ static int staircase(tt_calib *c, uint32_t k, double target, float margin, int s
     return TT_OK;
 }
 
+/* Keeps in *best the cheaper of *best and b that reach the target, in *top the better
+ * recall of *top and t. */
+static void keep_better(point *best, point *top, const point *b, const point *t) {
+    if (b->ok && (!best->ok || b->cost < best->cost))
+        *best = *b;
+    if (t->t.recall > top->t.recall)
+        *top = *t;
+}
+
 int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
     point best = {.ok = false}, top = {.t.recall = -1};
     for (size_t m = 0; m < sizeof MARGINS / sizeof MARGINS[0]; m++) {
@@ -371,10 +380,7 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
         int st = staircase(c, k, target, MARGINS[m], 1, &b, &t);
         if (st)
             return st;
-        if (b.ok && (!best.ok || b.cost < best.cost))
-            best = b;
-        if (t.t.recall > top.t.recall)
-            top = t;
+        keep_better(&best, &top, &b, &t);
     }
     /* With a residual sketch, the same staircase without it at the margin chosen: the
      * sketch's partial <q, r> can mislead where the sketched positions do not carry
@@ -386,10 +392,7 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
         int st = staircase(c, k, target, margin, 0, &b, &t);
         if (st)
             return st;
-        if (b.ok && (!best.ok || b.cost < best.cost))
-            best = b;
-        if (t.t.recall > top.t.recall)
-            top = t;
+        keep_better(&best, &top, &b, &t);
     }
     /* With a residual sketch, also every live document as a candidate (nprobe = K):
      * stage 1's lists are chosen by centroid scores alone, which is what the sketch
@@ -406,14 +409,9 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
             int st = measure(c, k, (int)K, NDOCS[n], margin, 1, target, &at);
             if (st)
                 return st;
-            if (at.t.recall > top.t.recall)
-                top = at;
-            if (at.ok) {
-                if (!best.ok || at.cost < best.cost)
-                    best = at;
-                break;
-            }
-            if ((best.ok && at.cost > best.cost) || (uint64_t)NDOCS[n] >= c->idx->num_live)
+            bool dearer = best.ok && at.cost > best.cost;
+            keep_better(&best, &top, &at, &at);
+            if (at.ok || dearer || (uint64_t)NDOCS[n] >= c->idx->num_live)
                 break;
         }
     }
