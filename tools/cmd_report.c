@@ -83,7 +83,8 @@ static void usage(FILE *f) {
         "                       search the query texts (--query-text) with them\n"
         "  --text FILE          the documents' texts for --bm25 (BEIR corpus.jsonl or TSV)\n"
         "  --sparse FILE        instead: precomputed document sparse vectors (JSON Lines\n"
-        "                       {\"id\", \"terms\": {t: w}}), with --sparse-queries FILE\n"
+        "                       {\"id\", \"terms\": {t: w}} or \"term_ids\"), with\n"
+        "                       --sparse-queries FILE (and --vocab FILE for term ids)\n"
         "  --fusion minmax|rrf  hybrid fusion (default minmax), --fusion-depth N (default\n"
         "                       1000), --alpha A (dense weight in minmax, default 0.5)\n");
 }
@@ -581,7 +582,7 @@ enum {
     O_VECTORS = 256, O_DOCLENS, O_IDS, O_QUERIES, O_QLENS, O_QIDS, O_QRELS, O_OUT, O_VARIANTS,
     O_METRICS, O_K, O_SCORE, O_NPROBE, O_THRESHOLD, O_NDOCS, O_LATQ, O_THREADS, O_CENTROIDS,
     O_SEED, O_NONORM, O_BF16, O_REBUILD, O_ENCODER, O_CORPUS, O_QTEXT,
-    O_BM25, O_TEXT, O_SPARSE, O_SPARSEQ, O_FUSION, O_FDEPTH, O_ALPHA
+    O_BM25, O_TEXT, O_SPARSE, O_SPARSEQ, O_FUSION, O_FDEPTH, O_ALPHA, O_VOCAB
 };
 
 int cmd_report(int argc, char **argv) {
@@ -605,6 +606,7 @@ int cmd_report(int argc, char **argv) {
         {"bm25", no_argument, 0, O_BM25},             {"text", required_argument, 0, O_TEXT},
         {"sparse", required_argument, 0, O_SPARSE},
         {"sparse-queries", required_argument, 0, O_SPARSEQ},
+        {"vocab", required_argument, 0, O_VOCAB},
         {"fusion", required_argument, 0, O_FUSION},
         {"fusion-depth", required_argument, 0, O_FDEPTH},
         {"alpha", required_argument, 0, O_ALPHA},
@@ -620,7 +622,7 @@ int cmd_report(int argc, char **argv) {
     tt_search_options_init(&so);
     int bm25 = 0;
     bool fusion_set = false;
-    const char *text = NULL, *sparse_path = NULL, *sparse_qpath = NULL;
+    const char *text = NULL, *sparse_path = NULL, *sparse_qpath = NULL, *vocab = NULL;
     tt_sparse_options spo;
     tt_fusion_options fo;
     tt_sparse_options_init(&spo);
@@ -694,6 +696,7 @@ int cmd_report(int argc, char **argv) {
         case O_TEXT: text = optarg; break;
         case O_SPARSE: sparse_path = optarg; break;
         case O_SPARSEQ: sparse_qpath = optarg; break;
+        case O_VOCAB: vocab = optarg; break;
         case O_FUSION:
             fusion_set = true;
             if (!strcmp(optarg, "minmax"))
@@ -913,12 +916,12 @@ int cmd_report(int argc, char **argv) {
     }
     const uint64_t nq = qs->num_queries;
     if (hybrid) { /* the sparse vectors of the documents and of the queries (by query id) */
-        if ((rc_arg = cli_sparse_load(CMD, bm25, text, sparse_path, corpus, &sp_docs))) {
+        if ((rc_arg = cli_sparse_load(CMD, bm25, text, sparse_path, corpus, vocab, &sp_docs))) {
             rc = rc_arg;
             goto done;
         }
         if ((st = bm25 ? tt_sparse_set_load_text(&sq, qtext, 1)
-                       : tt_sparse_set_load_jsonl(&sq, sparse_qpath)))
+                       : tt_sparse_set_load_jsonl_vocab(&sq, sparse_qpath, vocab)))
             goto fail;
         if (!(sparse_of = malloc((nq ? nq : 1) * sizeof *sparse_of)))
             goto nomem;
@@ -937,7 +940,7 @@ int cmd_report(int argc, char **argv) {
                     "%s: no sparse hits, their dense list in hybrid\n", rep.no_sparse,
                     (unsigned long long)nq, bm25 ? qtext : sparse_qpath);
         cfg.sparse = sp_docs;
-        cfg.sparse_kind = bm25 ? TT_SPARSE_BM25 : TT_SPARSE_WEIGHTS;
+        cfg.sparse_kind = tt_sparse_set_kind(sp_docs);
         cfg.sparse_file = bm25 ? (text ? text : corpus) : sparse_path;
     }
     {

@@ -107,6 +107,11 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
     if (!idx->sparse_kind)
         return tt_err(TT_EUNSUPPORTED, "%s: the index has no sparse postings (build or add "
                       "with --bm25 or --sparse)", idx->dir);
+    if ((idx->sparse_kind == TT_SPARSE_KIND_IDS) != (q->kind == TT_SPARSE_KIND_IDS))
+        return tt_err(TT_EINVAL, "%s: the index's sparse terms are %s, the query's are %s "
+                      "(JSON Lines \"term_ids\", or a vocabulary, give ids)", idx->dir,
+                      idx->sparse_kind == TT_SPARSE_KIND_IDS ? "integer ids" : "strings",
+                      q->kind == TT_SPARSE_KIND_IDS ? "integer ids" : "strings");
     uint64_t e0 = q->off[qi], e1 = q->off[qi + 1];
     uint32_t nq = (uint32_t)(e1 - e0);
     tt_sparse_scoring sc = {.kind = idx->sparse_kind, .k1 = opt->k1, .b = opt->b,
