@@ -110,6 +110,8 @@ got = [struct.unpack_from(">I", p, blob + 4 * i)[0] for i in range(T)]
 assert got == ids, (got[:5], ids[:5])
 EOF
 expect_ok "verify" "$T" verify "$WORK/i"
+"$T" info --json "$WORK/i" 2>/dev/null | grep -q '"kind": "term_ids"' && "$T" info "$WORK/i" 2>/dev/null |
+    grep -q "weighted (integer term ids) postings" && ok "tartan info names the term-id postings" || bad "info kind"
 expect_ok "search --sparse-queries term ids" S --index "$WORK/i" \
     --sparse-queries "$WORK/q.ids.jsonl" --out "$WORK/a.run"
 "$PY" "$WORK/model.py" "$WORK/a.run" "$WORK/all.ids.jsonl" "$WORK/q.ids.jsonl" >"$WORK/m" &&
