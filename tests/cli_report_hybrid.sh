@@ -182,6 +182,33 @@ grep -q '"fusion": {"method": "rrf"' "$WORK/wt/report.json" &&
     bad "JSON rrf header"
 grep -q "^q4 " "$WORK/wt/runs/2bit.sparse.run" && bad "q4 has sparse hits" || ok "q4: no sparse hits"
 
+# The same weights keyed by integer term ids (word wN -> id N): the same S and H.
+"$PY" - "$WORK" <<'EOF'
+import json, sys
+w = sys.argv[1]
+for src, dst in (("sparse.jsonl", "ids.jsonl"), ("squeries.jsonl", "qids.jsonl")):
+    with open(w + "/" + dst, "w") as f:
+        for l in open(w + "/" + src):
+            r = json.loads(l)
+            f.write(json.dumps({"id": r["id"], "term_ids": {t[1:]: v for t, v in r["terms"].items()
+                                                             if t.startswith("w")}}) + "\n")
+EOF
+expect_ok "report --sparse with term ids" R --sparse "$WORK/ids.jsonl" \
+    --sparse-queries "$WORK/qids.jsonl" --fusion rrf --out "$WORK/ti"
+"$PY" - "$WORK" <<'EOF' && ok "term ids give the string terms' S and H" || bad "term-id report differs"
+import json, sys
+w = sys.argv[1]
+a, b = (json.load(open(w + "/%s/report.json" % d)) for d in ("wt", "ti"))
+for va, vb in zip(a["variants"], b["variants"]):
+    for part in ("sparse", "hybrid"):
+        assert va[part]["metrics"] == vb[part]["metrics"], (part, va[part], vb[part])
+for v in ("original", "2bit"):
+    for r in ("sparse", "hybrid"):
+        x = [l.split()[:5] for l in open(w + "/wt/runs/%s.%s.run" % (v, r))]
+        y = [l.split()[:5] for l in open(w + "/ti/runs/%s.%s.run" % (v, r))]
+        assert x == y, (v, r)
+EOF
+
 # Without sparse input the report has no S/H columns (and its JSON no sparse part).
 expect_ok "report without sparse" R --out "$WORK/d"
 grep -q 'nDCG@10 S' "$WORK/d/report.md" || grep -q '"sparse"' "$WORK/d/report.json" ||
