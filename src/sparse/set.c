@@ -78,6 +78,22 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Sorts n (term, value) pairs by term, stably. */
+static void insertion_sort(uint32_t *t, float *v, uint64_t n) {
+    for (uint64_t i = 1; i < n; i++) {
+        uint32_t tt = t[i];
+        float vv = v[i];
+        uint64_t j = i;
+        while (j > 0 && t[j - 1] > tt) {
+            t[j] = t[j - 1];
+            v[j] = v[j - 1];
+            j--;
+        }
+        t[j] = tt;
+        v[j] = vv;
+    }
+}
+
 /* Sorts the new record's entries by term id and merges repeats (values add). */
 static void merge_record(tt_sparse_set *s, uint64_t e0) {
     uint64_t n = s->nent - e0;
@@ -88,18 +104,7 @@ static void merge_record(tt_sparse_set *s, uint64_t e0) {
     float *v = s->value + e0;
     /* insertion sort for short records, else a sort of packed keys */
     if (n <= 32) {
-        for (uint64_t i = 1; i < n; i++) {
-            uint32_t tt = t[i];
-            float vv = v[i];
-            uint64_t j = i;
-            while (j > 0 && t[j - 1] > tt) {
-                t[j] = t[j - 1];
-                v[j] = v[j - 1];
-                j--;
-            }
-            t[j] = tt;
-            v[j] = vv;
-        }
+        insertion_sort(t, v, n);
     } else {
         /* values are attached through a temporary array of (term, slot) */
         uint32_t *pair = malloc(2 * n * sizeof *pair);
@@ -107,18 +112,7 @@ static void merge_record(tt_sparse_set *s, uint64_t e0) {
         if (!pair || !tmp) { /* fall back to the quadratic sort: correct, only slower */
             free(pair);
             free(tmp);
-            for (uint64_t i = 1; i < n; i++) {
-                uint32_t tt = t[i];
-                float vv = v[i];
-                uint64_t j = i;
-                while (j > 0 && t[j - 1] > tt) {
-                    t[j] = t[j - 1];
-                    v[j] = v[j - 1];
-                    j--;
-                }
-                t[j] = tt;
-                v[j] = vv;
-            }
+            insertion_sort(t, v, n);
         } else {
             for (uint64_t i = 0; i < n; i++) {
                 pair[2 * i] = t[i];
@@ -170,9 +164,11 @@ static void end_record(tt_sparse_set *s, uint64_t e0, uint32_t len) {
     s->off[s->n] = s->nent;
 }
 
-int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32_t nt,
-                         const char *const *terms, const size_t *term_lens,
-                         const float *values, uint32_t len, const char *where) {
+/* The checks of one record's (term, weight) pairs, before anything is appended: every
+ * way a record comes in (JSON Lines, an encoder's sparse parts through tt_sparse_set_add,
+ * term ids, a compaction) goes through here. */
+static int check_pairs(const tt_sparse_set *s, uint32_t nt, const char *const *terms,
+                       const size_t *term_lens, const float *values, const char *where) {
     for (uint32_t i = 0; i < nt; i++) {
         if (s->kind == TT_SPARSE_KIND_IDS) { /* 4-byte keys (tt_sparse_set_append_ids) */
             if (term_lens[i] != TT_SPARSE_ID_BYTES)
@@ -203,8 +199,14 @@ int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32
                           "be >= 0", where, name, (double)values[i]);
         }
     }
-    int st = begin_record(s, id, id_len, where);
-    if (st || (st = grow_ent(s, nt)))
+    return TT_OK;
+}
+
+int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32_t nt,
+                         const char *const *terms, const size_t *term_lens,
+                         const float *values, uint32_t len, const char *where) {
+    int st = check_pairs(s, nt, terms, term_lens, values, where);
+    if (st || (st = begin_record(s, id, id_len, where)) || (st = grow_ent(s, nt)))
         return st;
     uint64_t e0 = s->nent;
     for (uint32_t i = 0; i < nt; i++) {
