@@ -42,7 +42,7 @@ json() { /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); p
 # The reference: exact MaxSim over the kept float16 originals.
 if [ ! -f "$P.exact.run" ]; then
     "$B/tartan" build --vectors "$P.vectors.npy" --doclens "$P.doclens.npy" --ids "$P.ids.txt" \
-        --out "$P.orig.idx" --nbits 1 --keep-originals f16 --threads "$THREADS" \
+        --out "$P.orig.idx" --nbits 1 --keep-originals f16 --no-tune --threads "$THREADS" \
         --memory "$MEMORY" --force >&2
     # shellcheck disable=SC2086
     "$B/tartan" search --index "$P.orig.idx" $Q --mode exact --out "$P.exact.run" 2>/dev/null
@@ -61,7 +61,7 @@ for v in $VARIANTS; do
     [ "$pool" != 1 ] && popt="--pool-factor $pool"
     # shellcheck disable=SC2086
     "$B/tartan" build --vectors "$P.vectors.npy" --doclens "$P.doclens.npy" --ids "$P.ids.txt" \
-        --out "$idx" --codec "$codec" --nbits "$nbits" $popt $BUILD_ARGS --threads "$THREADS" \
+        --out "$idx" --codec "$codec" --nbits "$nbits" $popt --no-tune $BUILD_ARGS --threads "$THREADS" \
         --memory "$MEMORY" --force >&2
     "$B/tartan" info --json "$idx" > "$idx.json"
     # shellcheck disable=SC2086

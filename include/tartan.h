@@ -288,7 +288,8 @@ typedef struct tt_index_info {
     /* bytes on disk by component (bytes_doclens: with the lengths before pooling) */
     uint64_t bytes_meta, bytes_centroids, bytes_codec, bytes_doclens, bytes_codes,
              bytes_residuals, bytes_ivf, bytes_ids, bytes_originals, bytes_manifest;
-    uint64_t bytes_index;             /* everything except the kept originals */
+    uint64_t bytes_index;             /* everything except the kept originals (sparse
+                                       * postings, metadata and tune.tt included) */
     uint64_t bytes_f16, bytes_f32;    /* size of the uncompressed vectors */
     double bits_per_dim;              /* index bits per stored dimension (excl. originals) */
     double ratio_f16, ratio_f32;      /* uncompressed size / index size */
@@ -321,6 +322,16 @@ typedef struct tt_index_info {
     uint64_t input_vectors;           /* the documents' vectors before pooling (all rows, as
                                        * num_vectors counts them after) */
     int debias;                       /* 1: the codec's weights are debiased */
+    /* the residual sketch (doc/search.md, "Residual sketch") */
+    uint32_t sketch_bytes;            /* per vector, kept in RAM for PLAID's centroid
+                                       * stages; 0: none */
+    uint64_t bytes_sketch;            /* the sketch.tt files (also counted in bytes_codes) */
+    /* The generation's other files, counted in bytes_index (and resident_bytes: they
+     * are mapped whole); bits_per_dim and ratio_f16/f32 stay those of the dense part,
+     * bytes_index minus these three. */
+    uint64_t bytes_sparse;            /* every segment's sparse.tt (tt_sparse_info.bytes) */
+    uint64_t bytes_metadata;          /* metadata.tt, the SQLite metadata database */
+    uint64_t bytes_tune;              /* tune.tt, the calibrated search parameters */
 } tt_index_info;
 
 /* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals
@@ -487,6 +498,12 @@ typedef struct tt_search_options {
                          * them, then decompressed MaxSim over the best) instead of through
                          * the IVF; 0: the default crossover, sqrt(TT_FILTER_DIRECT_MUL *
                          * ndocs * live documents) (doc/search.md, "Filters") */
+    /* Appended after filter_direct_max (doc/search.md, "Residual sketch"). */
+    int sketch;          /* 1: where the index has a residual sketch, PLAID's centroid
+                          * stages score each vector as <q, c> plus <q, r> over the
+                          * sketched positions; 0: centroid scores alone (PLAID as
+                          * published); -1 (default): the index's calibrated choice
+                          * (tt_index_tune measures both), else 1 */
 } tt_search_options;
 
 /* The default crossover of filtered PLAID search: the direct plan costs about the
@@ -628,6 +645,8 @@ typedef struct tt_tuned {
                             * queries, with these parameters */
     double ms;             /* their mean CPU time per query (ms, one thread), as measured */
     int reached;           /* recall >= the target; 0: the best recall the grid had */
+    int sketch;            /* 1: with the index's residual sketch (or it has none); 0: the
+                            * calibration found search better without it */
 } tt_tuned;
 
 /* An index's calibration (tune.tt), as tt_index_tune measured it. */
@@ -1122,7 +1141,7 @@ TT_API int tt_index_sparse_kind(const tt_index *idx);
 /* The sparse postings of an open index (kind TT_SPARSE_NONE: none, the rest 0). */
 typedef struct tt_sparse_info {
     int kind;              /* TT_SPARSE_NONE, _BM25 or _WEIGHTS */
-    uint64_t bytes;        /* the sparse.tt files (not counted in tt_index_info's bytes) */
+    uint64_t bytes;        /* the sparse.tt files (tt_index_info's bytes_sparse) */
     uint64_t terms;        /* dictionary entries, summed over the segments */
     uint64_t postings;     /* (term, document) pairs, deleted documents included */
     uint64_t live_docs;    /* BM25's N */
@@ -1136,6 +1155,12 @@ typedef struct tt_sparse_options {
     double k1, b;          /* BM25 (defaults 0.9, 0.4) */
     int brute_force;       /* 1: score every posting (the reference the tests compare
                             * with); 0 (default): block-max MaxScore, the same hits */
+    /* Appended (filtered search, doc/search.md "Filters"): a caller built against the
+     * shorter struct passes its struct_size and gets no filter. */
+    const struct tt_filter *filter; /* NULL, or the allowed rows (over the index's
+                            * num_docs rows, not owned): exactly the top k of the allowed
+                            * live documents; BM25's N, df and avgdl stay those of every
+                            * live document (a filter selects, it does not re-weight) */
 } tt_sparse_options;
 TT_API void tt_sparse_options_init(tt_sparse_options *opt);
 
@@ -1175,6 +1200,9 @@ TT_API int tt_fuse(const tt_hit *a, uint32_t na, const tt_hit *b, uint32_t nb,
                    const tt_fusion_options *opt, uint32_t k, tt_hit *out, uint32_t *nout);
 
 /* Sparse or hybrid search of nqueries queries on `threads` threads (0: all CPUs).
+ * Filters: a hybrid search filters both retrievers by dopt->filter or sopt->filter
+ * (either may be set; both set: the same filter, else TT_EINVAL), so the fused list
+ * holds allowed documents only; a sparse search by sopt->filter.
  * Q NULL: sparse only (query i is record sparse_of[i] of sq, or record i when sparse_of
  * is NULL; UINT64_MAX: a query without sparse terms, no hits). Q set (as
  * tt_search_batch's Q, qoffs, qlens): hybrid, each query's dense (PLAID, dopt) and

@@ -157,17 +157,8 @@ for c in "short:1199 lines for 1200 documents" "long:long.jsonl:1201: more lines
     [ -e "$W/bad" ] && bad "$f: something left at the output"
 done
 
-# ------------------------------------- sparse and hybrid search do not take a filter yet
-for m in sparse hybrid; do
-    dq=""; [ $m = hybrid ] && dq="--queries $W/s.queries.npy"
-    # shellcheck disable=SC2086
-    "$T" search --index "$W/idx" $dq --query-text "$W/none.tsv" \
-        --mode $m --where "bucket < 3" --out "$W/sp.run" >/dev/null 2>"$W/err"
-    rc=$?
-    if [ $rc -eq 2 ] && grep -q "filter dense search only; not with --mode $m" "$W/err" &&
-        [ ! -e "$W/sp.run" ]; then ok "--mode $m with --where: a usage error naming it"
-    else bad "--mode $m with --where (exit $rc): $(cat "$W/err")"; fi
-done
+# (--where with --mode sparse and hybrid: tests/cli_hybrid.sh, whose index has BM25
+# postings and metadata)
 
 # ------------------------------------------------ sharded indexes (not supported yet)
 expect_fail "build --shards refuses --metadata" "not supported in a sharded build" "$T" build \

@@ -4,7 +4,8 @@
 # corpus, quantized weights (--sparse) against the same model with 8-bit quantization,
 # hybrid search with min-max and RRF fusion (alpha 1 is the dense ranking), a query
 # without any known term, add/delete/compact against a fresh build of the live
-# documents, and bad input.
+# documents, filters (--where, --filter-ids) against the unfiltered rankings restricted
+# to the allowed documents, info's sizes, and bad input.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 have_numpy || { echo "numpy missing: skip"; exit 77; }
 PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE
@@ -139,6 +140,94 @@ expect_fail "hybrid without sparse queries is a usage error" "needs --sparse-que
     sh -c "'$T' search --index '$WORK/i' --mode hybrid --queries x.npy --out '$WORK/x.run'; [ \$? -eq 2 ] && exit 1"
 expect_fail "--fusion must be minmax or rrf" "--fusion must be minmax or rrf" \
     sh -c "'$T' search --index '$WORK/i' --mode hybrid --fusion max --queries x --out '$WORK/x.run'; [ \$? -eq 2 ] && exit 1"
+
+# filters (--where) in sparse and hybrid search: the unfiltered results restricted to the
+# allowed documents (sparse: exactly, the unfiltered run being checked against the model
+# above; hybrid: min-max fusion of the restricted dense and sparse rankings); and info's
+# sizes, which count sparse.tt, metadata.tt and tune.tt
+"$PY" -c "
+import json
+for i in range(120):
+    print(json.dumps({'bucket': (i * 37) % 100}))" >"$WORK/meta.jsonl"
+expect_ok "build --bm25 --metadata" B --corpus "$WORK/all.jsonl" --bm25 --metadata "$WORK/meta.jsonl" \
+    --out "$WORK/im"
+"$T" info --json "$WORK/im" >"$WORK/im.json" 2>&1
+"$PY" - "$WORK/im" "$WORK/im.json" >"$WORK/py" 2>&1 <<'EOF' && ok "info: bytes.index counts sparse.tt, metadata.tt and tune.tt" \
+    || bad "info sizes: $(tail -3 "$WORK/py")"
+import json, os, sys
+d, j = sys.argv[1], json.load(open(sys.argv[2]))["bytes"]
+size = lambda part: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if part in f)
+files = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+            if os.path.isfile(os.path.join(d, f)) and "originals" not in f and f != "LOCK")
+assert j["sparse"] == size("sparse") > 0, (j, size("sparse"))
+assert j["metadata"] == size("metadata") > 0, (j, size("metadata"))
+assert j["tune"] == size("tune") > 0, (j, size("tune"))
+assert j["index"] == files, (j, files)
+EOF
+"$T" info "$WORK/im" >"$WORK/im.txt" 2>&1
+grep -q "^  sparse " "$WORK/im.txt" && grep -q "^  metadata " "$WORK/im.txt" \
+    && ok "info: sparse and metadata rows in the sizes" || bad "info rows: $(cat "$WORK/im.txt")"
+expect_ok "sparse, unfiltered" "$T" search --index "$WORK/im" --mode sparse \
+    --queries "$WORK/queries.jsonl" --k 200 --out "$WORK/fs.run"
+cmp -s "$WORK/fs.run" "$WORK/s.run" && ok "the metadata changes no sparse result" || bad "fs.run differs from s.run"
+expect_ok "dense exhaustive, unfiltered" "$T" search --index "$WORK/im" --mode exhaustive \
+    --encoder "$HASH" --queries "$WORK/queries.jsonl" --k 120 --out "$WORK/fd.run"
+cat >"$WORK/restrict.py" <<'EOF'
+import sys
+cut, kind, got_path, dense, sparse = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+allowed = set("doc%d" % i for i in range(120) if (i * 37) % 100 < cut)
+def run(p):
+    r = {}
+    for l in open(p):
+        q, _, d, rank, s, _ = l.split()
+        r.setdefault(q, []).append((d, float(s)))
+    return r
+got, D, S = run(got_path), run(dense), run(sparse)
+for q in ["q%d" % i for i in range(12)]:
+    g = got.get(q, [])
+    assert all(d in allowed for d, s in g), (q, "a hit outside the filter")
+    s = [x for x in S.get(q, []) if x[0] in allowed]
+    if kind == "sparse":
+        assert g == s[:200], (q, g[:3], s[:3])
+        continue
+    d = [x for x in D.get(q, []) if x[0] in allowed]
+    def norm(l):
+        if not l:
+            return {}
+        lo, hi = min(v for _, v in l), max(v for _, v in l)
+        return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in l}
+    a, b = norm(d), norm(s)
+    fused = sorted(((0.5 * a.get(k, 0) + 0.5 * b.get(k, 0), k) for k in set(a) | set(b)), reverse=True)
+    assert len(g) == min(10, len(fused)), (q, len(g), len(fused))
+    for i, (doc, score) in enumerate(g):
+        want = 0.5 * a.get(doc, 0) + 0.5 * b.get(doc, 0)
+        assert doc in a or doc in b, (q, doc)
+        assert abs(score - want) <= 1e-5 and abs(score - fused[i][0]) <= 1e-5, (q, i, doc, score, want, fused[i])
+print("ok")
+EOF
+for cut in 1 5 30 100; do
+    "$T" search --index "$WORK/im" --mode sparse --queries "$WORK/queries.jsonl" --k 200 \
+        --where "bucket < $cut" --out "$WORK/fs$cut.run" 2>"$WORK/err"
+    if "$PY" "$WORK/restrict.py" $cut sparse "$WORK/fs$cut.run" "$WORK/fd.run" "$WORK/s.run" >"$WORK/py" 2>&1; then
+        ok "sparse --where 'bucket < $cut': the unfiltered BM25 ranking of the allowed documents"
+    else bad "sparse --where 'bucket < $cut': $(tail -1 "$WORK/py") $(head -c 300 "$WORK/err")"; fi
+    "$T" search --index "$WORK/im" --mode hybrid --dense-mode exhaustive --encoder "$HASH" \
+        --queries "$WORK/queries.jsonl" --k 10 --where "bucket < $cut" --out "$WORK/fh$cut.run" 2>"$WORK/err"
+    if "$PY" "$WORK/restrict.py" $cut hybrid "$WORK/fh$cut.run" "$WORK/fd.run" "$WORK/s.run" >"$WORK/py" 2>&1; then
+        ok "hybrid --where 'bucket < $cut': min-max fusion of the restricted rankings"
+    else bad "hybrid --where 'bucket < $cut': $(tail -1 "$WORK/py") $(head -c 300 "$WORK/err")"; fi
+done
+printf 'doc5\ndoc17\nnot-a-doc\n' >"$WORK/ids.txt"
+"$T" search --index "$WORK/im" --mode hybrid --encoder "$HASH" --queries "$WORK/queries.jsonl" \
+    --k 10 --filter-ids "$WORK/ids.txt" --out "$WORK/fi.run" 2>"$WORK/err"
+[ $? -eq 0 ] && [ -z "$(cut -d' ' -f3 "$WORK/fi.run" | grep -v -x -e doc5 -e doc17)" ] \
+    && [ "$(grep -c '^q0 ' "$WORK/fi.run")" = 2 ] && grep -q "1 of them name no live" "$WORK/err" \
+    && ok "hybrid --filter-ids: only the listed documents, both of them" \
+    || bad "hybrid --filter-ids: $(head -c 300 "$WORK/err") $(head -3 "$WORK/fi.run")"
+"$T" search --index "$WORK/im" --mode sparse --queries "$WORK/queries.jsonl" --where "bucket < 0" \
+    --out "$WORK/f0.run" 2>"$WORK/err"
+[ $? -eq 0 ] && [ ! -s "$WORK/f0.run" ] && grep -q "matches no document" "$WORK/err" \
+    && ok "sparse: a filter matching nothing gives no hits, exit 0, a note" || bad "sparse empty filter: $(cat "$WORK/err")"
 
 # add, delete, compact: the same sparse run as a fresh build of the live documents
 expect_ok "build the first part" B --corpus "$WORK/one.jsonl" --bm25 --out "$WORK/live"

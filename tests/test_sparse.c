@@ -7,6 +7,9 @@
 #include "index/index.h"
 #include "sparse/sparse.h"
 
+#include <dirent.h>
+#include <stddef.h>
+
 #define DIM 8
 
 /* A random set: terms "t<i>" drawn with Zipf-like skew (term i with weight 1/(i+1)), so
@@ -91,6 +94,19 @@ START_TEST(topk_equals_brute_force) {
     uint64_t *dead = calloc(D / 64 + 1, 8);
     for (uint64_t d = 0; d < D; d += 7)
         dead[d >> 6] |= 1ull << (d & 63);
+    /* filters: about 3% and about 50% of the rows allowed, at random */
+    uint64_t *allow3 = calloc(D / 64 + 1, 8), *allow50 = calloc(D / 64 + 1, 8);
+    tt_rng fr;
+    tt_rng_seed(&fr, 99 + (uint64_t)_i);
+    for (uint64_t d = 0; d < D; d++) {
+        uint64_t x = tt_rng_below(&fr, 100);
+        if (x < 3)
+            allow3[d >> 6] |= 1ull << (d & 63);
+        if (x < 50)
+            allow50[d >> 6] |= 1ull << (d & 63);
+    }
+    tt_sparse_heap all;
+    ck_assert_int_eq(tt_sparse_heap_init(&all, (uint32_t)D), TT_OK);
     double total = 0;
     for (uint64_t d = 0; d < D; d++)
         total += tt_sparse_seg_len(&seg, d);
@@ -113,20 +129,46 @@ START_TEST(topk_equals_brute_force) {
                                            .df = tt_sparse_seg_df(&seg, (uint64_t)id)};
             brute_postings += tt_sparse_seg_df(&seg, (uint64_t)id);
         }
+        /* every document's score, for the filtered cases' reference */
+        all.n = 0;
+        ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, NULL, NULL, 0, &all),
+                         TT_OK);
+        tt_sparse_heap_sort(&all);
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-            for (int del = 0; del < 2; del++) {
+            /* 0: all rows; 1: deletions; 2: a 3% filter; 3: a 50% filter and deletions */
+            for (int del = 0; del < 4; del++) {
                 tt_sparse_heap h1, h2;
                 tt_sparse_counts cnt = {0};
                 ck_assert_int_eq(tt_sparse_heap_init(&h1, ks[ki]), TT_OK);
                 ck_assert_int_eq(tt_sparse_heap_init(&h2, ks[ki]), TT_OK);
                 const uint64_t doc0 = 0;
-                ck_assert_int_eq(tt_sparse_seg_topk(&seg, &sc, terms, nt, nq, del ? dead : NULL,
-                                                    doc0, &h1, &cnt), TT_OK);
-                ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, del ? dead : NULL,
-                                                     doc0, &h2), TT_OK);
+                const uint64_t *dd = del & 1 ? dead : NULL;
+                const uint64_t *allow = del == 2 ? allow3 : del == 3 ? allow50 : NULL;
+                ck_assert_int_eq(tt_sparse_seg_topk(&seg, &sc, terms, nt, nq, dd, allow, doc0,
+                                                    &h1, &cnt), TT_OK);
+                if (!allow) {
+                    ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, dd, NULL,
+                                                         doc0, &h2), TT_OK);
+                } else {
+                    /* the unfiltered ranking, keeping the allowed live rows */
+                    for (uint32_t i = 0; i < all.n && h2.n < ks[ki]; i++) {
+                        uint64_t r = all.row[i];
+                        if (!tt_bit_get(dd, r) && tt_bit_get(allow, r)) {
+                            h2.score[h2.n] = all.score[i];
+                            h2.row[h2.n++] = r;
+                        }
+                    }
+                }
                 decoded += cnt.postings_decoded;
+                if (allow) { /* MaxScore scores no document outside the filter */
+                    uint64_t na = 0;
+                    for (uint64_t w = 0; w <= D / 64; w++)
+                        na += (uint64_t)__builtin_popcountll(allow[w]);
+                    ck_assert_uint_le(cnt.docs_scored, na);
+                }
                 tt_sparse_heap_sort(&h1);
-                tt_sparse_heap_sort(&h2);
+                if (!allow)
+                    tt_sparse_heap_sort(&h2);
                 ck_assert_uint_eq(h1.n, h2.n);
                 for (uint32_t i = 0; i < h1.n; i++) {
                     ck_assert_msg(h1.row[i] == h2.row[i] && h1.score[i] == h2.score[i],
@@ -134,7 +176,8 @@ START_TEST(topk_equals_brute_force) {
                                   "%llu %.17g", (unsigned long long)q, ks[ki], i,
                                   (unsigned long long)h1.row[i], h1.score[i],
                                   (unsigned long long)h2.row[i], h2.score[i]);
-                    ck_assert(!del || !(dead[h1.row[i] >> 6] >> (h1.row[i] & 63) & 1));
+                    ck_assert(!dd || !(dead[h1.row[i] >> 6] >> (h1.row[i] & 63) & 1));
+                    ck_assert(!allow || tt_bit_get(allow, h1.row[i]));
                     if (i > 0)
                         ck_assert(h1.score[i - 1] > h1.score[i] ||
                                   (h1.score[i - 1] == h1.score[i] && h1.row[i - 1] < h1.row[i]));
@@ -144,8 +187,11 @@ START_TEST(topk_equals_brute_force) {
             }
     }
     /* skipping happened: MaxScore decoded fewer postings than the lists hold */
-    ck_assert_msg(decoded < brute_postings * 12, "decoded %llu of %llu",
-                  (unsigned long long)decoded, (unsigned long long)brute_postings * 12);
+    ck_assert_msg(decoded < brute_postings * 24, "decoded %llu of %llu",
+                  (unsigned long long)decoded, (unsigned long long)brute_postings * 24);
+    tt_sparse_heap_free(&all);
+    free(allow3);
+    free(allow50);
     free(dead);
     free(p);
     tt_sparse_set_free(docs);
@@ -373,6 +419,251 @@ START_TEST(bm25_through_add_delete_compact) {
     tt_input_free(in1);
     tt_input_free(in2);
     tt_input_free(in_kept);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Sizes of the files of dir whose names contain `part` (NULL: all but the originals and
+ * the writer's lock): the model of tt_index_info's byte counts. */
+static uint64_t dir_bytes(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    uint64_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char p[1200];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &sb) || !S_ISREG(sb.st_mode))
+            continue;
+        if (part ? strstr(e->d_name, part) != NULL
+                 : !strstr(e->d_name, "originals") && strcmp(e->d_name, "LOCK"))
+            n += (uint64_t)sb.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The allowed live rows in the order of an unfiltered ranking, at most k: the model of a
+ * filtered search (the filter's code not involved). */
+static uint32_t keep_allowed(const tt_index *x, const tt_hit *all, uint32_t nall,
+                             const uint8_t *allowed, uint32_t k, tt_hit *out) {
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < nall && m < k; i++)
+        if (allowed[all[i].doc] && !tt_index_deleted(x, all[i].doc))
+            out[m++] = all[i];
+    return m;
+}
+
+/* Filters in sparse search (MaxScore and brute force) and in hybrid search, at
+ * selectivities 0.2% to 100% with deletions, against the unfiltered rankings restricted
+ * to the allowed rows; the filter made by --where over the build's metadata. And
+ * tt_index_info counts sparse.tt and metadata.tt in bytes_index. */
+START_TEST(filtered_sparse_and_hybrid) {
+    char *dir = tu_tmpdir();
+    char idxdir[600], meta[600];
+    snprintf(idxdir, sizeof idxdir, "%s/idx", dir);
+    snprintf(meta, sizeof meta, "%s/meta.jsonl", dir);
+    const uint64_t N = 1000;
+    tt_sparse_set *docs = random_set(TT_SPARSE_KIND_BM25, N, 150, 21, "d");
+    tt_sparse_set *qs = random_queries(15, 150, 22);
+    tt_input *in = vectors_for(dir, "v", N, 23, "d");
+    int *bucket = malloc(N * sizeof *bucket);
+    tt_rng r;
+    tt_rng_seed(&r, 24);
+    FILE *f = fopen(meta, "w");
+    for (uint64_t d = 0; d < N; d++) {
+        bucket[d] = (int)tt_rng_below(&r, 1000);
+        fprintf(f, "{\"bucket\": %d}\n", bucket[d]);
+    }
+    fclose(f);
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.memory_bytes = 128ull << 20;
+    o.num_centroids = 16;
+    o.sparse = docs;
+    o.metadata = meta;
+    ck_assert_msg(tt_build(idxdir, in, &o, NULL) == TT_OK, "%s", tt_last_error());
+
+    /* bytes_index: every file of the generation but the originals */
+    tt_index *x;
+    ck_assert_int_eq(tt_index_open(&x, idxdir, NULL), TT_OK);
+    tt_index_info info;
+    ck_assert_int_eq(tt_index_get_info(x, &info), TT_OK);
+    ck_assert_uint_gt(info.bytes_sparse, 0);
+    ck_assert_uint_gt(info.bytes_metadata, 0);
+    ck_assert_uint_eq(info.bytes_sparse, dir_bytes(idxdir, "sparse"));
+    ck_assert_uint_eq(info.bytes_metadata, dir_bytes(idxdir, "metadata"));
+    ck_assert_uint_eq(info.bytes_tune, 0);
+    ck_assert_uint_eq(info.bytes_index, dir_bytes(idxdir, NULL));
+    tt_sparse_info spi;
+    ck_assert_int_eq(tt_index_sparse_info(x, &spi), TT_OK);
+    ck_assert_uint_eq(spi.bytes, info.bytes_sparse);
+    /* the compression ratios stay the dense part's */
+    ck_assert_double_eq_tol(info.ratio_f16, (double)info.bytes_f16 /
+                            (double)(info.bytes_index - info.bytes_sparse - info.bytes_metadata),
+                            1e-9);
+    tt_index_close(x);
+
+    /* delete every 9th document: filters and deletions together */
+    const char *del[120];
+    char names[120][16];
+    size_t nd = 0;
+    for (uint64_t d = 4; d < N; d += 9) {
+        snprintf(names[nd], sizeof names[nd], "d%llu", (unsigned long long)d);
+        del[nd] = names[nd];
+        nd++;
+    }
+    ck_assert_int_eq(tt_index_delete(idxdir, del, nd, NULL, NULL), TT_OK);
+    ck_assert_int_eq(tt_index_open(&x, idxdir, NULL), TT_OK);
+    tt_metadata *md;
+    ck_assert_int_eq(tt_metadata_open(x, &md), TT_OK);
+
+    /* the unfiltered rankings of every query: sparse (all hits) and dense exhaustive */
+    const uint32_t all = (uint32_t)N, k = 10, depth = 40;
+    tt_hit *sall = malloc(qs->n * all * sizeof *sall), *dall = malloc(qs->n * all * sizeof *dall);
+    uint32_t *nsall = malloc(qs->n * sizeof *nsall), *ndall = malloc(qs->n * sizeof *ndall);
+    /* the dense queries: 3 vectors each; query q is sparse record q */
+    const uint32_t qlen = 3;
+    float *Q = malloc(qs->n * qlen * DIM * sizeof *Q);
+    tu_clustered(Q, qs->n * qlen, DIM, 8, 0.3f, 25, NULL);
+    uint64_t *qoffs = malloc(qs->n * sizeof *qoffs);
+    uint32_t *qlens = malloc(qs->n * sizeof *qlens);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(x, &ctx), TT_OK);
+    tt_search_options dso;
+    tt_search_options_init(&dso);
+    dso.mode = TT_MODE_EXHAUSTIVE;
+    for (uint64_t q = 0; q < qs->n; q++) {
+        qoffs[q] = q * qlen;
+        qlens[q] = qlen;
+        ck_assert_int_eq(tt_sparse_search(x, qs, q, all, NULL, sall + q * all, &nsall[q]), TT_OK);
+        ck_assert_int_eq(tt_search(x, ctx, Q + q * qlen * DIM, qlen, all, &dso, dall + q * all,
+                                   &ndall[q]), TT_OK);
+    }
+    uint8_t *allowed = malloc(N);
+    tt_fusion_options fo;
+    tt_fusion_options_init(&fo);
+    fo.depth = depth;
+    const int cuts[] = {2, 10, 100, 500, 1000}; /* 0.2% .. 100% */
+    tt_hit got[10], want[10], a[40], b[40], *hy = malloc(qs->n * k * sizeof *hy);
+    uint32_t *nhy = malloc(qs->n * sizeof *nhy);
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        char expr[64];
+        snprintf(expr, sizeof expr, "bucket < %d", cuts[c]);
+        tt_filter *flt;
+        ck_assert_int_eq(tt_metadata_where(md, expr, &flt), TT_OK);
+        for (uint64_t d = 0; d < N; d++)
+            allowed[d] = bucket[d] < cuts[c];
+        for (int bf = 0; bf < 2; bf++) {
+            tt_sparse_options so;
+            tt_sparse_options_init(&so);
+            so.brute_force = bf;
+            so.filter = flt;
+            for (uint64_t q = 0; q < qs->n; q++) {
+                uint32_t n, m = keep_allowed(x, sall + q * all, nsall[q], allowed, k, want);
+                ck_assert_int_eq(tt_sparse_search(x, qs, q, k, &so, got, &n), TT_OK);
+                ck_assert_msg(n == m, "cut %d query %llu: %u hits, want %u", cuts[c],
+                              (unsigned long long)q, n, m);
+                for (uint32_t i = 0; i < n; i++)
+                    ck_assert_msg(got[i].doc == want[i].doc && got[i].score == want[i].score,
+                                  "cut %d query %llu rank %u: row %llu %.9g, want %llu %.9g",
+                                  cuts[c], (unsigned long long)q, i,
+                                  (unsigned long long)got[i].doc, (double)got[i].score,
+                                  (unsigned long long)want[i].doc, (double)want[i].score);
+            }
+        }
+        /* hybrid: the filter given with the dense options, then with the sparse ones;
+         * the model fuses the two restricted rankings */
+        for (int side = 0; side < 2; side++) {
+            tt_search_options ho = dso;
+            tt_sparse_options so;
+            tt_sparse_options_init(&so);
+            if (side)
+                so.filter = flt;
+            else
+                ho.filter = flt;
+            ck_assert_msg(tt_hybrid_search_batch(x, Q, qoffs, qlens, &ho, qs, NULL, &so, &fo,
+                                                 qs->n, k, 2, hy, nhy, NULL) == TT_OK, "%s",
+                          tt_last_error());
+            for (uint64_t q = 0; q < qs->n; q++) {
+                uint32_t na = keep_allowed(x, dall + q * all, ndall[q], allowed, depth, a);
+                uint32_t nb = keep_allowed(x, sall + q * all, nsall[q], allowed, depth, b), n;
+                ck_assert_int_eq(tt_fuse(a, na, b, nb, &fo, k, want, &n), TT_OK);
+                ck_assert_uint_eq(nhy[q], n);
+                for (uint32_t i = 0; i < n; i++) {
+                    ck_assert(allowed[hy[q * k + i].doc]);
+                    ck_assert_msg(hy[q * k + i].doc == want[i].doc &&
+                                  fabsf(hy[q * k + i].score - want[i].score) <= 1e-5f,
+                                  "hybrid cut %d query %llu rank %u: row %llu, want %llu",
+                                  cuts[c], (unsigned long long)q, i,
+                                  (unsigned long long)hy[q * k + i].doc,
+                                  (unsigned long long)want[i].doc);
+                }
+            }
+        }
+        /* two different filters: refused */
+        tt_filter *other;
+        ck_assert_int_eq(tt_filter_new(&other, N), TT_OK);
+        tt_search_options ho = dso;
+        tt_sparse_options so;
+        tt_sparse_options_init(&so);
+        ho.filter = flt;
+        so.filter = other;
+        ck_assert_int_eq(tt_hybrid_search_batch(x, Q, qoffs, qlens, &ho, qs, NULL, &so, &fo,
+                                                qs->n, k, 1, hy, nhy, NULL), TT_EINVAL);
+        tt_filter_free(other);
+        tt_filter_free(flt);
+    }
+    /* a filter over another number of rows: refused */
+    tt_filter *wrong;
+    ck_assert_int_eq(tt_filter_new(&wrong, N + 1), TT_OK);
+    tt_sparse_options so;
+    tt_sparse_options_init(&so);
+    so.filter = wrong;
+    uint32_t n;
+    ck_assert_int_eq(tt_sparse_search(x, qs, 0, k, &so, got, &n), TT_EINVAL);
+    tt_filter_free(wrong);
+    /* a caller built before the filter existed (the shorter struct): no filter */
+    so.filter = (const tt_filter *)(uintptr_t)1; /* past its struct_size: never read */
+    so.struct_size = (uint32_t)offsetof(tt_sparse_options, filter);
+    ck_assert_int_eq(tt_sparse_search(x, qs, 0, k, &so, got, &n), TT_OK);
+    ck_assert_uint_eq(n, TT_MIN(k, nsall[0]));
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_uint_eq(got[i].doc, sall[i].doc);
+    /* ... and in a hybrid search its sparse list takes the dense options' filter */
+    tt_filter *one;
+    ck_assert_int_eq(tt_metadata_where(md, "bucket < 10", &one), TT_OK);
+    for (uint64_t d = 0; d < N; d++)
+        allowed[d] = bucket[d] < 10;
+    tt_search_options ho = dso;
+    ho.filter = one;
+    ck_assert_int_eq(tt_hybrid_search_batch(x, Q, qoffs, qlens, &ho, qs, NULL, &so, &fo,
+                                            qs->n, k, 1, hy, nhy, NULL), TT_OK);
+    for (uint64_t q = 0; q < qs->n; q++)
+        for (uint32_t i = 0; i < nhy[q]; i++)
+            ck_assert(allowed[hy[q * k + i].doc]);
+    tt_filter_free(one);
+
+    tt_search_ctx_free(ctx);
+    tt_metadata_close(md);
+    tt_index_close(x);
+    free(hy);
+    free(nhy);
+    free(allowed);
+    free(Q);
+    free(qoffs);
+    free(qlens);
+    free(sall);
+    free(dall);
+    free(nsall);
+    free(ndall);
+    free(bucket);
+    tt_input_free(in);
+    tt_sparse_set_free(docs);
+    tt_sparse_set_free(qs);
     tu_rmrf(dir);
     free(dir);
 }
@@ -623,8 +914,8 @@ START_TEST(term_ids) {
         tt_sparse_heap h1, h2;
         ck_assert_int_eq(tt_sparse_heap_init(&h1, 10), TT_OK);
         ck_assert_int_eq(tt_sparse_heap_init(&h2, 10), TT_OK);
-        ck_assert_int_eq(tt_sparse_seg_topk(&seg, &sc, terms, nt, nq, NULL, 0, &h1, NULL), TT_OK);
-        ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, NULL, 0, &h2), TT_OK);
+        ck_assert_int_eq(tt_sparse_seg_topk(&seg, &sc, terms, nt, nq, NULL, NULL, 0, &h1, NULL), TT_OK);
+        ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, NULL, NULL, 0, &h2), TT_OK);
         tt_sparse_heap_sort(&h1);
         tt_sparse_heap_sort(&h2);
         ck_assert_uint_eq(h1.n, h2.n);
@@ -706,6 +997,7 @@ int main(void) {
     tcase_add_test(tc, fusion_hand_worked);
     tcase_add_test(tc, jsonl_input);
     tcase_add_test(tc, term_ids);
+    tcase_add_test(tc, filtered_sparse_and_hybrid);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -128,14 +128,14 @@ START_TEST(reaches_target_on_held_out_queries) {
     ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
     tt_tuned m;
     double cost_tuned, cost_max;
-    ck_assert_int_eq(tt_calib_measure(&c, 10, t.k10.nprobe, t.k10.ndocs, t.k10.prune_ratio, t.k10.rerank_margin, &m,
+    ck_assert_int_eq(tt_calib_measure(&c, 10, t.k10.nprobe, t.k10.ndocs, t.k10.prune_ratio, t.k10.rerank_margin, t.k10.sketch, &m,
                                       &cost_tuned), TT_OK);
     ck_assert_msg(m.recall >= 0.9 - 0.05, "held-out recall@10 %.3f", m.recall);
     /* ColBERTv2's table on the same queries, for the record of what calibration buys. */
     tt_tuned dflt;
     double cost_d;
-    ck_assert_int_eq(tt_calib_measure(&c, 10, 1, 256, 0.5f, 1.0f, &dflt, &cost_d), TT_OK);
-    ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 8192, 0.5f, 4.0f, &dflt, &cost_max), TT_OK);
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 1, 256, 0.5f, 1.0f, 1, &dflt, &cost_d), TT_OK);
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 8192, 0.5f, 4.0f, 1, &dflt, &cost_max), TT_OK);
     ck_assert_msg(cost_tuned <= cost_max, "tuned %.0f, widest %.0f", cost_tuned, cost_max);
     tt_calib_free(&c);
     tt_index_close(idx);

@@ -10,6 +10,11 @@ static const char *codec_name(int c) {
 }
 /* The input's vectors (before token pooling) as float16: what the index replaces. */
 static uint64_t input_f16(const tt_index_info *in) { return in->input_vectors * in->dim * 2; }
+/* The dense part of the index (what the compression ratios are of): bytes_index without
+ * the sparse postings, the metadata database and the calibration. */
+static uint64_t dense_bytes(const tt_index_info *in) {
+    return in->bytes_index - in->bytes_sparse - in->bytes_metadata - in->bytes_tune;
+}
 
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
@@ -23,7 +28,7 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n  \"debias\": %s,\n"
            "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"4\": %u, \"8\": %u},\n"
            "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
-           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n",
+           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n  \"sketch_bytes\": %u,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
            codec_name(in->codec_tables), in->lloyd_max_rounds, in->debias ? "true" : "false",
@@ -31,23 +36,25 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
            in->keep_originals ? "\"f16\"" : "null", in->pool_factor,
-           (unsigned long long)in->input_vectors);
+           (unsigned long long)in->input_vectors, in->sketch_bytes);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
+           "\"sparse\": %llu, \"metadata\": %llu, \"tune\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
            (unsigned long long)in->bytes_meta, (unsigned long long)in->bytes_centroids,
            (unsigned long long)in->bytes_codec, (unsigned long long)in->bytes_doclens,
            (unsigned long long)in->bytes_codes, (unsigned long long)in->bytes_residuals,
            (unsigned long long)in->bytes_ivf, (unsigned long long)in->bytes_ids,
-           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_index,
-           (unsigned long long)in->bytes_originals);
+           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_sparse,
+           (unsigned long long)in->bytes_metadata, (unsigned long long)in->bytes_tune,
+           (unsigned long long)in->bytes_index, (unsigned long long)in->bytes_originals);
     printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
            "  \"uncompressed_f32_bytes\": %llu,\n  \"ratio_f16\": %.3f,\n  \"ratio_f32\": %.3f,\n"
            "  \"input_f16_bytes\": %llu,\n  \"ratio_input_f16\": %.3f,\n"
            "  \"resident_bytes\": %llu,\n",
            in->bits_per_dim, (unsigned long long)in->bytes_f16, (unsigned long long)in->bytes_f32,
            in->ratio_f16, in->ratio_f32, (unsigned long long)input_f16(in),
-           (double)input_f16(in) / (double)in->bytes_index, (unsigned long long)in->resident_bytes);
+           (double)input_f16(in) / (double)dense_bytes(in), (unsigned long long)in->resident_bytes);
     printf("  \"build\": {\"seed\": %llu, \"sample_factor\": %g, \"train_vectors\": %llu, "
            "\"heldout_vectors\": %llu, \"kmeans_iters\": %u, \"threads\": %u, \"assign\": \"%s\", "
            "\"seconds\": %.3f, \"heldout_mse\": %.6g},\n  \"encoder\": ",
@@ -112,10 +119,11 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     const tt_tuned *sets[2] = {&t.k10, &t.k100};
     for (int i = 0; i < 2; i++)
         printf(",\n    \"k%u\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
-               "\"rerank_margin\": %.4f, \"recall\": %.4f, \"ms\": %.4f, \"reached\": %s}",
+               "\"rerank_margin\": %.4f, \"sketch\": %s, \"recall\": %.4f, \"ms\": %.4f, "
+               "\"reached\": %s}",
                sets[i]->k, sets[i]->nprobe, sets[i]->ndocs, (double)sets[i]->prune_ratio,
-               (double)sets[i]->rerank_margin, sets[i]->recall, sets[i]->ms,
-               sets[i]->reached ? "true" : "false");
+               (double)sets[i]->rerank_margin, sets[i]->sketch ? "true" : "false",
+               sets[i]->recall, sets[i]->ms, sets[i]->reached ? "true" : "false");
     printf("}\n}\n");
 }
 
@@ -175,6 +183,9 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         snprintf(tables, sizeof tables, "tables refined by up to %d Lloyd-Max rounds",
                  in->lloyd_max_rounds);
     printf("             %s%s\n", tables, in->debias ? ", weights debiased" : "");
+    if (in->sketch_bytes)
+        printf("sketch       %u bytes per vector (the 8-bit positions' codes) in RAM for "
+               "PLAID's centroid stages\n", in->sketch_bytes);
     if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
         printf("pooling      factor %u (tartan add's default): %llu vectors before, %llu after "
                "(%.2fx fewer)\n", in->pool_factor, (unsigned long long)in->input_vectors,
@@ -206,6 +217,12 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         row("deletions", in->bytes_tombs, in->bytes_index);
     row("codec", in->bytes_codec, in->bytes_index);
     row("meta", in->bytes_meta + in->bytes_manifest, in->bytes_index);
+    if (in->bytes_sparse)
+        row("sparse", in->bytes_sparse, in->bytes_index);
+    if (in->bytes_metadata)
+        row("metadata", in->bytes_metadata, in->bytes_index);
+    if (in->bytes_tune)
+        row("tune", in->bytes_tune, in->bytes_index);
     row("index", in->bytes_index, in->bytes_index);
     if (in->bytes_originals)
         printf("  %-12s %12s  (kept originals, float16; not counted above)\n", "originals",
@@ -214,9 +231,12 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
            "%.2fx than float32 (%s)\n",
            in->bits_per_dim, in->ratio_f16, cli_human_bytes(in->bytes_f16, h1, sizeof h1),
            in->ratio_f32, cli_human_bytes(in->bytes_f32, h2, sizeof h2));
+    if (dense_bytes(in) != in->bytes_index)
+        printf("             (of the dense part, %s: sparse postings, metadata and "
+               "calibration not counted)\n", cli_human_bytes(dense_bytes(in), h3, sizeof h3));
     if (in->input_vectors != in->num_vectors)
         printf("             %.2fx smaller than the float16 vectors before pooling (%s)\n",
-               (double)input_f16(in) / (double)in->bytes_index,
+               (double)input_f16(in) / (double)dense_bytes(in),
                cli_human_bytes(input_f16(in), h1, sizeof h1));
     printf("search RAM   %s resident (everything but residuals%s); residuals are read per query\n",
            cli_human_bytes(in->resident_bytes, h3, sizeof h3),
@@ -251,9 +271,10 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         const tt_tuned *sets[2] = {&t.k10, &t.k100};
         for (int i = 0; i < 2; i++)
             printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank margin "
-                   "%.0f: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
-                   (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin, sets[i]->k,
-                   sets[i]->recall, sets[i]->reached ? "" : " (target not reached)");
+                   "%.0f%s: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+                   (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin,
+                   sets[i]->sketch ? "" : ", no sketch", sets[i]->k, sets[i]->recall,
+                   sets[i]->reached ? "" : " (target not reached)");
     } else {
         printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
     }

@@ -59,6 +59,8 @@ static void usage(FILE *f) {
         "                       calibrated value (tartan tune), else by k: 1, 2, 4)\n"
         "  --untuned            ColBERTv2's defaults by k even where the index has\n"
         "                       calibrated parameters\n"
+        "  --no-sketch          centroid scores alone in stages 2-3, even where the index\n"
+        "                       keeps a residual sketch\n"
         "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
         "                       implies --pruning absolute)\n"
         "  --pruning R          relative (default: a centroid counts if it scores within a\n"
@@ -407,13 +409,14 @@ int cmd_search(int argc, char **argv) {
         {"rerank", required_argument, 0, 'K'},  {"untuned", no_argument, 0, 'U'},
         {"rerank-margin", required_argument, 0, 'M'},
         {"dense-mode", required_argument, 0, 1001}, {"sparse-queries", required_argument, 0, 1002},
-        {"vocab", required_argument, 0, 1009},
+        {"vocab", required_argument, 0, 1019},
         {"query-text", required_argument, 0, 1003}, {"k1", required_argument, 0, 1004},
         {"b", required_argument, 0, 1005},      {"fusion", required_argument, 0, 1006},
         {"fusion-depth", required_argument, 0, 1007}, {"alpha", required_argument, 0, 1008},
         {"json", no_argument, 0, 'j'},          {"where", required_argument, 0, 'W'},
         {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
         {"filter-direct-max", required_argument, 0, 'X'},
+        {"no-sketch", no_argument, 0, 1009},
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
@@ -485,7 +488,7 @@ int cmd_search(int argc, char **argv) {
                 return cli_usage_error("search", "--dense-mode must be plaid, exhaustive or exact");
             break;
         case 1002: sparse_queries = optarg; break;
-        case 1009: vocab = optarg; break;
+        case 1019: vocab = optarg; break;
         case 1003: query_text = optarg; break;
         case 1004:
             if (!cli_parse_double(optarg, &d) || d < 0)
@@ -556,6 +559,9 @@ int cmd_search(int argc, char **argv) {
             break;
         case 'U':
             so.tuned = 0;
+            break;
+        case 1009:
+            so.sketch = 0;
             break;
         case 'M':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1000))
@@ -634,12 +640,9 @@ int cmd_search(int argc, char **argv) {
     if (retriever == R_DENSE && (sparse_queries || query_text))
         return cli_usage_error("search", "--sparse-queries/--query-text need --mode sparse or "
                                "hybrid");
-    /* Filters apply to the dense retriever (tt_search_options.filter); the sparse one
-     * does not take them yet. --with-metadata only annotates the results: any mode. */
-    if (retriever != R_DENSE && (where || filter_ids))
-        return cli_usage_error("search", "--where and --filter-ids filter dense search only; "
-                               "not with --mode %s yet", retriever == R_HYBRID ? "hybrid" :
-                               "sparse");
+    /* Filters apply to every retriever: the dense one (tt_search_options.filter), the
+     * sparse one (tt_sparse_options.filter) and both lists of a hybrid search.
+     * --with-metadata only annotates the results: any mode. */
     if (retriever != R_SPARSE && !queries)
         return cli_usage_error("search", "--index, --queries and --out are required");
     if (encoder && (qlens || qids))
@@ -743,6 +746,7 @@ int cmd_search(int argc, char **argv) {
         goto done;
     }
     so.filter = filter;
+    spo.filter = filter;
     tt_search_options eff;
     /* Hybrid: the dense search runs to the fusion depth, so its parameters are those of
      * that k (tt_hybrid_search_batch). */
@@ -789,11 +793,14 @@ int cmd_search(int argc, char **argv) {
             snprintf(prune, sizeof prune, "threshold=%g", (double)eff.threshold);
         else
             snprintf(prune, sizeof prune, "pruning=relative ratio=%g", (double)eff.prune_ratio);
-        char rerank[48];
+        char rerank[64];
         if (eff.rerank == TT_RERANK_FIXED)
             snprintf(rerank, sizeof rerank, "fixed");
         else
             snprintf(rerank, sizeof rerank, "adaptive margin=%g", (double)eff.rerank_margin);
+        if (info.sketch_bytes)
+            snprintf(rerank + strlen(rerank), sizeof rerank - strlen(rerank), " sketch=%s",
+                     eff.sketch ? "on" : "off");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
                 "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),

@@ -44,9 +44,10 @@ void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool publis
             published ? "calibrated" : "calibration still holds", t->num_queries,
             t->pseudo ? "pseudo-queries" : "queries", t->target);
     for (int i = 0; i < 2; i++)
-        fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f: recall@%u "
-                "%.3f, %.3f ms per query%s\n", s[i]->k, s[i]->nprobe, s[i]->ndocs,
-                (double)s[i]->prune_ratio, (double)s[i]->rerank_margin, s[i]->k, s[i]->recall, s[i]->ms,
+        fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s: "
+                "recall@%u %.3f, %.3f ms per query%s\n", s[i]->k, s[i]->nprobe, s[i]->ndocs,
+                (double)s[i]->prune_ratio, (double)s[i]->rerank_margin,
+                s[i]->sketch ? "" : " no-sketch", s[i]->k, s[i]->recall, s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
 }
 

@@ -294,6 +294,7 @@ static const optspec search_spec[] = {
     {"rerank", OPT_CHOICE, OFF(tt_search_options, rerank), rerank_names, rerank_values},
     {"tuned", OPT_BOOL, OFF(tt_search_options, tuned), NULL, NULL},
     {"rerank_margin", OPT_FLOAT, OFF(tt_search_options, rerank_margin), NULL, NULL},
+    {"sketch", OPT_INT, OFF(tt_search_options, sketch), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
 static const char *const io_names[] = {"auto", "uring", "mmap", NULL};

@@ -58,23 +58,30 @@ int tt_build_prepare_vectors(builder *b, float *x, uint64_t v0, uint64_t n);
 int tt_prepare_vectors(const tt_input *in, uint32_t dim, int normalize, int f16_range, float *x,
                        uint64_t v0, uint64_t n);
 /* The per-vector files of a segment being written, in vector order: codes.tt,
- * residuals.tt and, with originals, originals.tt (encode.c; a compaction's copy). */
+ * residuals.tt, with sb > 0 sketch.tt (the first sb bytes of every packed residual:
+ * tt_codec_sketch_bytes of the codec), and, with originals, originals.tt (encode.c; a
+ * compaction's copy). */
 typedef struct tt_vec_files {
-    tt_fwriter codes, residuals, originals;
-    char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN];
+    tt_fwriter codes, residuals, originals, sketch;
+    char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN],
+        ns[TT_MANIFEST_NAME_LEN];
     bool with_originals;
+    uint32_t sb;                /* sketch bytes per vector; set before tt_vec_files_open */
 } tt_vec_files;
-#define TT_VEC_FILES_INIT {.codes = {.fd = -1}, .residuals = {.fd = -1}, .originals = {.fd = -1}}
+#define TT_VEC_FILES_INIT                                                                   \
+    {.codes = {.fd = -1}, .residuals = {.fd = -1}, .originals = {.fd = -1},                 \
+     .sketch = {.fd = -1}}
 /* Opens them in b->wdir under the segment's prefix (f initialised with
  * TT_VEC_FILES_INIT). Whatever happens, tt_vec_files_abort releases them after. */
 int tt_vec_files_open(builder *b, tt_vec_files *f, bool with_originals);
+/* Appends the packed residuals of n vectors (res_bytes each) and their sketch. */
+int tt_vec_files_write_residuals(tt_vec_files *f, const uint8_t *packed, uint64_t n,
+                                 uint32_t res_bytes);
 /* Finishes the files of n vectors (code_bytes and res_bytes per vector, originals dim
  * float16) and records them in the manifest; *codes_size (may be NULL) receives the
  * codes file's size. */
 int tt_vec_files_finish(builder *b, tt_vec_files *f, uint64_t n, uint32_t code_bytes,
                         uint32_t res_bytes, uint32_t dim, uint64_t *codes_size);
-/* Closes and frees the writers (what was written stays in the build's work directory,
- * which a failed build removes); harmless after finish and on TT_VEC_FILES_INIT. */
 void tt_vec_files_abort(tt_vec_files *f);
 /* Writes a whole small file of the segment (named with the prefix) in one go. */
 int tt_build_write_small(builder *b, const char *file, const char *kind, const void *data,

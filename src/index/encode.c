@@ -97,6 +97,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
         st = TT_ENOMEM;
         goto done;
     }
+    vf.sb = tt_codec_sketch_bytes(&b->codec);
     if ((st = tt_vec_files_open(b, &vf, orig != NULL)))
         goto done;
 
@@ -123,7 +124,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
                 tt_wr16(&orig[i], orig[i]); /* little-endian on disk */
         tt_build_ivf_count(b, ids, v0, n);
         if ((st = tt_fw_write(&vf.codes, codes, (size_t)(n * b->code_bytes))) ||
-            (st = tt_fw_write(&vf.residuals, packed, (size_t)(n * bpv))))
+            (st = tt_vec_files_write_residuals(&vf, packed, n, bpv)))
             goto done;
         if (orig && (st = tt_fw_write(&vf.originals, orig, (size_t)(n * dim * 2))))
             goto done;

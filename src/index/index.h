@@ -25,6 +25,7 @@ typedef struct tt_segment {
     uint64_t inlens_bytes;     /* size of its inlens.tt, 0 if none */
 
     tt_fmap f_doclens, f_codes, f_residuals, f_ivf, f_ids, f_idmap, f_originals;
+    tt_fmap f_sketch;          /* sketch.tt, when the codec has a sketch (resident) */
 
     /* IVF: for centroid c, ivf_len[c] local rows, delta-varint coded at
      * ivf_data[ivf_off[c] .. ivf_off[c+1]) (ascending, first delta from 0). */
@@ -76,6 +77,12 @@ struct tt_index {
     const uint8_t *codes;      /* num_vectors * code_bytes */
     uint8_t *codes_owned;
     uint32_t code_bytes;       /* 2 (num_centroids <= 65536) or 4 */
+    /* The residual sketch (quant/codec.h, tt_codec_sketch_bytes): sketch_bytes per
+     * vector, in RAM like the codes; NULL (sketch_bytes 0) when the codec has none or a
+     * segment was written before sketches existed. */
+    const uint8_t *sketch;
+    uint8_t *sketch_owned;
+    uint32_t sketch_bytes;
     uint64_t *deleted;         /* num_docs bits, or NULL when no document is deleted */
 
     /* Residuals: segment s holds num_vectors * res_bytes at file offset TT_HEADER_SIZE

@@ -422,6 +422,18 @@ static int open_segment(tt_index *idx, tt_segment *sg) {
         sg->inlens_bytes = f.size;
         tt_fmap_close(&f);
     }
+    /* The residual sketch: every segment has one when the codec has a sketch, except
+     * segments written before sketches existed (then search does without). */
+    uint32_t sb = tt_codec_sketch_bytes(&idx->codec);
+    seg_name(sg, TT_F_SKETCH, name, sizeof name);
+    if (sb && tt_manifest_find(&idx->man, name)) {
+        uint64_t sbytes;
+        if (!tt_mul_ok(sg->num_vectors, sb, &sbytes))
+            return tt_err(TT_ECORRUPT, "%s: sketch size overflows", idx->dir);
+        if ((st = open_file(idx, &sg->f_sketch, name, "SKCH", TT_MAP_WHOLE, RESIDENT)) ||
+            (st = expect_size(&sg->f_sketch, sg->num_vectors, sb, sbytes)))
+            return st;
+    }
     uint64_t rbytes;
     if (!tt_mul_ok(sg->num_vectors, idx->res_bytes, &rbytes))
         return tt_err(TT_ECORRUPT, "%s: residual size overflows", idx->dir);
@@ -552,6 +564,25 @@ static int join_segments(tt_index *idx) {
         idx->doclens = idx->doclens_owned;
         idx->codes = idx->codes_owned;
     }
+    /* The sketch, if every segment has one. */
+    uint32_t sb = tt_codec_sketch_bytes(&idx->codec);
+    for (uint32_t s = 0; s < idx->nseg; s++)
+        if (!idx->seg[s].f_sketch.payload && idx->seg[s].num_vectors)
+            sb = 0;
+    idx->sketch_bytes = sb;
+    if (sb && idx->nseg == 1) {
+        idx->sketch = idx->seg[0].f_sketch.payload;
+    } else if (sb) {
+        if (!(idx->sketch_owned = tt_alloc(N ? N : 1, sb, "residual sketch")))
+            return TT_ENOMEM;
+        for (uint32_t s = 0; s < idx->nseg; s++) {
+            const tt_segment *sg = &idx->seg[s];
+            if (sg->num_vectors)
+                memcpy(idx->sketch_owned + sg->vec0 * sb, sg->f_sketch.payload,
+                       sg->num_vectors * sb);
+        }
+        idx->sketch = idx->sketch_owned;
+    }
     idx->doc_vec0 = tt_alloc(D + 1, sizeof *idx->doc_vec0, "document offsets");
     if (!idx->doc_vec0)
         return TT_ENOMEM;
@@ -649,7 +680,8 @@ static void fill_info(tt_index *idx) {
     for (uint32_t s = 0; s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         in->bytes_doclens += sg->f_doclens.size;
-        in->bytes_codes += sg->f_codes.size;
+        in->bytes_codes += sg->f_codes.size + sg->f_sketch.size;
+        in->bytes_sketch += sg->f_sketch.size;
         in->bytes_residuals += sg->f_residuals.size;
         in->bytes_ivf += sg->f_ivf.size;
         in->bytes_ids += sg->f_ids.size;
@@ -664,26 +696,34 @@ static void fill_info(tt_index *idx) {
         if (!memcmp(idx->man.e[i].kind, "TOMB", 4))
             in->bytes_tombs += idx->man.e[i].size;
     in->added_mse = in->added_vectors ? mse_sum / (double)in->added_vectors : 0;
+    in->sketch_bytes = idx->sketch_bytes;
     in->drift = in->added_vectors && in->heldout_mse > 0 ? in->added_mse / in->heldout_mse : 0;
     in->retrain_advised = in->drift >= TT_DRIFT_RETRAIN;
     in->bytes_manifest = TT_HEADER_SIZE + (idx->man.version == 2 ? 32 : 8) +
                          64ull * (idx->man.n + idx->man.nseg);
-    in->bytes_index = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
-                      in->bytes_codes + in->bytes_residuals + in->bytes_ivf + in->bytes_ids +
-                      in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
+    /* The dense part: what compresses the vectors, and what the ratios are of. */
+    uint64_t dense = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
+                     in->bytes_codes + in->bytes_residuals + in->bytes_ivf + in->bytes_ids +
+                     in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
+    /* The generation's other files: sparse postings, metadata, calibration. */
+    in->bytes_sparse = idx->sparse_bytes;
+    in->bytes_metadata = idx->f_metadata.size;
+    in->bytes_tune = idx->f_tune.size;
+    in->bytes_index = dense + in->bytes_sparse + in->bytes_metadata + in->bytes_tune;
     double values = (double)idx->num_vectors * idx->dim;
     in->bytes_f16 = idx->num_vectors * idx->dim * 2;
     in->bytes_f32 = idx->num_vectors * idx->dim * 4;
-    in->bits_per_dim = 8.0 * (double)in->bytes_index / values;
-    in->ratio_f16 = (double)in->bytes_f16 / (double)in->bytes_index;
-    in->ratio_f32 = (double)in->bytes_f32 / (double)in->bytes_index;
+    in->bits_per_dim = 8.0 * (double)dense / values;
+    in->ratio_f16 = (double)in->bytes_f16 / (double)dense;
+    in->ratio_f32 = (double)in->bytes_f32 / (double)dense;
     /* Search keeps everything in memory except the residuals and originals, plus the
      * document offsets, the int8 centroids made at open, and with several segments the
      * copies of their lengths and codes and the deleted-row bitmap. */
     in->resident_bytes = in->bytes_index - in->bytes_residuals + 8 * (idx->num_docs + 1) +
                          tt_cq_bytes(&idx->cq);
     if (idx->nseg > 1)
-        in->resident_bytes += 4 * idx->num_docs + (uint64_t)idx->code_bytes * idx->num_vectors;
+        in->resident_bytes += 4 * idx->num_docs +
+                              (uint64_t)(idx->code_bytes + idx->sketch_bytes) * idx->num_vectors;
     if (idx->deleted)
         in->resident_bytes += (idx->num_docs + 63) / 64 * 8;
 }
@@ -755,7 +795,8 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
     for (uint32_t s = 0; s < idx->nseg; s++) {
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
-                         &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse};
+                         &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse,
+                         &sg->f_sketch};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             fs[i]->fd = -1;
         sg->res_fd_direct = -1;
@@ -903,7 +944,8 @@ void tt_index_close(tt_index *idx) {
     for (uint32_t s = 0; idx->seg && s < idx->nseg; s++) {
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
-                         &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse};
+                         &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse,
+                         &sg->f_sketch};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             if (fs[i]->path || fs[i]->fd >= 0)
                 tt_fmap_close(fs[i]);
@@ -918,6 +960,7 @@ void tt_index_close(tt_index *idx) {
     free(idx->doc_vec0);
     free(idx->doclens_owned);
     free(idx->codes_owned);
+    free(idx->sketch_owned);
     free(idx->deleted);
     free(idx->dir);
     free(idx);
@@ -951,7 +994,7 @@ int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
 
 static uint64_t segment_bytes(const tt_segment *sg) {
     return sg->f_doclens.size + sg->f_codes.size + sg->f_residuals.size + sg->f_ivf.size +
-           sg->f_ids.size + sg->f_idmap.size + sg->inlens_bytes;
+           sg->f_ids.size + sg->f_idmap.size + sg->inlens_bytes + sg->f_sketch.size;
 }
 
 int tt_index_segment_info(const tt_index *idx, uint32_t i, tt_segment_info *out) {
@@ -998,7 +1041,7 @@ const char *tt_index_file_at(const tt_index *idx, const void *addr) {
     for (uint32_t s = 0; idx->seg && s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         const tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
-                               &sg->f_ids, &sg->f_idmap, &sg->f_originals};
+                               &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sketch};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             if (fs[i]->base && a >= fs[i]->base && (uint64_t)(a - fs[i]->base) < fs[i]->size)
                 return fs[i]->path;

@@ -114,11 +114,22 @@ int tt_vec_files_open(builder *b, tt_vec_files *f, bool with_originals) {
         (st = tt_fw_open(&f->residuals, b->wdir, tt_build_name(b, TT_F_RESIDUALS, f->nr),
                          "RESI")))
         return st;
+    if (f->sb && (st = tt_fw_open(&f->sketch, b->wdir, tt_build_name(b, TT_F_SKETCH, f->ns),
+                                  "SKCH")))
+        return st;
     if (with_originals &&
         (st = tt_fw_open(&f->originals, b->wdir, tt_build_name(b, TT_F_ORIGINALS, f->no),
                          "ORIG")))
         return st;
     return TT_OK;
+}
+
+int tt_vec_files_write_residuals(tt_vec_files *f, const uint8_t *packed, uint64_t n,
+                                 uint32_t res_bytes) {
+    int st = tt_fw_write(&f->residuals, packed, (size_t)(n * res_bytes));
+    for (uint64_t v = 0; v < n && !st && f->sb; v++)
+        st = tt_fw_write(&f->sketch, packed + v * res_bytes, f->sb);
+    return st;
 }
 
 int tt_vec_files_finish(builder *b, tt_vec_files *f, uint64_t n, uint32_t code_bytes,
@@ -133,6 +144,9 @@ int tt_vec_files_finish(builder *b, tt_vec_files *f, uint64_t n, uint32_t code_b
     if ((st = tt_fw_finish(&f->residuals, n, res_bytes, 0, &size)) ||
         (st = tt_build_add_manifest(b, &f->residuals, f->nr, size)))
         return st;
+    if (f->sb && ((st = tt_fw_finish(&f->sketch, n, f->sb, 0, &size)) ||
+                  (st = tt_build_add_manifest(b, &f->sketch, f->ns, size))))
+        return st;
     if (f->with_originals && ((st = tt_fw_finish(&f->originals, n, dim, 1, &size)) ||
                               (st = tt_build_add_manifest(b, &f->originals, f->no, size))))
         return st;
@@ -143,6 +157,7 @@ void tt_vec_files_abort(tt_vec_files *f) {
     tt_fw_abort(&f->codes);
     tt_fw_abort(&f->residuals);
     tt_fw_abort(&f->originals);
+    tt_fw_abort(&f->sketch);
 }
 
 int tt_build_segment(builder *b) {

@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* " sketch 0" only when the calibration turned the sketch off: a set without it reads
+ * as before sketches existed (on). */
 static int fmt_set(char *buf, size_t cap, const tt_tuned *t) {
     return snprintf(buf, cap, "nprobe %d ndocs %u prune_ratio %.4f margin %.4f recall %.4f ms %.4f "
-                    "reached %d", t->nprobe, t->ndocs, (double)t->prune_ratio,
-                    (double)t->rerank_margin, t->recall, t->ms, t->reached);
+                    "reached %d%s", t->nprobe, t->ndocs, (double)t->prune_ratio,
+                    (double)t->rerank_margin, t->recall, t->ms, t->reached,
+                    t->sketch ? "" : " sketch 0");
 }
 
 int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
@@ -58,7 +61,7 @@ static bool get_double(const tt_fmap *m, const char *key, double lo, double hi, 
     return true;
 }
 
-/* "nprobe N ndocs N prune_ratio F margin F recall F ms F reached 0|1" */
+/* "nprobe N ndocs N prune_ratio F margin F recall F ms F reached 0|1[ sketch 0|1]" */
 static bool get_set(const tt_fmap *m, const char *key, uint32_t k, uint32_t num_centroids,
                     tt_tuned *t) {
     char v[320];
@@ -68,7 +71,12 @@ static bool get_set(const tt_fmap *m, const char *key, uint32_t k, uint32_t num_
     unsigned nd;
     double ratio, margin, recall, ms;
     if (sscanf(v, "nprobe %d ndocs %u prune_ratio %lf margin %lf recall %lf ms %lf reached %d%n",
-               &np, &nd, &ratio, &margin, &recall, &ms, &reached, &used) != 7 || v[used] != '\0')
+               &np, &nd, &ratio, &margin, &recall, &ms, &reached, &used) != 7)
+        return false;
+    int sketch = 1, more = 0;
+    if (v[used] != '\0' &&
+        (sscanf(v + used, " sketch %d%n", &sketch, &more) != 1 || v[used + more] != '\0' ||
+         (sketch != 0 && sketch != 1)))
         return false;
     if (np < 1 || (uint32_t)np > num_centroids || nd < 1 || !(ratio >= 0 && ratio <= 1) ||
         !(margin >= 0 && margin <= 1e3) ||
@@ -82,6 +90,7 @@ static bool get_set(const tt_fmap *m, const char *key, uint32_t k, uint32_t num_
     t->recall = recall;
     t->ms = ms;
     t->reached = reached;
+    t->sketch = sketch;
     return true;
 }
 

@@ -54,6 +54,21 @@ int tt_index_verify(const char *dir, tt_progress_fn progress, void *user) {
             }
         }
     }
+    /* The residual sketch is a copy of each packed residual's first bytes. */
+    for (uint32_t s = 0; s < idx->nseg && !st && idx->sketch_bytes; s++) {
+        const tt_segment *sg = &idx->seg[s];
+        const uint32_t sb = idx->sketch_bytes, rb = idx->res_bytes;
+        if (!sg->res_map || !sg->f_sketch.payload)
+            continue;
+        for (uint64_t v = 0; v < sg->num_vectors; v++) {
+            if (memcmp(sg->f_sketch.payload + v * sb, sg->res_map + v * rb, sb)) {
+                st = tt_err(TT_ECORRUPT, "%s: the sketch of vector %llu differs from its "
+                            "residual in %s", sg->f_sketch.path, (unsigned long long)v,
+                            sg->f_residuals.path);
+                break;
+            }
+        }
+    }
     /* The lengths before token pooling: each document had at least the vectors it
      * kept, and they add up to the total in the header (open reads only that). */
     for (uint32_t s = 0; s < idx->nseg && !st; s++) {

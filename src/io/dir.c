@@ -56,7 +56,8 @@ DIR *tt_dir_list(int dfd) {
  * compaction), plus MANIFEST, its temporary and LOCK. */
 static const char *const index_kinds[] = {"meta", "centroids", "codec", "doclens", "codes",
                                           "residuals", "ivf", "ids", "idmap", "originals",
-                                          "tombs", "inlens", "tune", "sparse", "metadata"};
+                                          "tombs", "inlens", "tune", "sparse", "metadata",
+                                          "sketch"};
 
 bool tt_is_index_file(const char *name) {
     if (!strcmp(name, "MANIFEST") || !strcmp(name, "MANIFEST.tmp") || !strcmp(name, "LOCK"))

@@ -39,6 +39,7 @@
 #define TT_F_TOMBS "tombs.tt"          /* deleted documents of one delete (format 2) */
 #define TT_F_INLENS "inlens.tt"        /* vectors per document before token pooling */
 #define TT_F_SPARSE "sparse.tt"        /* sparse postings (src/sparse/) */
+#define TT_F_SKETCH "sketch.tt"        /* residual sketch: a prefix of every packed residual */
 #define TT_F_MANIFEST "MANIFEST"
 #define TT_F_LOCK "LOCK"
 

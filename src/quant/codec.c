@@ -181,6 +181,15 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
     return codec_fill(c, cutoffs, weights);
 }
 
+uint32_t tt_codec_sketch_bytes(const tt_codec *c) {
+    if (c->kind != TT_CODEC_ADAPTIVE || !c->bits)
+        return 0;
+    uint32_t n = 0;
+    while (n < c->dim && c->bits[n] == 8)
+        n++;
+    return n <= TT_SKETCH_MAX ? n : 0;
+}
+
 int tt_codec_clone(tt_codec *dst, const tt_codec *src) {
     if (src->kind != TT_CODEC_ADAPTIVE)
         return tt_codec_init(dst, src->dim, src->nbits, src->ntables, src->cutoffs,

@@ -117,6 +117,17 @@ int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
  * TT_ENOMEM. */
 int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint8_t *bits,
                            const uint32_t *perm, const float *cutoffs, const float *weights);
+/* The residual sketch (doc/search.md, "Residual sketch"): the first tt_codec_sketch_bytes
+ * bytes of every packed vector, kept in RAM beside the codes so that the centroid
+ * stages can add <q, r> over the positions that hold them. They are the codes of the
+ * 8-bit positions, which an adaptive codec gives to the few dimensions that carry most
+ * of the importance-weighted residual error (the massive activations of LLM hidden
+ * states): one byte per position, at bit offset 8p. 0 when the codec has no 8-bit
+ * position or more than TT_SKETCH_MAX of them (isotropic data allocates nbits
+ * everywhere: nothing to sketch), and for shared and per-dim codecs. */
+#define TT_SKETCH_MAX 16
+uint32_t tt_codec_sketch_bytes(const tt_codec *c);
+
 /* A copy of src (any kind). TT_ENOMEM. */
 int tt_codec_clone(tt_codec *dst, const tt_codec *src);
 /* Frees the tables (c may be NULL or zeroed); the struct itself is the caller's. */

@@ -102,6 +102,7 @@ void tt_search_ctx_free(tt_search_ctx *c) {
     free_query_buffers(c);
     free(c->probe_s);
     free(c->probe);
+    free(c->slut);
     free(c->keep);
     free(c->cell_seen);
     free(c->cells);
@@ -171,7 +172,8 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
         c->Qp = tt_alloc_aligned((uint64_t)nqp * dim, sizeof *c->Qp, 64, "query");
         c->St = tt_alloc_aligned((uint64_t)idx->num_centroids * nqp, sizeof *c->St, 64,
                                  "centroid scores");
-        c->m = tt_alloc(nqp, sizeof *c->m, "search context");
+        /* m: running maxima, and nqp more floats for a sketched row (plaid.c). */
+        c->m = tt_alloc(2 * (uint64_t)nqp, sizeof *c->m, "search context");
         c->QR = tt_alloc_aligned(c->rows_cap * nqp, sizeof *c->QR, 64, "search context");
         c->qpack = tt_alloc_aligned(tt_cq_qpack_bytes(&idx->cq, nqp), 1, 64, "query");
         c->qscale = tt_alloc(nqp, sizeof *c->qscale, "query");

@@ -36,6 +36,10 @@ int tt_search_options_check(const tt_search_options *opt) {
         !isnan(opt->rerank_margin) && !(opt->rerank_margin >= 0 && opt->rerank_margin <= 1e3))
         return tt_err(TT_EINVAL, "search options: rerank_margin %g is not in [0, 1000] (NaN "
                       "means the default)", (double)opt->rerank_margin);
+    if (opt->struct_size >= offsetof(tt_search_options, sketch) + sizeof(int) &&
+        (opt->sketch < -1 || opt->sketch > 1))
+        return tt_err(TT_EINVAL, "search options: sketch %d is not -1 (the index's choice), 0 "
+                      "or 1", opt->sketch);
     return TT_OK;
 }
 
@@ -54,6 +58,7 @@ void tt_search_options_init(tt_search_options *opt) {
     opt->rerank = TT_RERANK_ADAPTIVE;
     opt->tuned = 1;
     opt->rerank_margin = NAN;
+    opt->sketch = -1;
 }
 
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs) {
@@ -102,6 +107,8 @@ void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
         o.rerank_margin = TT_RERANK_MARGIN_DEFAULT;
     if (o.ndocs == 0)
         o.ndocs = nd;
+    if (o.sketch < 0)
+        o.sketch = 1;
     /* Stage 2 keeps ndocs documents: fewer than k would return fewer than k hits. */
     if (o.ndocs < k)
         o.ndocs = k;
@@ -147,6 +154,10 @@ int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options
         }
         if (isnan(o.rerank_margin)) {
             o.rerank_margin = t->rerank_margin;
+            from++;
+        }
+        if (o.sketch < 0 && idx->sketch_bytes) {
+            o.sketch = t->sketch;
             from++;
         }
     }

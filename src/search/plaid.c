@@ -22,6 +22,13 @@
  * of the documents it returns equal the exhaustive scores up to float rounding. The
  * exact mode scores every document with the kept float16 originals.
  *
+ * Residual sketch. Where the index keeps one (quant/codec.h, tt_codec_sketch_bytes: the
+ * 8-bit codes of the few positions an adaptive codec found carrying most of the
+ * importance-weighted residual error, e.g. the massive activations of LLM hidden
+ * states), stages 2-3 score each vector as St[c, i] + <q_i, r> over those positions,
+ * from a per-query lookup table (WARP's <q, c + r> = <q, c> + <q, r>, on the
+ * positions where centroid-only scores err most), instead of St[c, i] alone.
+ *
  * Like ColBERTv2's CPU path (filter_pids.cpp), the stage-2 maxima start at -9999, so a
  * document none of whose centroids survives pruning ranks last. Unlike ColBERTv2, the
  * decompressed vectors c + r are not re-normalised before scoring: <q, c + r> stays
@@ -369,6 +376,51 @@ static void relative_mask(tt_search_ctx *c, uint32_t nprobe, float ratio, float 
     }
 }
 
+/* The sketch's lookup table for the current query: slut[(p * 256 + b) * nqp + i] =
+ * q_i[p] * weight(p, b) for the sketched positions p (padding lanes 0). */
+static int sketch_lut(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    const uint32_t sb = idx->sketch_bytes, nqp = c->nqp, dim = idx->dim;
+    int st;
+    if ((st = tt_grow((void **)&c->slut, &c->slut_cap, (size_t)sb * 256 * nqp, sizeof *c->slut,
+                      "sketch table")))
+        return st;
+    for (uint32_t p = 0; p < sb; p++) {
+        const float *w = idx->codec.weights + idx->codec.woff[p];
+        for (uint32_t b = 0; b < 256; b++) {
+            float *row = c->slut + ((size_t)p * 256 + b) * nqp;
+            for (uint32_t i = 0; i < nqp; i++)
+                row[i] = c->Qp[(size_t)i * dim + p] * w[b];
+        }
+    }
+    return TT_OK;
+}
+
+/* Every live document (of the filter's, if any) as a candidate: what probing every
+ * centroid gives, without sorting K centroids per query vector. */
+static int all_live(tt_search_ctx *c, size_t *ncand_out) {
+    const tt_index *idx = c->idx;
+    int st = tt_grow((void **)&c->cand, &c->cand_cap, (size_t)(c->allowed ? c->allowed : 1),
+                     sizeof *c->cand, "candidates");
+    if (st)
+        return st;
+    size_t n = 0;
+    for (uint64_t w = 0; w < (idx->num_docs + 63) / 64; w++) {
+        uint64_t x = idx->num_docs - 64 * w >= 64 ? ~0ull
+                                                  : (1ull << (idx->num_docs - 64 * w)) - 1;
+        if (idx->deleted)
+            x &= ~idx->deleted[w];
+        if (c->filter)
+            x &= c->filter->bits[w];
+        while (x) {
+            c->cand[n++] = (w << 6) | (uint64_t)__builtin_ctzll(x);
+            x &= x - 1;
+        }
+    }
+    *ncand_out = n;
+    return TT_OK;
+}
+
 /* PLAID stage 1: St = C·Qᵀ, the pruning mask and the candidate documents.
  * When the nprobe lists hold fewer than min_cand documents (small collections, where a
  * list holds a handful of documents), nprobe doubles until they do or every centroid
@@ -384,11 +436,17 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
     float threshold = relative ? INFINITY : o->threshold;
     uint32_t nprobe = TT_MIN((uint32_t)o->nprobe, K), ncells;
     int st;
+    c->use_sketch = o->sketch && idx->sketch_bytes > 0;
+    if (c->use_sketch && (st = sketch_lut(c)))
+        return st;
     tt_ctx_centroid_scores(c);
-    if ((st = stage1_select(c, nprobe, &threshold, &ncells)))
+    /* Probing every centroid: every live document is a candidate; only the pruning
+     * mask and each query vector's best score are needed. */
+    const bool all = nprobe >= K;
+    if ((st = stage1_select(c, all ? 1 : nprobe, &threshold, &ncells)))
         return st;
     if (relative)
-        relative_mask(c, nprobe, o->prune_ratio, c->m);
+        relative_mask(c, all ? 1 : nprobe, o->prune_ratio, c->m);
     if (c->direct) {
         /* A small allowed set: every allowed document is a candidate. */
         if ((st = tt_ctx_allowed_list(c)))
@@ -396,10 +454,14 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
         *ncand_out = (size_t)c->allowed;
         return TT_OK;
     }
+    if (all)
+        return all_live(c, ncand_out);
     if ((st = stage1_union(c, ncells, ncand_out)))
         return st;
     while (*ncand_out < min_cand && *ncand_out < c->allowed && nprobe < K) {
         nprobe = nprobe > K / 2 ? K : 2 * nprobe;
+        if (nprobe >= K)
+            return all_live(c, ncand_out);
         if ((st = stage1_select(c, nprobe, NULL, &ncells)) ||
             (st = stage1_union(c, ncells, ncand_out)))
             return st;
@@ -425,8 +487,37 @@ static void codes_max(float *m, const float *St, uint32_t nqp, const tt_index *i
     }
 }
 
-/* PLAID stages 2 and 3: approximate score from the centroid scores alone; with keep,
- * only centroids that survived pruning count. Pushes every document into c->top. */
+/* codes_max with the sketch: row v is St[code(v)] + sum_p slut[p, sketch(v)[p]]. */
+static void codes_max_sketch(float *m, const tt_search_ctx *c, uint64_t d, const uint8_t *keep) {
+    const tt_index *idx = c->idx;
+    const uint32_t nqp = c->nqp, sb = idx->sketch_bytes;
+    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    const float *St = c->St;
+    float *row = c->m + nqp; /* nqp more floats of scratch (see tt_ctx_set_query) */
+    for (uint32_t i = 0; i < nqp; i++)
+        m[i] = STAGE2_FLOOR;
+    for (uint64_t v = v0; v < v1; v++) {
+        uint32_t k = tt_index_code(idx, v);
+        if (v + 4 < v1)
+            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
+        if (keep && !keep[k])
+            continue;
+        const float *s = St + (uint64_t)k * nqp;
+        const uint8_t *sk = idx->sketch + v * sb;
+        for (uint32_t i = 0; i < nqp; i++)
+            row[i] = s[i];
+        for (uint32_t p = 0; p < sb; p++) {
+            const float *t = c->slut + ((size_t)p * 256 + sk[p]) * nqp;
+            for (uint32_t i = 0; i < nqp; i++)
+                row[i] += t[i];
+        }
+        max_into(m, row, nqp);
+    }
+}
+
+/* PLAID stages 2 and 3: approximate score from the centroid scores (plus the residual
+ * sketch's, when used); with keep, only centroids that survived pruning count. Pushes
+ * every document into c->top. */
 void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
                                  const uint8_t *keep) {
     const tt_index *idx = c->idx;
@@ -439,6 +530,9 @@ void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
             __builtin_prefetch(idx->doc_vec0 + docs[t + 2]);
         if (t + 1 < n)
             __builtin_prefetch(idx->codes + idx->doc_vec0[docs[t + 1]] * idx->code_bytes);
+        if (c->use_sketch)
+            codes_max_sketch(m, c, d, keep);
+        else
 #ifdef TT_AVX512
         if (c->avx512 && c->nqp <= AVX512_MAX_NQP)
             codes_max_avx512(m, c->St, c->nqp, idx, d, keep);

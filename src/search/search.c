@@ -167,6 +167,18 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
         ctx->st.seconds[3] += tt_now() - t0;
         goto done;
     }
+    /* The scan plan: a filter allowing no more live documents than PLAID's stage 4
+     * decompresses at least (max(ndocs / 4, k), its first batch) gets them all scored,
+     * as the exhaustive mode does. The direct plan would score the same documents after
+     * computing C·Qᵀ over every centroid: this is its result (exact) for less work.
+     * Above that the direct plan may stop early, and on 300k documents it did (a wider
+     * rule, up to K / (4 x mean doclen) more documents, measured slower: doc/search.md,
+     * "Filters"). */
+    const uint64_t scan_max = TT_MAX(o.ndocs / 4, kk);
+    if (o.mode == TT_MODE_PLAID && ctx->direct && ctx->allowed <= scan_max) {
+        ctx->st.candidates += ctx->allowed;
+        o.mode = TT_MODE_EXHAUSTIVE;
+    }
     if (o.mode == TT_MODE_EXHAUSTIVE) {
         t1 = t0;
         if ((st = tt_topk_reset(&ctx->top, kk)) || (st = tt_scan_decompressed(ctx)))

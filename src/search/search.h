@@ -26,7 +26,7 @@ struct tt_search_ctx {
     uint8_t *qpack;        /* the query in int8 (tt_cq_query) */
     float *qscale;         /* nqp_cap int8 scales */
     float *St;             /* num_centroids * nqp_cap: int8 centroid scores, centroid-major */
-    float *m;              /* nqp_cap running maxima */
+    float *m;              /* 2 * nqp_cap: running maxima, and a row's scratch */
     float *probe_s;        /* nq * nprobe best centroid scores of stage 1 */
     uint32_t *probe;
     size_t probe_cap, probe_s_cap;
@@ -59,6 +59,12 @@ struct tt_search_ctx {
     uint32_t gn;           /* documents in the group being decoded into R */
     uint64_t grows;        /* and their rows */
     int avx512;            /* the AVX-512 row loops are used */
+    /* The residual sketch's lookup table for the current query, or NULL (not used):
+     * slut[(p * 256 + byte) * nqp + i] = q_i[p] * weight(p, byte), p < sketch_bytes. */
+    float *slut;
+    size_t slut_cap;
+    bool use_sketch;
+
     /* The current query's filter (NULL: none), its allowed live documents, and whether
      * PLAID scores them directly instead of reaching them through the IVF. */
     const tt_filter *filter;

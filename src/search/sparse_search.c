@@ -59,8 +59,20 @@ int64_t tt_sparse_set_find(const tt_sparse_set *s, const char *id) {
     return i == TT_ST_NONE ? -1 : (int64_t)i;
 }
 
+/* The size of tt_sparse_options before its filter was appended. */
+#define SPARSE_OPTIONS_V1_SIZE offsetof(tt_sparse_options, filter)
+
+/* The caller's options, whole: the fields past its struct_size at their defaults
+ * (the copy is of this library's size, so it can be passed on with a filter set). */
+static void sparse_opts_copy(const tt_sparse_options *in, tt_sparse_options *out) {
+    tt_sparse_options_init(out);
+    if (in->struct_size == SPARSE_OPTIONS_V1_SIZE || in->struct_size == sizeof *in)
+        memcpy(out, in, in->struct_size);
+    out->struct_size = sizeof *out;
+}
+
 static int check_sparse_opts(const tt_sparse_options *o) {
-    if (o->struct_size != sizeof *o)
+    if (o->struct_size != sizeof *o && o->struct_size != SPARSE_OPTIONS_V1_SIZE)
         return tt_err(TT_EINVAL, "sparse options: struct_size %u (expected %zu)", o->struct_size,
                       sizeof *o);
     if (!(o->k1 >= 0) || !isfinite(o->k1) || !(o->b >= 0 && o->b <= 1))
@@ -104,6 +116,9 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
     int st = check_sparse_opts(opt);
     if (st)
         return st;
+    tt_sparse_options so;
+    sparse_opts_copy(opt, &so);
+    opt = &so;
     if (!idx->sparse_kind)
         return tt_err(TT_EUNSUPPORTED, "%s: the index has no sparse postings (build or add "
                       "with --bm25 or --sparse)", idx->dir);
@@ -112,6 +127,11 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
                       "(JSON Lines \"term_ids\", or a vocabulary, give ids)", idx->dir,
                       idx->sparse_kind == TT_SPARSE_KIND_IDS ? "integer ids" : "strings",
                       q->kind == TT_SPARSE_KIND_IDS ? "integer ids" : "strings");
+    if (opt->filter && opt->filter->num_rows != idx->num_docs)
+        return tt_err(TT_EINVAL, "tt_sparse_search: the filter is over %llu rows, the index %s "
+                      "has %llu", (unsigned long long)opt->filter->num_rows, idx->dir,
+                      (unsigned long long)idx->num_docs);
+    const uint64_t *allow = opt->filter ? opt->filter->bits : NULL;
     uint64_t e0 = q->off[qi], e1 = q->off[qi + 1];
     uint32_t nq = (uint32_t)(e1 - e0);
     tt_sparse_scoring sc = {.kind = idx->sparse_kind, .k1 = opt->k1, .b = opt->b,
@@ -155,9 +175,10 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
                                            .df = tt_sparse_seg_df(&sg->sparse, (uint64_t)t)};
         }
         st = opt->brute_force
-                 ? tt_sparse_seg_brute(&sg->sparse, &sc, terms, nt, nq, idx->deleted, sg->doc0, &h)
-                 : tt_sparse_seg_topk(&sg->sparse, &sc, terms, nt, nq, idx->deleted, sg->doc0, &h,
-                                      NULL);
+                 ? tt_sparse_seg_brute(&sg->sparse, &sc, terms, nt, nq, idx->deleted, allow,
+                                       sg->doc0, &h)
+                 : tt_sparse_seg_topk(&sg->sparse, &sc, terms, nt, nq, idx->deleted, allow,
+                                      sg->doc0, &h, NULL);
         if (st)
             goto done;
     }
@@ -411,6 +432,25 @@ int tt_hybrid_search_batch(const tt_index *idx, const float *Q, const uint64_t *
     int st = check_sparse_opts(sopt);
     if (st || (Q && (st = tt_search_options_check(dopt))))
         return st;
+    /* One filter for both retrievers: the dense options', or the sparse options'. */
+    tt_sparse_options sso;
+    tt_search_options dso;
+    sparse_opts_copy(sopt, &sso);
+    tt_search_options_init(&dso);
+    if (dopt) {
+        memcpy(&dso, dopt, TT_MIN((size_t)dopt->struct_size, sizeof dso));
+        dso.struct_size = sizeof dso;
+    }
+    const tt_filter *df = Q ? dso.filter : NULL;
+    if (df && sso.filter && df != sso.filter)
+        return tt_err(TT_EINVAL, "tt_hybrid_search_batch: the dense and the sparse options name "
+                      "different filters (give one, or the same)");
+    if (df)
+        sso.filter = df;
+    dso.filter = sso.filter;
+    sopt = &sso;
+    if (Q)
+        dopt = &dso;
     if (!idx->sparse_kind)
         return tt_err(TT_EUNSUPPORTED, "%s: the index has no sparse postings (build or add "
                       "with --bm25 or --sparse)", idx->dir);

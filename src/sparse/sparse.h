@@ -183,16 +183,18 @@ typedef struct tt_sparse_counts {
 
 /* Scores the nt lists of one segment (rows doc0 + local) into h by block-max MaxScore:
  * exactly the hits tt_sparse_brute gives. dead: the deleted rows (a bitmap over the
- * index's rows, doc0 + local) or NULL.
+ * index's rows, doc0 + local) or NULL; allow: the rows a filter allows (same indexing)
+ * or NULL (all): a dead or disallowed document is never scored nor offered to h.
  * nq: the query's number of terms (qi < nq). */
 int tt_sparse_seg_topk(const tt_sparse_seg *s, const tt_sparse_scoring *sc,
                        const tt_sparse_term *t, uint32_t nt, uint32_t nq, const uint64_t *dead,
-                       uint64_t doc0, tt_sparse_heap *h, tt_sparse_counts *cnt);
+                       const uint64_t *allow, uint64_t doc0, tt_sparse_heap *h,
+                       tt_sparse_counts *cnt);
 /* The reference: every posting of every list scored, summed per document in query term
- * order, offered to h in row order. */
+ * order, offered to h in row order (dead and allow as above). */
 int tt_sparse_seg_brute(const tt_sparse_seg *s, const tt_sparse_scoring *sc,
                         const tt_sparse_term *t, uint32_t nt, uint32_t nq, const uint64_t *dead,
-                        uint64_t doc0, tt_sparse_heap *h);
+                        const uint64_t *allow, uint64_t doc0, tt_sparse_heap *h);
 
 static inline bool tt_bit_get(const uint64_t *bits, uint64_t i) {
     return bits && (bits[i >> 6] >> (i & 63) & 1);

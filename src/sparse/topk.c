@@ -186,7 +186,8 @@ static inline bool cannot_enter(double bound, double thr) {
 
 int tt_sparse_seg_topk(const tt_sparse_seg *s, const tt_sparse_scoring *sc,
                        const tt_sparse_term *t, uint32_t nt, uint32_t nq, const uint64_t *dead,
-                       uint64_t doc0, tt_sparse_heap *h, tt_sparse_counts *cnt) {
+                       const uint64_t *allow, uint64_t doc0, tt_sparse_heap *h,
+                       tt_sparse_counts *cnt) {
     if (nt == 0)
         return TT_OK;
     cursor *cs = tt_alloc(nt, sizeof *cs, "sparse search");
@@ -229,17 +230,21 @@ int tt_sparse_seg_topk(const tt_sparse_seg *s, const tt_sparse_scoring *sc,
         }
         if (d == DONE)
             break;
+        /* A deleted document, or one outside the filter, is never scored: its essential
+         * postings are passed over and its non-essential lists never read. */
+        bool skip = tt_bit_get(dead, doc0 + d) || (allow && !tt_bit_get(allow, doc0 + d));
         double sum = 0;
         for (uint32_t i = e; i < nt; i++)
             if (cur_doc(s, c[i], cnt) == d) {
-                double v = tt_sparse_contrib(sc, c[i]->t->factor, c[i]->vals[c[i]->pos],
-                                             tt_sparse_seg_len(s, d));
-                part[c[i]->t->qi] = v;
-                hit[c[i]->t->qi] = 1;
-                sum += v;
+                if (!skip) {
+                    double v = tt_sparse_contrib(sc, c[i]->t->factor, c[i]->vals[c[i]->pos],
+                                                 tt_sparse_seg_len(s, d));
+                    part[c[i]->t->qi] = v;
+                    hit[c[i]->t->qi] = 1;
+                    sum += v;
+                }
                 cur_next(c[i]);
             }
-        bool skip = tt_bit_get(dead, doc0 + d);
         /* the non-essential lists, largest bound first */
         for (uint32_t i = e; i-- > 0 && !skip;) {
             if (cannot_enter(sum + prefix[i + 1], thr)) {
@@ -286,7 +291,7 @@ done:
 
 int tt_sparse_seg_brute(const tt_sparse_seg *s, const tt_sparse_scoring *sc,
                         const tt_sparse_term *t, uint32_t nt, uint32_t nq, const uint64_t *dead,
-                        uint64_t doc0, tt_sparse_heap *h) {
+                        const uint64_t *allow, uint64_t doc0, tt_sparse_heap *h) {
     uint64_t D = s->D;
     double *part = tt_calloc(D * (uint64_t)(nq ? nq : 1) + 1, sizeof *part, "brute force");
     uint8_t *any = tt_calloc(D + 1, 1, "brute force");
@@ -309,7 +314,7 @@ int tt_sparse_seg_brute(const tt_sparse_seg *s, const tt_sparse_scoring *sc,
         }
     }
     for (uint64_t d = 0; d < D; d++) {
-        if (!any[d] || tt_bit_get(dead, doc0 + d))
+        if (!any[d] || tt_bit_get(dead, doc0 + d) || (allow && !tt_bit_get(allow, doc0 + d)))
             continue;
         double total = 0;
         for (uint32_t q = 0; q < nq; q++)

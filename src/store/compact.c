@@ -239,6 +239,7 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
     int st;
     const uint32_t cw = cb->code_bytes, rb = cb->res_bytes, ob = 2 * cb->dim;
     const bool orig = cb->info.keep_originals;
+    vf.sb = tt_codec_sketch_bytes(&cb->codec);
     if ((st = tt_vec_files_open(b, &vf, orig)))
         goto done;
     uint32_t maxlen = 0;
@@ -268,8 +269,8 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
                 }
             }
             if (st || (st = tt_fw_write(&vf.codes, c, (size_t)(len * cw))) ||
-                (st = tt_fw_write(&vf.residuals, f.residuals.payload + v * rb,
-                                  (size_t)(len * rb))) ||
+                (st = tt_vec_files_write_residuals(&vf, f.residuals.payload + v * rb, len,
+                                                   rb)) ||
                 (orig && (st = tt_fw_write(&vf.originals, f.originals.payload + v * ob,
                                            (size_t)(len * ob)))))
                 break;

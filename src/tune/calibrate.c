@@ -205,7 +205,7 @@ static double overlap(const tt_hit *truth, uint32_t ntruth, const tt_hit *hits, 
 }
 
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
-                     float margin, tt_tuned *t, double *cost) {
+                     float margin, int sketch, tt_tuned *t, double *cost) {
     const tt_index *idx = c->idx;
     tt_search_options o;
     tt_search_options_init(&o);
@@ -214,6 +214,7 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
     o.pruning = TT_PRUNE_RELATIVE;
     o.prune_ratio = ratio;
     o.rerank_margin = margin;
+    o.sketch = sketch;
     o.tuned = 0;
     tt_search_ctx_reset_stats(c->ctx);
     /* The thread's CPU time, not the wall clock: on a busy machine (the one a build
@@ -241,6 +242,7 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
     t->ndocs = ndocs;
     t->prune_ratio = ratio;
     t->rerank_margin = margin;
+    t->sketch = sketch;
     t->recall = recall / (double)c->nq;
     t->ms = 1e3 * secs / (double)c->nq;
     c->measured++;
@@ -270,9 +272,9 @@ typedef struct point {
     bool ok;   /* reached the target */
 } point;
 
-static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, double target,
-                   point *p) {
-    int st = tt_calib_measure(c, k, np, nd, PRUNE_RATIO, margin, &p->t, &p->cost);
+static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, int sketch,
+                   double target, point *p) {
+    int st = tt_calib_measure(c, k, np, nd, PRUNE_RATIO, margin, sketch, &p->t, &p->cost);
     p->ok = p->t.recall >= target;
     p->t.reached = p->ok;
     return st;
@@ -280,8 +282,8 @@ static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, d
 
 /* The staircase over (nprobe, ndocs) for one stage-4 margin: *best the cheapest set
  * reaching the target (best->ok false if none), *top the best recall seen. */
-static int staircase(tt_calib *c, uint32_t k, double target, float margin, point *best_out,
-                     point *top_out) {
+static int staircase(tt_calib *c, uint32_t k, double target, float margin, int sketch,
+                     point *best_out, point *top_out) {
     const tt_index *idx = c->idx;
     /* The ndocs worth trying: from k (fewer is k anyway) up to the first that keeps
      * every live document (more changes nothing). */
@@ -311,13 +313,13 @@ static int staircase(tt_calib *c, uint32_t k, double target, float margin, point
         if (upper >= 0) {
             /* Down the staircase: the smallest ndocs that still reaches the target. */
             int n = upper;
-            if ((st = measure(c, k, np, nds[n], margin, target, &at)))
+            if ((st = measure(c, k, np, nds[n], margin, sketch, target, &at)))
                 return st;
             here_top = at.t.recall;
             if (at.ok) {
                 here = at;
                 while (--n >= 0) {
-                    if ((st = measure(c, k, np, nds[n], margin, target, &at)))
+                    if ((st = measure(c, k, np, nds[n], margin, sketch, target, &at)))
                         return st;
                     if (!at.ok)
                         break;
@@ -330,7 +332,7 @@ static int staircase(tt_calib *c, uint32_t k, double target, float margin, point
         }
         if (!here.ok) {
             for (size_t n = upper >= 0 ? (size_t)upper + 1 : 0; n < nn; n++) {
-                if ((st = measure(c, k, np, nds[n], margin, target, &at)))
+                if ((st = measure(c, k, np, nds[n], margin, sketch, target, &at)))
                     return st;
                 here_top = TT_MAX(here_top, at.t.recall);
                 if (at.t.recall > top.t.recall)
@@ -366,13 +368,54 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
     point best = {.ok = false}, top = {.t.recall = -1};
     for (size_t m = 0; m < sizeof MARGINS / sizeof MARGINS[0]; m++) {
         point b, t;
-        int st = staircase(c, k, target, MARGINS[m], &b, &t);
+        int st = staircase(c, k, target, MARGINS[m], 1, &b, &t);
         if (st)
             return st;
         if (b.ok && (!best.ok || b.cost < best.cost))
             best = b;
         if (t.t.recall > top.t.recall)
             top = t;
+    }
+    /* With a residual sketch, the same staircase without it at the margin chosen: the
+     * sketch's partial <q, r> can mislead where the sketched positions do not carry
+     * most of the score's variance (doc/search.md, "Residual sketch"), and the
+     * measurement, not a rule, decides. */
+    if (c->idx->sketch_bytes) {
+        float margin = best.ok ? best.t.rerank_margin : top.t.rerank_margin;
+        point b, t;
+        int st = staircase(c, k, target, margin, 0, &b, &t);
+        if (st)
+            return st;
+        if (b.ok && (!best.ok || b.cost < best.cost))
+            best = b;
+        if (t.t.recall > top.t.recall)
+            top = t;
+    }
+    /* With a residual sketch, also every live document as a candidate (nprobe = K):
+     * stage 1's lists are chosen by centroid scores alone, which is what the sketch
+     * corrects in stages 2-3; scanning the codes and sketch of every vector is linear
+     * in the collection but far cheaper than scoring the residuals, and the measured
+     * cost decides. */
+    if (c->idx->sketch_bytes) {
+        const uint32_t K = c->idx->num_centroids;
+        float margin = best.ok ? best.t.rerank_margin : top.t.rerank_margin;
+        for (size_t n = 0; n < sizeof NDOCS / sizeof NDOCS[0]; n++) {
+            if (NDOCS[n] < k && n + 1 < sizeof NDOCS / sizeof NDOCS[0])
+                continue;
+            point at;
+            int st = measure(c, k, (int)K, NDOCS[n], margin, 1, target, &at);
+            if (st)
+                return st;
+            if (at.t.recall > top.t.recall)
+                top = at;
+            if (at.ok) {
+                if (!best.ok || at.cost < best.cost)
+                    best = at;
+                break;
+            }
+            if ((best.ok && at.cost > best.cost) || (uint64_t)NDOCS[n] >= c->idx->num_live)
+                break;
+        }
     }
     *out = best.ok ? best.t : top.t;
     return TT_OK;

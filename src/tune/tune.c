@@ -85,7 +85,8 @@ static int still_good(tt_calib *c, const tt_tune_info *old, double target, tt_tu
     *good = true;
     for (int i = 0; i < 2; i++) {
         if ((st = tt_calib_measure(c, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
-                                   sets[i]->prune_ratio, sets[i]->rerank_margin, outs[i],
+                                   sets[i]->prune_ratio, sets[i]->rerank_margin,
+                                   sets[i]->sketch, outs[i],
                                    &cost)))
             return st;
         outs[i]->reached = outs[i]->recall >= target;

@@ -41,10 +41,11 @@ int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t 
 void tt_calib_free(tt_calib *c);
 /* The exhaustive top TT_CALIB_DEPTH of every query, on `threads` threads. */
 int tt_calib_truth(tt_calib *c, int threads);
-/* Recall@k against the truth and the cost of one parameter set over every query:
- * t->recall and t->ms filled, *cost the comparison key (ms, or the work count). */
+/* Recall@k against the truth and the cost of one parameter set over every query
+ * (sketch: the search option, 0 or 1): t->recall and t->ms filled, *cost the comparison
+ * key (ms, or the work count). */
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
-                     float margin, tt_tuned *t, double *cost);
+                     float margin, int sketch, tt_tuned *t, double *cost);
 /* The grid search for one k: the cheapest set reaching `target`, else the best recall.
  * progress (may be NULL) counts sets measured. */
 int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out);

@@ -46,8 +46,8 @@ static void search_all(const tt_sparse_seg *s) {
         tt_sparse_heap a, b;
         if (tt_sparse_heap_init(&a, 7) || tt_sparse_heap_init(&b, 7))
             abort();
-        if (tt_sparse_seg_topk(s, &sc, t + (nt - n), n, nt, NULL, 0, &a, NULL) ||
-            tt_sparse_seg_brute(s, &sc, t + (nt - n), n, nt, NULL, 0, &b))
+        if (tt_sparse_seg_topk(s, &sc, t + (nt - n), n, nt, NULL, NULL, 0, &a, NULL) ||
+            tt_sparse_seg_brute(s, &sc, t + (nt - n), n, nt, NULL, NULL, 0, &b))
             abort();
         tt_sparse_heap_sort(&a);
         tt_sparse_heap_sort(&b);
