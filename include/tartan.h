@@ -1185,6 +1185,8 @@ TT_API void tt_encoder_set_sparse_sink(tt_encoder *enc, tt_sparse_sink_fn fn, vo
 /* The kind of sparse postings an index has: 0 none, 1 BM25 (term counts and document
  * lengths; scores computed at query time), 2 quantized weights. */
 enum { TT_SPARSE_NONE = 0, TT_SPARSE_BM25 = 1, TT_SPARSE_WEIGHTS = 2 };
+/* 3: quantized weights keyed by integer term ids (see "Integer term ids" below). */
+enum { TT_SPARSE_TERM_IDS = 3 };
 TT_API int tt_index_sparse_kind(const tt_index *idx);
 
 /* The sparse postings of an open index (kind TT_SPARSE_NONE: none, the rest 0). */
@@ -1265,6 +1267,25 @@ TT_API int tt_hybrid_search_batch(const tt_index *idx, const float *Q, const uin
                                   const tt_sparse_options *sopt, const tt_fusion_options *fopt,
                                   uint64_t nqueries, uint32_t k, int threads, tt_hit *hits,
                                   uint32_t *nhits, double *seconds);
+
+/* ------------------------------------------------- integer term ids (sparse) */
+
+/* Sparse vectors whose terms are integer ids over a tokenizer's vocabulary (SPLADE or
+ * DiffRetriever logits): JSON Lines records {"id": "...", "term_ids": {"2023": 1.5, ...}}
+ * (keys decimal 0..4294967295; the weights as "terms"). The first record decides: a
+ * file of "term_ids" gives a set of kind TT_SPARSE_TERM_IDS, indexed as ids (4 bytes
+ * per term, not strings; doc/format.md) and searchable only with queries of ids. vocab
+ * (NULL: none) is a vocabulary file, one term per line, term id = line number - 1 (a
+ * BERT vocab.txt): ids must be below its size, and records with string "terms" are
+ * mapped to ids through it (a term not in it is refused). tt_sparse_set_load_jsonl(out,
+ * path) is this with vocab NULL. Errors: those of tt_sparse_set_load_jsonl, and
+ * TT_EVALUE (an id past the vocabulary, a term not in it, ids and string terms mixed
+ * without a vocabulary, a bad vocabulary line), TT_EFORMAT (an empty vocabulary). */
+TT_API int tt_sparse_set_load_jsonl_vocab(tt_sparse_set **out, const char *path,
+                                          const char *vocab);
+/* The kind of the postings s makes: TT_SPARSE_BM25, TT_SPARSE_WEIGHTS or
+ * TT_SPARSE_TERM_IDS (0 for NULL). */
+TT_API int tt_sparse_set_kind(const tt_sparse_set *s);
 
 #ifdef __cplusplus
 }

@@ -850,6 +850,142 @@ START_TEST(jsonl_input) {
 }
 END_TEST
 
+/* Integer term ids (kind IDS): MaxScore equals the brute force on skewed ids (0 and
+ * 2^32-1 included), the payload holds 4-byte big-endian terms in numeric order, a
+ * payload of string terms is refused as kind 3, and the vocabulary bounds and maps. */
+START_TEST(term_ids) {
+    tt_sparse_set *docs, *qs;
+    ck_assert_int_eq(tt_sparse_set_new(&docs, TT_SPARSE_KIND_IDS), TT_OK);
+    ck_assert_int_eq(tt_sparse_set_new(&qs, TT_SPARSE_KIND_IDS), TT_OK);
+    tt_rng r;
+    tt_rng_seed(&r, 9);
+    const uint64_t D = 2000;
+    uint32_t ids[32];
+    float w[32];
+    for (uint64_t d = 0; d < D; d++) {
+        uint32_t nt = (uint32_t)tt_rng_below(&r, 30);
+        for (uint32_t j = 0; j < nt; j++) {
+            uint64_t u = tt_rng_below(&r, 1000);
+            ids[j] = u < 5 ? UINT32_MAX - (uint32_t)u : (uint32_t)(u * u / 1000); /* skewed */
+            w[j] = (float)(1 + tt_rng_below(&r, 4)) * 0.3f;
+        }
+        char id[32];
+        snprintf(id, sizeof id, "d%llu", (unsigned long long)d);
+        ck_assert_msg(tt_sparse_set_append_ids(docs, id, strlen(id), nt, ids, w, "t") == TT_OK,
+                      "%s", tt_last_error());
+    }
+    for (uint32_t q = 0; q < 30; q++) {
+        uint32_t nt = 1 + (uint32_t)tt_rng_below(&r, 8);
+        for (uint32_t j = 0; j < nt; j++) {
+            ids[j] = q == 0 && j == 0 ? UINT32_MAX : (uint32_t)tt_rng_below(&r, 1100);
+            w[j] = 1.0f + (float)j;
+        }
+        char id[16];
+        snprintf(id, sizeof id, "q%u", q);
+        ck_assert_int_eq(tt_sparse_set_append_ids(qs, id, strlen(id), nt, ids, w, "q"), TT_OK);
+    }
+    uint8_t *p;
+    uint64_t len, a, b, c;
+    ck_assert_int_eq(tt_sparse_payload(docs, 0, D, &p, &len, &a, &b, &c), TT_OK);
+    ck_assert_uint_eq(c, TT_SPARSE_KIND_IDS);
+    tt_sparse_seg seg;
+    ck_assert_msg(tt_sparse_seg_parse(&seg, p, len, a, b, c, "mem") == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(tt_rd64(seg.term_off + 8 * seg.T), 4 * seg.T);
+    for (uint64_t t = 1; t < seg.T; t++) /* big-endian ids: numeric order */
+        ck_assert_uint_lt(tt_sparse_key_id(seg.blob + 4 * (t - 1)), tt_sparse_key_id(seg.blob + 4 * t));
+    ck_assert_uint_eq(tt_sparse_key_id(seg.blob + 4 * (seg.T - 1)), UINT32_MAX);
+    tt_sparse_scoring sc = {.kind = TT_SPARSE_KIND_IDS};
+    tt_sparse_term terms[32];
+    for (uint64_t q = 0; q < qs->n; q++) {
+        uint32_t nq = (uint32_t)(qs->off[q + 1] - qs->off[q]), nt = 0;
+        for (uint32_t i = 0; i < nq; i++) {
+            uint32_t t = qs->term[qs->off[q] + i];
+            int64_t id = tt_sparse_seg_find(&seg, tt_st_str(&qs->terms, t), tt_st_len(&qs->terms, t));
+            if (id < 0)
+                continue;
+            terms[nt++] = (tt_sparse_term){.qi = i,
+                                           .factor = qs->value[qs->off[q] + i] *
+                                                     (double)tt_sparse_seg_scale(&seg, (uint64_t)id),
+                                           .first = tt_sparse_seg_first_block(&seg, (uint64_t)id),
+                                           .df = tt_sparse_seg_df(&seg, (uint64_t)id)};
+        }
+        if (q == 0)
+            ck_assert_uint_gt(nt, 0); /* id 2^32-1 is found */
+        tt_sparse_heap h1, h2;
+        ck_assert_int_eq(tt_sparse_heap_init(&h1, 10), TT_OK);
+        ck_assert_int_eq(tt_sparse_heap_init(&h2, 10), TT_OK);
+        ck_assert_int_eq(tt_sparse_seg_topk(&seg, &sc, terms, nt, nq, NULL, NULL, 0, &h1, NULL), TT_OK);
+        ck_assert_int_eq(tt_sparse_seg_brute(&seg, &sc, terms, nt, nq, NULL, NULL, 0, &h2), TT_OK);
+        tt_sparse_heap_sort(&h1);
+        tt_sparse_heap_sort(&h2);
+        ck_assert_uint_eq(h1.n, h2.n);
+        for (uint32_t i = 0; i < h1.n; i++)
+            ck_assert(h1.row[i] == h2.row[i] && h1.score[i] == h2.score[i]);
+        tt_sparse_heap_free(&h1);
+        tt_sparse_heap_free(&h2);
+    }
+    free(p);
+    /* string terms (not 4 bytes) claimed as kind 3 are refused; an unknown kind too */
+    tt_sparse_set *str = random_set(TT_SPARSE_KIND_WEIGHTS, 50, 20, 3, "d");
+    ck_assert_int_eq(tt_sparse_payload(str, 0, 50, &p, &len, &a, &b, &c), TT_OK);
+    ck_assert_int_eq(tt_sparse_seg_parse(&seg, p, len, a, b, TT_SPARSE_KIND_IDS, "mem"), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "not 4 bytes"));
+    ck_assert_int_eq(tt_sparse_seg_parse(&seg, p, len, a, b, 4, "mem"), TT_ECORRUPT);
+    free(p);
+    tt_sparse_set_free(str);
+    tt_sparse_set_free(docs);
+    tt_sparse_set_free(qs);
+
+    /* the vocabulary: ids bounded, string terms mapped, bad lines refused */
+    char *dir = tu_tmpdir();
+    char vp[600], jp[600];
+    snprintf(vp, sizeof vp, "%s/vocab.txt", dir);
+    snprintf(jp, sizeof jp, "%s/s.jsonl", dir);
+    const char *voc = "[PAD]\nthe\ncancer\r\ncell\n";
+    ck_assert_int_eq(tu_write_file(vp, voc, strlen(voc)), 0);
+    const char *ok = "{\"id\": \"a\", \"term_ids\": {\"3\": 1.5, \"0\": 0.5}}\n"
+                     "{\"id\": \"b\", \"terms\": {\"cancer\": 2, \"cell\": 1}}\n";
+    ck_assert_int_eq(tu_write_file(jp, ok, strlen(ok)), 0);
+    tt_sparse_set *s = NULL;
+    ck_assert_msg(tt_sparse_set_load_jsonl_vocab(&s, jp, vp) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(tt_sparse_set_kind(s), TT_SPARSE_TERM_IDS);
+    ck_assert_uint_eq(s->vocab_size, 4);
+    ck_assert_uint_eq(s->n, 2);
+    ck_assert_uint_eq(s->off[2] - s->off[1], 2);
+    uint32_t got[2];
+    for (int i = 0; i < 2; i++)
+        got[i] = tt_sparse_key_id(tt_st_str(&s->terms, s->term[s->off[1] + (uint64_t)i]));
+    ck_assert(got[0] + got[1] == 5 && (got[0] == 2 || got[0] == 3)); /* cancer 2, cell 3 */
+    tt_sparse_set_free(s);
+    /* without the vocabulary: ids, then the string record is refused */
+    ck_assert_int_eq(tt_sparse_set_load_jsonl(&s, jp), TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "s.jsonl:2"));
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"{\"id\": \"a\", \"term_ids\": {\"4\": 1}}\n", "term id 4 is past the vocabulary (4 terms"},
+        {"{\"id\": \"a\", \"terms\": {\"dog\": 1}}\n", "term 'dog' is not in the vocabulary"},
+        {"{\"id\": \"a\", \"term_ids\": {\"1\": 1}, \"terms\": {}}\n", "more than one of"},
+        {"{\"id\": \"a\", \"term_ids\": {\"+1\": 1}}\n", "not a decimal integer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(tu_write_file(jp, bad[i].text, strlen(bad[i].text)), 0);
+        s = NULL;
+        ck_assert_int_ne(tt_sparse_set_load_jsonl_vocab(&s, jp, vp), TT_OK);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(strstr(tt_last_error(), bad[i].msg), "case %zu: %s", i, tt_last_error());
+    }
+    static const char *const badv[] = {"a\nb\na\n", "a\n\nb\n", ""};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(tu_write_file(vp, badv[i], strlen(badv[i])), 0);
+        ck_assert_int_ne(tt_sparse_set_load_jsonl_vocab(&s, jp, vp), TT_OK);
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), "vocab.txt"));
+    }
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sparse");
     TCase *tc = tcase_create("core");
@@ -860,6 +996,7 @@ int main(void) {
     tcase_add_test(tc, bm25_through_add_delete_compact);
     tcase_add_test(tc, fusion_hand_worked);
     tcase_add_test(tc, jsonl_input);
+    tcase_add_test(tc, term_ids);
     tcase_add_test(tc, filtered_sparse_and_hybrid);
     suite_add_tcase(s, tc);
     return tu_run(s);

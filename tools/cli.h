@@ -112,6 +112,6 @@ void cli_sigbus_install(const char *cmd, const tt_index *idx);
  * corpus: the --corpus texts, used by --bm25 without --text). *out stays NULL when none
  * is asked for. Returns CLI_OK or the exit code (message printed). */
 int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
-                    const char *corpus, tt_sparse_set **out);
+                    const char *corpus, const char *vocab, tt_sparse_set **out);
 
 #endif

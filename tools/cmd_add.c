@@ -35,6 +35,7 @@ static void usage(FILE *f) {
         "                       required when the index was built with --bm25\n"
         "  --text FILE          the documents' texts for --bm25, in the vectors' order\n"
         "  --sparse FILE        precomputed sparse vectors (JSON Lines, as tartan build)\n"
+        "  --vocab FILE         with --sparse: the term ids' vocabulary (as tartan build)\n"
         "  --metadata FILE      metadata of the new documents (JSON Lines, as tartan build);\n"
         "                       without it, an index with metadata gets null rows for them\n");
 }
@@ -101,12 +102,12 @@ int cmd_add(int argc, char **argv) {
         {"bf16", no_argument, 0, 'B'},          {"threads", required_argument, 0, 't'},
         {"memory", required_argument, 0, 'm'},  {"pool-factor", required_argument, 0, 'P'},
         {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
-        {"sparse", required_argument, 0, 2003},
+        {"sparse", required_argument, 0, 2003}, {"vocab", required_argument, 0, 2009},
         {"metadata", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *index = NULL, *vectors = NULL, *doclens = NULL, *ids = NULL;
     const char *encoder = NULL, *corpus = NULL;
-    const char *text = NULL, *sparse = NULL;
+    const char *text = NULL, *sparse = NULL, *vocab = NULL;
     int bm25 = 0;
     tt_sparse_set *sp_set = NULL;
     uint32_t timeout_ms = 0;
@@ -148,6 +149,7 @@ int cmd_add(int argc, char **argv) {
         case 2001: bm25 = 1; break;
         case 2002: text = optarg; break;
         case 2003: sparse = optarg; break;
+        case 2009: vocab = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
@@ -156,7 +158,7 @@ int cmd_add(int argc, char **argv) {
         return cli_usage_error("add", "unexpected argument '%s'", argv[optind]);
     if (!index || !*index)
         return cli_usage_error("add", "--index is required");
-    int rc_sp = cli_sparse_load("add", bm25, text, sparse, corpus, &sp_set);
+    int rc_sp = cli_sparse_load("add", bm25, text, sparse, corpus, vocab, &sp_set);
     if (rc_sp)
         return rc_sp;
     o.sparse = sp_set;

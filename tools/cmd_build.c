@@ -71,7 +71,11 @@ static void usage(FILE *f) {
         "  --text FILE          the documents' texts for --bm25 (BEIR corpus.jsonl or TSV,\n"
         "                       one record per document in the vectors' order)\n"
         "  --sparse FILE        also index precomputed sparse vectors, JSON Lines\n"
-        "                       {\"id\", \"terms\": {term: weight}} in the vectors' order\n");
+        "                       {\"id\", \"terms\": {term: weight}} in the vectors' order,\n"
+        "                       or {\"id\", \"term_ids\": {\"2023\": weight}} (integer term ids)\n"
+        "  --vocab FILE         with --sparse: the term ids' vocabulary (one term per line,\n"
+        "                       id = line - 1): ids must be below its size; string terms are\n"
+        "                       mapped to ids through it\n");
 }
 
 /* Calibration after the build (tartan tune): on unless --no-tune. */
@@ -183,11 +187,11 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
         {"shards", required_argument, 0, 'Z'},
         {"bm25", no_argument, 0, 2001}, {"text", required_argument, 0, 2002},
-        {"sparse", required_argument, 0, 2003},
+        {"sparse", required_argument, 0, 2003}, {"vocab", required_argument, 0, 2009},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *ids = NULL, *out = NULL;
     const char *encoder = NULL, *corpus = NULL;
-    const char *text = NULL, *sparse = NULL;
+    const char *text = NULL, *sparse = NULL, *vocab = NULL;
     int bm25 = 0;
     tt_sparse_set *sp_set = NULL;
     uint32_t enc_timeout_ms = 0;
@@ -298,6 +302,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         case 2001: bm25 = 1; break;
         case 2002: text = optarg; break;
         case 2003: sparse = optarg; break;
+        case 2009: vocab = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
         default: usage(stderr); return CLI_USAGE;
         }
@@ -309,7 +314,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
     if ((bm25 || sparse) && (o.shards > 1 || group))
         return cli_usage_error("build", "--bm25 and --sparse are not supported with --shards "
                                "yet (sparse postings need an unsharded index)");
-    if ((rc_arg = cli_sparse_load("build", bm25, text, sparse, corpus, &sp_set)))
+    if ((rc_arg = cli_sparse_load("build", bm25, text, sparse, corpus, vocab, &sp_set)))
         return rc_arg;
     o.sparse = sp_set;
     /* An interrupt stops the build at its next check; it removes what it wrote. */

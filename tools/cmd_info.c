@@ -67,7 +67,8 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
         memset(&spi, 0, sizeof spi);
     printf(",\n  \"sparse\": {\"kind\": %s, \"bytes\": %llu, \"terms\": %llu, \"postings\": %llu, "
            "\"avgdl\": %.6g}",
-           spi.kind == TT_SPARSE_BM25 ? "\"bm25\"" : spi.kind ? "\"weights\"" : "null",
+           spi.kind == TT_SPARSE_BM25 ? "\"bm25\"" : spi.kind == TT_SPARSE_TERM_IDS ? "\"term_ids\""
+           : spi.kind ? "\"weights\"" : "null",
            (unsigned long long)spi.bytes, (unsigned long long)spi.terms,
            (unsigned long long)spi.postings, spi.avgdl);
     printf(",\n  \"generation\": %llu,\n  \"live_docs\": %llu,\n  \"deleted_docs\": %llu,\n"
@@ -196,7 +197,8 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     if (tt_index_sparse_info(idx, &spi) == TT_OK && spi.kind) {
         char h[32];
         printf("sparse       %s postings: %llu terms, %llu postings, %s (doc/search.md, "
-               "\"Hybrid retrieval\")\n", spi.kind == TT_SPARSE_BM25 ? "BM25" : "weighted",
+               "\"Hybrid retrieval\")\n", spi.kind == TT_SPARSE_BM25 ? "BM25"
+               : spi.kind == TT_SPARSE_TERM_IDS ? "weighted (integer term ids)" : "weighted",
                (unsigned long long)spi.terms, (unsigned long long)spi.postings,
                cli_human_bytes(spi.bytes, h, sizeof h));
     } else {

@@ -75,7 +75,18 @@ static void usage(FILE *f) {
         "  --seed S             sampling and k-means seed (default 42)\n"
         "  --no-normalize       keep raw vectors (default: L2-normalise)\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
-        "  --rebuild            build every index again even if one is there\n");
+        "  --rebuild            build every index again even if one is there\n"
+        "\n"
+        "Dense, sparse and hybrid columns (D / S / H per variant; doc/report.md):\n"
+        "  --bm25               index BM25 postings of the documents' texts (--text FILE,\n"
+        "                       or --corpus with --encoder) in every variant's index and\n"
+        "                       search the query texts (--query-text) with them\n"
+        "  --text FILE          the documents' texts for --bm25 (BEIR corpus.jsonl or TSV)\n"
+        "  --sparse FILE        instead: precomputed document sparse vectors (JSON Lines\n"
+        "                       {\"id\", \"terms\": {t: w}} or \"term_ids\"), with\n"
+        "                       --sparse-queries FILE (and --vocab FILE for term ids)\n"
+        "  --fusion minmax|rrf  hybrid fusion (default minmax), --fusion-depth N (default\n"
+        "                       1000), --alpha A (dense weight in minmax, default 0.5)\n");
 }
 
 static double now_s(void) {
@@ -127,6 +138,9 @@ typedef struct build_cfg {
     uint64_t seed;
     int normalize, bf16, threads;
     const char *describe; /* encoder description stored in each index */
+    const tt_sparse_set *sparse; /* the documents' sparse vectors, or NULL */
+    int sparse_kind;      /* TT_SPARSE_NONE, _BM25 or _WEIGHTS */
+    const char *sparse_file; /* where they come from (texts or JSON Lines) */
 } build_cfg;
 
 static uint64_t variant_hash(const build_cfg *c, const rp_variant *v) {
@@ -141,6 +155,10 @@ static uint64_t variant_hash(const build_cfg *c, const rp_variant *v) {
     for (size_t i = 0; i < c->nfiles; i++)
         h = hash_file(hash_file(h, c->vectors[i]), c->doclens[i]);
     h = c->ids ? hash_file(h, c->ids) : fnv1a(h, "no ids\n");
+    if (c->sparse_kind) { /* sparse postings make another index (none: the hash of before) */
+        snprintf(buf, sizeof buf, "sparse=%d\n", c->sparse_kind);
+        h = hash_file(fnv1a(h, buf), c->sparse_file);
+    }
     return h;
 }
 
@@ -160,6 +178,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
         else if (info.nbits == (uint32_t)(v->original ? 1 : v->nbits) &&
                  info.codec_tables == v->codec && (int)info.pool_factor == v->pool &&
                  (info.keep_originals != TT_KEEP_NONE) == v->original &&
+                 tt_index_sparse_kind(idx) == c->sparse_kind &&
                  info.num_docs == tt_input_num_docs(in) &&
                  info.input_vectors == tt_input_num_vectors(in) && info.dim == tt_input_dim(in)) {
             *reused = true;
@@ -187,6 +206,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
     o.normalize = c->normalize;
     o.threads = c->threads;
     o.force = 1;
+    o.sparse = c->sparse;
     o.encoder = c->describe ? c->describe : "tartan report";
     o.cancel = (const volatile int *)&cli_cancel;
     cli_progress_state ps;
@@ -325,6 +345,98 @@ static double overlap_recall(const search_out *orig, const search_out *var, uint
     }
     free(set);
     return sum / (double)nq;
+}
+
+/* -------------------------------------------------------- sparse and hybrid */
+
+/* Sparse (hybrid false) or hybrid search of every query (query q's sparse query is
+ * record sparse_of[q] of sq, UINT64_MAX: none), on `threads` threads in slices, then
+ * the latency pass: the first `timed` queries again on one calling thread (a hybrid
+ * query still runs its dense and sparse parts at once, tt_hybrid_search_batch). */
+static int run_sparse_hybrid(const tt_index *idx, const tt_queries *qs, bool hybrid,
+                             const tt_search_options *dopt, const tt_sparse_set *sq,
+                             const uint64_t *sparse_of, const tt_sparse_options *spo,
+                             const tt_fusion_options *fo, uint32_t k, int threads,
+                             uint64_t timed, search_out *out) {
+    const uint64_t nq = qs->num_queries, slice = 64;
+    const char *what = hybrid ? "hybrid" : "sparse";
+    double *secs = NULL;
+    tt_hit *th = NULL;
+    uint32_t *tn = NULL;
+    int st = TT_OK;
+    cli_progress_state ps;
+    cli_progress_init(&ps);
+    for (uint64_t q0 = 0; q0 < nq; q0 += slice) {
+        uint64_t m = nq - q0 < slice ? nq - q0 : slice;
+        st = tt_hybrid_search_batch(idx, hybrid ? qs->vectors : NULL,
+                                    hybrid ? qs->offsets + q0 : NULL,
+                                    hybrid ? qs->lens + q0 : NULL, hybrid ? dopt : NULL, sq,
+                                    sparse_of + q0, spo, fo, m, k, threads, out->hits + q0 * k,
+                                    out->nhits + q0, NULL);
+        if (st) {
+            cli_progress_done(&ps);
+            fprintf(stderr, "tartan report: %s search, in the queries from number %llu (id %s) "
+                    "on:\n", what, (unsigned long long)q0, qs->ids[q0]);
+            return st;
+        }
+        cli_progress(&ps, what, q0 + m, nq);
+    }
+    cli_progress_done(&ps);
+    secs = malloc((timed ? timed : 1) * sizeof *secs);
+    th = malloc((timed ? timed : 1) * k * sizeof *th);
+    tn = malloc((timed ? timed : 1) * sizeof *tn);
+    if (!secs || !th || !tn) {
+        st = oom();
+        goto done;
+    }
+    if (timed && (st = tt_hybrid_search_batch(idx, hybrid ? qs->vectors : NULL,
+                                              hybrid ? qs->offsets : NULL,
+                                              hybrid ? qs->lens : NULL, hybrid ? dopt : NULL, sq,
+                                              sparse_of, spo, fo, timed, k, 1, th, tn, secs)))
+        goto done;
+    qsort(secs, timed, sizeof *secs, dbl_cmp);
+    out->p50 = timed ? secs[(timed + 1) / 2 - 1] : NAN;
+    out->timed = timed;
+done:
+    free(secs);
+    free(th);
+    free(tn);
+    return st;
+}
+
+/* The hits of `so` as a run written aside to tmp (tag), evaluated: the means into val
+ * and, per metric, the paired t-test against the dense evaluation `dense` (the same
+ * judged queries) into p. */
+static int eval_against_dense(const tt_index *idx, const tt_queries *qs, uint32_t k,
+                              const search_out *so, const char *tmp, const char *tag,
+                              const tt_qrels *qrels, const tt_metric *metrics, size_t nm,
+                              const tt_eval *dense, double *val, double *p) {
+    tt_run *run = NULL;
+    tt_eval *ev = NULL;
+    tt_eval_options eo;
+    tt_eval_options_init(&eo);
+    eo.missing_as_zero = 1;
+    int st;
+    if ((st = hits_to_run(idx, qs, k, so, &run)) || (st = tt_run_write(run, tmp, tag)) ||
+        (st = tt_evaluate(&ev, qrels, run, metrics, nm, &eo)))
+        goto done;
+    const size_t n = tt_eval_num_queries(dense);
+    if (tt_eval_num_queries(ev) != n) {
+        fprintf(stderr, "tartan report: error: %s evaluated %zu queries, the dense run %zu\n",
+                tag, tt_eval_num_queries(ev), n);
+        st = REPORTED;
+        goto done;
+    }
+    for (size_t m = 0; m < nm; m++) {
+        val[m] = tt_eval_mean(ev, m);
+        if (tt_ttest_paired(tt_eval_values(ev, m), tt_eval_values(dense, m), n, NULL, &p[m]) !=
+            TT_OK)
+            p[m] = NAN; /* fewer than 2 queries: no test */
+    }
+done:
+    tt_eval_free(ev);
+    tt_run_free(run);
+    return st;
 }
 
 /* ------------------------------------------------------------------ output */
@@ -469,7 +581,8 @@ static int encode_cached(const char *enc_dir, const char *what, const char *comm
 enum {
     O_VECTORS = 256, O_DOCLENS, O_IDS, O_QUERIES, O_QLENS, O_QIDS, O_QRELS, O_OUT, O_VARIANTS,
     O_METRICS, O_K, O_SCORE, O_NPROBE, O_THRESHOLD, O_NDOCS, O_LATQ, O_THREADS, O_CENTROIDS,
-    O_SEED, O_NONORM, O_BF16, O_REBUILD, O_ENCODER, O_CORPUS, O_QTEXT
+    O_SEED, O_NONORM, O_BF16, O_REBUILD, O_ENCODER, O_CORPUS, O_QTEXT,
+    O_BM25, O_TEXT, O_SPARSE, O_SPARSEQ, O_FUSION, O_FDEPTH, O_ALPHA, O_VOCAB
 };
 
 int cmd_report(int argc, char **argv) {
@@ -490,6 +603,13 @@ int cmd_report(int argc, char **argv) {
         {"bf16", no_argument, 0, O_BF16},             {"rebuild", no_argument, 0, O_REBUILD},
         {"encoder", required_argument, 0, O_ENCODER}, {"corpus", required_argument, 0, O_CORPUS},
         {"query-text", required_argument, 0, O_QTEXT},
+        {"bm25", no_argument, 0, O_BM25},             {"text", required_argument, 0, O_TEXT},
+        {"sparse", required_argument, 0, O_SPARSE},
+        {"sparse-queries", required_argument, 0, O_SPARSEQ},
+        {"vocab", required_argument, 0, O_VOCAB},
+        {"fusion", required_argument, 0, O_FUSION},
+        {"fusion-depth", required_argument, 0, O_FDEPTH},
+        {"alpha", required_argument, 0, O_ALPHA},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     const char *vectors = NULL, *doclens = NULL, *queries = NULL, *qlens = NULL, *qids = NULL;
     const char *qrels_path = NULL, *out = NULL, *variants_arg = DEFAULT_VARIANTS;
@@ -500,6 +620,13 @@ int cmd_report(int argc, char **argv) {
     build_cfg cfg = {.normalize = 1, .seed = 42};
     tt_search_options so;
     tt_search_options_init(&so);
+    int bm25 = 0;
+    bool fusion_set = false;
+    const char *text = NULL, *sparse_path = NULL, *sparse_qpath = NULL, *vocab = NULL;
+    tt_sparse_options spo;
+    tt_fusion_options fo;
+    tt_sparse_options_init(&spo);
+    tt_fusion_options_init(&fo);
     int c, rc_arg;
     optind = 1;
     opterr = 0;
@@ -565,6 +692,32 @@ int cmd_report(int argc, char **argv) {
         case O_ENCODER: encoder = optarg; break;
         case O_CORPUS: corpus = optarg; break;
         case O_QTEXT: qtext = optarg; break;
+        case O_BM25: bm25 = 1; break;
+        case O_TEXT: text = optarg; break;
+        case O_SPARSE: sparse_path = optarg; break;
+        case O_SPARSEQ: sparse_qpath = optarg; break;
+        case O_VOCAB: vocab = optarg; break;
+        case O_FUSION:
+            fusion_set = true;
+            if (!strcmp(optarg, "minmax"))
+                fo.method = TT_FUSION_MINMAX;
+            else if (!strcmp(optarg, "rrf"))
+                fo.method = TT_FUSION_RRF;
+            else
+                return cli_usage_error(CMD, "--fusion must be minmax or rrf");
+            break;
+        case O_FDEPTH:
+            fusion_set = true;
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 1000000)
+                return cli_usage_error(CMD, "--fusion-depth must be 1..1000000");
+            fo.depth = (uint32_t)u;
+            break;
+        case O_ALPHA:
+            fusion_set = true;
+            if (!cli_parse_double(optarg, &d) || d < 0 || d > 1)
+                return cli_usage_error(CMD, "--alpha must be a number in [0, 1]");
+            fo.alpha = d;
+            break;
         case 'h': usage(stdout); return CLI_OK;
         case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
@@ -580,8 +733,9 @@ int cmd_report(int argc, char **argv) {
         if (!corpus || !qtext || !qrels_path || !out)
             return cli_usage_error(CMD, "--encoder needs --corpus, --query-text, --qrels and "
                                    "--out");
-    } else if (corpus || qtext) {
-        return cli_usage_error(CMD, "--corpus and --query-text go with --encoder");
+    } else if (corpus || (qtext && !bm25)) {
+        return cli_usage_error(CMD, "--corpus and --query-text go with --encoder (or "
+                               "--query-text with --bm25)");
     } else if (!vectors || !doclens || !queries || !qrels_path || !out) {
         return cli_usage_error(CMD, "--vectors, --doclens, --queries, --qrels and --out are "
                                "required");
@@ -589,6 +743,22 @@ int cmd_report(int argc, char **argv) {
 
     if (!*out)
         return cli_usage_error(CMD, "--out must name a directory");
+    /* D / S / H: the sparse side's documents and queries */
+    if (bm25 && sparse_path)
+        return cli_usage_error(CMD, "--bm25 and --sparse exclude each other");
+    if (bm25 && !qtext)
+        return cli_usage_error(CMD, "--bm25 needs the query texts: --query-text FILE");
+    if (bm25 && !text && !corpus)
+        return cli_usage_error(CMD, "--bm25 needs the documents' texts: --text FILE (BEIR "
+                               "corpus.jsonl or TSV), or --encoder with --corpus");
+    if (text && !bm25)
+        return cli_usage_error(CMD, "--text goes with --bm25");
+    if (!sparse_path != !sparse_qpath)
+        return cli_usage_error(CMD, "--sparse and --sparse-queries go together");
+    if (fusion_set && !bm25 && !sparse_path)
+        return cli_usage_error(CMD, "--fusion, --fusion-depth and --alpha go with --bm25 or "
+                               "--sparse");
+    const bool hybrid = bm25 || sparse_path;
     /* An interrupt stops a build or encoder at once and the report after the current
      * search; its temporary files are removed either way. */
     cli_signals_install(true);
@@ -614,6 +784,10 @@ int cmd_report(int argc, char **argv) {
     static const writer_fn writers[] = {rp_write_markdown, rp_write_csv, rp_write_json,
                                         rp_write_svg};
     char *out_tmp[4] = {0}, *out_final[4] = {0};
+    tt_sparse_set *sp_docs = NULL, *sq = NULL;
+    uint64_t *sparse_of = NULL;
+    search_out sres = {0}, hres = {0};
+    tt_search_options so_user;
 
     /* ---- variants: canonical, distinct, the original first */
     {
@@ -741,6 +915,34 @@ int cmd_report(int argc, char **argv) {
         goto done;
     }
     const uint64_t nq = qs->num_queries;
+    if (hybrid) { /* the sparse vectors of the documents and of the queries (by query id) */
+        if ((rc_arg = cli_sparse_load(CMD, bm25, text, sparse_path, corpus, vocab, &sp_docs))) {
+            rc = rc_arg;
+            goto done;
+        }
+        if ((st = bm25 ? tt_sparse_set_load_text(&sq, qtext, 1)
+                       : tt_sparse_set_load_jsonl_vocab(&sq, sparse_qpath, vocab)))
+            goto fail;
+        if (!(sparse_of = malloc((nq ? nq : 1) * sizeof *sparse_of)))
+            goto nomem;
+        for (uint64_t q = 0; q < nq; q++) {
+            int64_t r = tt_sparse_set_find(sq, qs->ids[q]);
+            sparse_of[q] = r < 0 ? UINT64_MAX : (uint64_t)r;
+            rep.no_sparse += r < 0;
+        }
+        if (rep.no_sparse == nq) {
+            fprintf(stderr, "tartan report: error: no query id of %s is in %s\n",
+                    bm25 ? qtext : sparse_qpath, qids ? qids : queries);
+            goto done;
+        }
+        if (rep.no_sparse)
+            fprintf(stderr, "tartan report: warning: %zu of %llu queries have no sparse query in "
+                    "%s: no sparse hits, their dense list in hybrid\n", rep.no_sparse,
+                    (unsigned long long)nq, bm25 ? qtext : sparse_qpath);
+        cfg.sparse = sp_docs;
+        cfg.sparse_kind = tt_sparse_set_kind(sp_docs);
+        cfg.sparse_file = bm25 ? (text ? text : corpus) : sparse_path;
+    }
     {
         /* Which queries the evaluation will count: a run naming every query once. */
         tt_eval_options eo;
@@ -782,9 +984,10 @@ int cmd_report(int argc, char **argv) {
         !(dir_runs = path_join(out, "runs", NULL)) || make_dir(dir_runs))
         goto done;
     index_dirs = calloc(nvar, sizeof *index_dirs);
-    run_tmp = calloc(nvar, sizeof *run_tmp);
-    run_final = calloc(nvar, sizeof *run_final);
-    run_rel = calloc(nvar, sizeof *run_rel);
+    /* runs: [0, nvar) dense, then sparse and hybrid (with --bm25 or --sparse) */
+    run_tmp = calloc(3 * nvar, sizeof *run_tmp);
+    run_final = calloc(3 * nvar, sizeof *run_final);
+    run_rel = calloc(3 * nvar, sizeof *run_rel);
     if (!index_dirs || !run_tmp || !run_final || !run_rel)
         goto nomem;
     for (size_t i = 0; i < nvar; i++) {
@@ -799,6 +1002,16 @@ int cmd_report(int argc, char **argv) {
             goto nomem;
         vars[i].index_dir = index_dirs[i];
         vars[i].run_path = run_rel[i];
+        for (size_t j = 1; hybrid && j < 3; j++) {
+            size_t r = j * nvar + i;
+            snprintf(rname, sizeof rname, "%s.%s.run", vars[i].name, j == 1 ? "sparse" : "hybrid");
+            if (!(run_final[r] = path_join(dir_runs, rname, NULL)) ||
+                !(run_tmp[r] = path_join(dir_runs, rname, tmp_suffix)) ||
+                !(run_rel[r] = path_join("runs", rname, NULL)))
+                goto nomem;
+        }
+        vars[i].sparse_run_path = run_rel[nvar + i];
+        vars[i].hybrid_run_path = run_rel[2 * nvar + i];
     }
     for (int j = 0; j < 4; j++)
         if (!(out_final[j] = path_join(out, outs[j], NULL)) ||
@@ -817,6 +1030,9 @@ int cmd_report(int argc, char **argv) {
 
     /* ---- phase 2: search, evaluate, compare with the original */
     tt_blas_set_threads(1); /* search threads come from --threads */
+    /* Hybrid: the dense part runs to the fusion depth, with the parameters of that k. */
+    const uint32_t dense_k = fo.depth > k ? fo.depth : (uint32_t)k;
+    tt_search_options_resolve(&so, dense_k, &so_user);
     tt_search_options_resolve(&so, (uint32_t)k, &so);
     uint64_t timed = latq == 0 || latq > nq ? nq : latq;
     orig.hits = malloc((size_t)(nq ? nq : 1) * k * sizeof *orig.hits);
@@ -825,6 +1041,14 @@ int cmd_report(int argc, char **argv) {
     cur.nhits = malloc((size_t)(nq ? nq : 1) * sizeof *cur.nhits);
     if (!orig.hits || !orig.nhits || !cur.hits || !cur.nhits)
         goto nomem;
+    if (hybrid) {
+        sres.hits = malloc((size_t)(nq ? nq : 1) * k * sizeof *sres.hits);
+        sres.nhits = malloc((size_t)(nq ? nq : 1) * sizeof *sres.nhits);
+        hres.hits = malloc((size_t)(nq ? nq : 1) * k * sizeof *hres.hits);
+        hres.nhits = malloc((size_t)(nq ? nq : 1) * sizeof *hres.nhits);
+        if (!sres.hits || !sres.nhits || !hres.hits || !hres.nhits)
+            goto nomem;
+    }
     tt_eval_options eo;
     tt_eval_options_init(&eo);
     eo.missing_as_zero = 1; /* every judged query, in every variant: a paired sample */
@@ -877,6 +1101,33 @@ int cmd_report(int argc, char **argv) {
         fprintf(stderr, "tartan report: [%zu/%zu] %s: %s search of %llu queries, %s %.4f, "
                 "p50 %.3f ms\n", i + 1, nvar, v->name, v->original ? "exact" : "plaid",
                 (unsigned long long)nq, rep.metric[0], v->value[0], v->latency_p50 * 1e3);
+        if (hybrid) { /* S and H through the same index, compared with its D */
+            tt_search_options dopt = so_user;
+            dopt.mode = o.mode;
+            char tag[64];
+            snprintf(tag, sizeof tag, "%s.sparse", v->name);
+            if ((st = run_sparse_hybrid(idx, qs, false, NULL, sq, sparse_of, &spo, &fo,
+                                        (uint32_t)k, cfg.threads, timed, &sres)) ||
+                (st = eval_against_dense(idx, qs, (uint32_t)k, &sres, run_tmp[nvar + i], tag,
+                                         qrels, metrics, nm, ev, v->s_value, v->s_p)))
+                goto fail;
+            if (cli_cancel)
+                goto done;
+            snprintf(tag, sizeof tag, "%s.hybrid", v->name);
+            if ((st = run_sparse_hybrid(idx, qs, true, &dopt, sq, sparse_of, &spo, &fo,
+                                        (uint32_t)k, cfg.threads, timed, &hres)) ||
+                (st = eval_against_dense(idx, qs, (uint32_t)k, &hres, run_tmp[2 * nvar + i], tag,
+                                         qrels, metrics, nm, ev, v->h_value, v->h_p)))
+                goto fail;
+            if (cli_cancel)
+                goto done;
+            v->s_latency_p50 = sres.p50;
+            v->h_latency_p50 = hres.p50;
+            fprintf(stderr, "tartan report: [%zu/%zu] %s: sparse %s %.4f (p50 %.3f ms), hybrid "
+                    "%s %.4f (p50 %.3f ms)\n", i + 1, nvar, v->name, rep.metric[0],
+                    v->s_value[0], sres.p50 * 1e3, rep.metric[0], v->h_value[0],
+                    hres.p50 * 1e3);
+        }
         tt_eval_free(ev);
         ev = NULL;
         tt_run_free(run);
@@ -917,12 +1168,21 @@ int cmd_report(int argc, char **argv) {
     rep.threads = cfg.threads;
     rep.nmetrics = nm;
     rep.nvariants = nvar;
+    if (hybrid) {
+        rep.hybrid = true;
+        rep.sparse_kind = bm25 ? "bm25" : "weights";
+        rep.sparse_docs = cfg.sparse_file;
+        rep.sparse_queries = bm25 ? qtext : sparse_qpath;
+        rep.fusion = fo.method;
+        rep.fusion_depth = fo.depth;
+        rep.fusion_alpha = fo.alpha;
+    }
     rep.variants = vars;
     for (int j = 0; j < 4; j++)
         if (write_aside(out_tmp[j], writers[j], &rep))
             goto done;
-    for (size_t i = 0; i < nvar; i++)
-        if (rename(run_tmp[i], run_final[i])) {
+    for (size_t i = 0; i < 3 * nvar; i++)
+        if (run_tmp[i] && rename(run_tmp[i], run_final[i])) {
             fprintf(stderr, "tartan report: error: %s: %s\n", run_final[i], strerror(errno));
             goto done;
         }
@@ -945,7 +1205,7 @@ done:
         for (int j = 0; j < 4; j++)
             if (out_tmp[j])
                 unlink(out_tmp[j]);
-        for (size_t i = 0; run_tmp && i < nvar; i++)
+        for (size_t i = 0; run_tmp && i < 3 * nvar; i++)
             if (run_tmp[i])
                 unlink(run_tmp[i]);
     }
@@ -953,8 +1213,8 @@ done:
         free(out_tmp[j]);
         free(out_final[j]);
     }
-    for (size_t i = 0; i < nvar; i++) {
-        if (index_dirs)
+    for (size_t i = 0; i < 3 * nvar; i++) {
+        if (index_dirs && i < nvar)
             free(index_dirs[i]);
         if (run_tmp)
             free(run_tmp[i]);
@@ -976,6 +1236,13 @@ done:
     for (int j = 0; j < 6; j++)
         free(enc_paths[j]);
     free(orig_vals);
+    free(sres.hits);
+    free(sres.nhits);
+    free(hres.hits);
+    free(hres.nhits);
+    free(sparse_of);
+    tt_sparse_set_free(sq);
+    tt_sparse_set_free(sp_docs);
     free(orig.hits);
     free(orig.nhits);
     free(cur.hits);

@@ -39,6 +39,9 @@ static void usage(FILE *f) {
         "                       \"Hybrid retrieval\")\n"
         "  --dense-mode M       the dense part of --mode hybrid: plaid, exhaustive or exact\n"
         "  --sparse-queries F   sparse queries, JSON Lines {\"id\", \"terms\": {t: w}}\n"
+        "                       (or \"term_ids\": {\"2023\": w} for an index of term ids)\n"
+        "  --vocab FILE         the term ids' vocabulary (one term per line, id = line - 1):\n"
+        "                       maps --sparse-queries string terms to ids\n"
         "  --query-text F       query texts (BEIR queries.jsonl or TSV) for the sparse part,\n"
         "                       BM25-tokenized (default with --mode sparse: --queries when it\n"
         "                       is not .npy; with --mode hybrid and --encoder: --queries)\n"
@@ -438,6 +441,7 @@ int cmd_search(int argc, char **argv) {
         {"rerank", required_argument, 0, 'K'},  {"untuned", no_argument, 0, 'U'},
         {"rerank-margin", required_argument, 0, 'M'},
         {"dense-mode", required_argument, 0, 1001}, {"sparse-queries", required_argument, 0, 1002},
+        {"vocab", required_argument, 0, 1019},
         {"query-text", required_argument, 0, 1003}, {"k1", required_argument, 0, 1004},
         {"b", required_argument, 0, 1005},      {"fusion", required_argument, 0, 1006},
         {"fusion-depth", required_argument, 0, 1007}, {"alpha", required_argument, 0, 1008},
@@ -448,7 +452,7 @@ int cmd_search(int argc, char **argv) {
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
-    const char *sparse_queries = NULL, *query_text = NULL;
+    const char *sparse_queries = NULL, *query_text = NULL, *vocab = NULL;
     bool text_default = false; /* hybrid with --encoder: its sparse parts, else the texts */
     tt_sparse_options spo;
     tt_fusion_options fo;
@@ -516,6 +520,7 @@ int cmd_search(int argc, char **argv) {
                 return cli_usage_error("search", "--dense-mode must be plaid, exhaustive or exact");
             break;
         case 1002: sparse_queries = optarg; break;
+        case 1019: vocab = optarg; break;
         case 1003: query_text = optarg; break;
         case 1004:
             if (!cli_parse_double(optarg, &d) || d < 0)
@@ -660,6 +665,8 @@ int cmd_search(int argc, char **argv) {
                                    "--query-text (or --encoder, whose --queries texts are "
                                    "tokenized too)");
     }
+    if (vocab && !sparse_queries)
+        return cli_usage_error("search", "--vocab goes with --sparse-queries");
     if (sparse_queries && query_text)
         return cli_usage_error("search", "--sparse-queries and --query-text exclude each other");
     if (retriever == R_DENSE && (sparse_queries || query_text))
@@ -724,7 +731,7 @@ int cmd_search(int argc, char **argv) {
           (st = tt_queries_check(qs, idx)))) ||
         (retriever != R_DENSE && !sq &&
          !(text_default && tt_index_sparse_kind(idx) == TT_SPARSE_WEIGHTS) &&
-         (st = sparse_queries ? tt_sparse_set_load_jsonl(&sq, sparse_queries)
+         (st = sparse_queries ? tt_sparse_set_load_jsonl_vocab(&sq, sparse_queries, vocab)
                               : tt_sparse_set_load_text(&sq, query_text, 1)))) {
         rc = cli_fail("search", st);
         goto done;

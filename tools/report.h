@@ -41,6 +41,14 @@ typedef struct rp_variant {
     bool reused;            /* the index was found already built */
     const char *index_dir;  /* where that index is (not owned) */
     const char *run_path;   /* the variant's TREC run, relative to the report dir */
+    /* With sparse postings (rp_report.hybrid): the same queries through the variant's
+     * index in --mode sparse (S) and hybrid (H, its dense part as above, fused). */
+    double s_value[RP_MAX_METRICS], h_value[RP_MAX_METRICS]; /* means */
+    double s_p[RP_MAX_METRICS], h_p[RP_MAX_METRICS]; /* paired t-test p against this
+                                                      * variant's dense (D) values; NaN: none */
+    const char *sparse_run_path, *hybrid_run_path; /* relative to the report dir */
+    double s_latency_p50, h_latency_p50; /* seconds per query, as latency_p50 (a hybrid
+                                          * query runs its two parts on two threads) */
 } rp_variant;
 
 typedef struct rp_report {
@@ -66,6 +74,15 @@ typedef struct rp_report {
     double prune_ratio;
     uint32_t ndocs;
     int threads;
+    /* sparse and hybrid columns (D / S / H), with --bm25 or --sparse */
+    bool hybrid;
+    const char *sparse_kind;    /* "bm25" or "weights" */
+    const char *sparse_docs;    /* the documents' texts (BM25) or sparse JSON Lines */
+    const char *sparse_queries; /* the query texts (BM25) or sparse JSON Lines */
+    int fusion;                 /* TT_FUSION_MINMAX or TT_FUSION_RRF */
+    uint32_t fusion_depth;
+    double fusion_alpha;
+    size_t no_sparse;           /* searched queries without a sparse query (S: no hits) */
     /* metrics: names as tt_metric_name writes them; metric 0 is the primary one */
     size_t nmetrics;
     char metric[RP_MAX_METRICS][32];

@@ -13,6 +13,7 @@
 static const char *const DAGGER = "\xe2\x80\xa0"; /* U+2020 */
 static const char *const ARROW = "\xe2\x86\x92";  /* U+2192 */
 static const char *const TIMES = "\xc3\x97";      /* U+00D7 */
+static const char *const DDAGGER = "\xe2\x80\xa1"; /* U+2021: S or H against D */
 
 /* ------------------------------------------------------------------ variants */
 
@@ -69,9 +70,9 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
                  v->codec == default_codec() ? "" : codec_suffix(v->codec), pool);
     }
     for (size_t m = 0; m < RP_MAX_METRICS; m++)
-        v->p[m] = NAN;
+        v->p[m] = v->s_value[m] = v->h_value[m] = v->s_p[m] = v->h_p[m] = NAN;
     v->recall = NAN;
-    v->latency_p50 = NAN;
+    v->latency_p50 = v->s_latency_p50 = v->h_latency_p50 = NAN;
     v->build_seconds = NAN;
     return true;
 }
@@ -152,7 +153,7 @@ static void md_text(FILE *f, const char *s) {
 
 int rp_write_markdown(FILE *f, const rp_report *r) {
     const rp_variant *o = &r->variants[0];
-    char h1[32], h2[32], lab[64];
+    char h1[96], h2[32], lab[64];
     fprintf(f, "# Storage vs effectiveness\n\n");
     fprintf(f, "%llu documents, %llu vectors %s %u dimensions (`", (unsigned long long)r->num_docs,
             (unsigned long long)r->num_vectors, TIMES, r->dim);
@@ -184,11 +185,14 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
     /* The main table. */
     fprintf(f, "| Variant |");
     for (size_t m = 0; m < r->nmetrics; m++)
-        fprintf(f, " %s |", r->metric[m]);
-    fprintf(f, " Storage | Ratio | Bits/dim | Recall@%u vs exact | Latency p50 | Build |\n",
-            r->k);
+        if (r->hybrid)
+            fprintf(f, " %s D | %s S | %s H |", r->metric[m], r->metric[m], r->metric[m]);
+        else
+            fprintf(f, " %s |", r->metric[m]);
+    fprintf(f, " Storage | Ratio | Bits/dim | Recall@%u vs exact | Latency p50%s | Build |\n",
+            r->k, r->hybrid ? " D / S / H" : "");
     fprintf(f, "|---|");
-    for (size_t m = 0; m < r->nmetrics; m++)
+    for (size_t m = 0; m < r->nmetrics * (r->hybrid ? 3 : 1); m++)
         fprintf(f, "---:|");
     fprintf(f, "---:|---:|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < r->nvariants; i++) {
@@ -200,6 +204,10 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
             else
                 fprintf(f, " %.4f %s %.4f%s |", o->value[m], ARROW, v->value[m],
                         isfinite(v->p[m]) && v->p[m] < RP_ALPHA ? DAGGER : "");
+            if (r->hybrid)
+                fprintf(f, " %.4f%s | %.4f%s |", v->s_value[m],
+                        isfinite(v->s_p[m]) && v->s_p[m] < RP_ALPHA ? DDAGGER : "",
+                        v->h_value[m], isfinite(v->h_p[m]) && v->h_p[m] < RP_ALPHA ? DDAGGER : "");
         }
         if (v->original)
             fprintf(f, " %s |", rp_human_bytes((double)v->bytes, h1, sizeof h1));
@@ -212,6 +220,13 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
         else
             fprintf(f, " n/a |");
         human_seconds(v->latency_p50, h1, sizeof h1);
+        if (r->hybrid) { /* D / S / H */
+            char hs[32], hh[32];
+            human_seconds(v->s_latency_p50, hs, sizeof hs);
+            human_seconds(v->h_latency_p50, hh, sizeof hh);
+            size_t n = strlen(h1);
+            snprintf(h1 + n, sizeof h1 - n, " / %s / %s", hs, hh);
+        }
         if (isfinite(v->build_seconds))
             fprintf(f, " %s | %.2f s |\n", h1, v->build_seconds);
         else
@@ -220,6 +235,28 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
     fprintf(f, "\n%s: the two-sided paired t-test of the per-query values against the original "
             "rejects equal means at p < %.2f (%zu queries; p-values below).\n\n",
             DAGGER, RP_ALPHA, r->eval_queries);
+    if (r->hybrid) {
+        fprintf(f, "D: dense (the variant's own search, as above); S: sparse (");
+        if (!strcmp(r->sparse_kind, "bm25"))
+            fprintf(f, "BM25, k1 0.9, b 0.4, of `");
+        else
+            fprintf(f, "precomputed weights, 8-bit quantized, of `");
+        md_text(f, r->sparse_docs);
+        fprintf(f, "`, queries `");
+        md_text(f, r->sparse_queries);
+        fprintf(f, "`; the same postings in every variant's index); H: hybrid, D and S fused ");
+        if (r->fusion == TT_FUSION_RRF)
+            fprintf(f, "by reciprocal rank (k 60)");
+        else
+            fprintf(f, "by min-max (%g %s D' + %g %s S', each list min-max normalised)",
+                    r->fusion_alpha, TIMES, 1 - r->fusion_alpha, TIMES);
+        fprintf(f, " over each list's top %u. %s: the paired t-test of S or H against the same "
+                "row's D rejects equal means at p < %.2f.", r->fusion_depth, DDAGGER, RP_ALPHA);
+        if (r->no_sparse)
+            fprintf(f, " %zu searched queries have no sparse query: S returns nothing for them "
+                    "and H their dense list.", r->no_sparse);
+        fprintf(f, "\n\n");
+    }
 
     /* p-values, one column per metric. */
     if (r->nvariants > 1) {
@@ -240,6 +277,31 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
                     fprintf(f, " %.1e%s |", v->p[m], v->p[m] < RP_ALPHA ? DAGGER : "");
                 else
                     fprintf(f, " %.4f%s |", v->p[m], v->p[m] < RP_ALPHA ? DAGGER : "");
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\n");
+    }
+    if (r->hybrid) {
+        fprintf(f, "Paired t-test p-values of sparse (S) and hybrid (H) against the same "
+                "variant's dense (D):\n\n| Variant |");
+        for (size_t m = 0; m < r->nmetrics; m++)
+            fprintf(f, " %s S | %s H |", r->metric[m], r->metric[m]);
+        fprintf(f, "\n|---|");
+        for (size_t m = 0; m < 2 * r->nmetrics; m++)
+            fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (size_t i = 0; i < r->nvariants; i++) {
+            const rp_variant *v = &r->variants[i];
+            fprintf(f, "| %s |", rp_variant_label(v, lab, sizeof lab));
+            for (size_t m = 0; m < 2 * r->nmetrics; m++) {
+                double p = m % 2 ? v->h_p[m / 2] : v->s_p[m / 2];
+                if (!isfinite(p))
+                    fprintf(f, " n/a |");
+                else if (p < 1e-4)
+                    fprintf(f, " %.1e%s |", p, p < RP_ALPHA ? DDAGGER : "");
+                else
+                    fprintf(f, " %.4f%s |", p, p < RP_ALPHA ? DDAGGER : "");
             }
             fprintf(f, "\n");
         }
@@ -304,8 +366,14 @@ int rp_write_csv(FILE *f, const rp_report *r) {
     fputs("variant,label,nbits,codec_tables,pool_factor,search", f);
     for (size_t m = 0; m < r->nmetrics; m++)
         fprintf(f, ",%s,%s_original,%s_p", r->metric[m], r->metric[m], r->metric[m]);
+    for (size_t m = 0; r->hybrid && m < r->nmetrics; m++)
+        fprintf(f, ",%s_S,%s_S_p,%s_H,%s_H_p", r->metric[m], r->metric[m], r->metric[m],
+                r->metric[m]);
+    if (r->hybrid)
+        fputs(",latency_p50_ms_S,latency_p50_ms_H", f);
     fprintf(f, ",storage_bytes,original_bytes,ratio,bits_per_dim,recall@%u_vs_exact,"
-            "latency_p50_ms,latency_queries,build_seconds,reused,index,run\n", r->k);
+            "latency_p50_ms,latency_queries,build_seconds,reused,index,run%s\n", r->k,
+            r->hybrid ? ",sparse_run,hybrid_run" : "");
     const rp_variant *o = &r->variants[0];
     for (size_t i = 0; i < r->nvariants; i++) {
         const rp_variant *v = &r->variants[i];
@@ -319,6 +387,16 @@ int rp_write_csv(FILE *f, const rp_report *r) {
             csv_num(f, 6, o->value[m]);
             csv_num(f, -6, v->p[m]);
         }
+        for (size_t m = 0; r->hybrid && m < r->nmetrics; m++) {
+            csv_num(f, 6, v->s_value[m]);
+            csv_num(f, -6, v->s_p[m]);
+            csv_num(f, 6, v->h_value[m]);
+            csv_num(f, -6, v->h_p[m]);
+        }
+        if (r->hybrid) {
+            csv_num(f, 4, v->s_latency_p50 * 1e3);
+            csv_num(f, 4, v->h_latency_p50 * 1e3);
+        }
         fprintf(f, ",%llu,%llu", (unsigned long long)v->bytes, (unsigned long long)o->bytes);
         csv_num(f, 4, ratio_of(r, v));
         csv_num(f, 4, v->bits_per_dim);
@@ -330,6 +408,12 @@ int rp_write_csv(FILE *f, const rp_report *r) {
         csv_field(f, v->index_dir ? v->index_dir : "");
         fputc(',', f);
         csv_field(f, v->run_path ? v->run_path : "");
+        if (r->hybrid) {
+            fputc(',', f);
+            csv_field(f, v->sparse_run_path ? v->sparse_run_path : "");
+            fputc(',', f);
+            csv_field(f, v->hybrid_run_path ? v->hybrid_run_path : "");
+        }
         fputc('\n', f);
     }
     return ferror(f) ? -1 : 0;
@@ -396,7 +480,20 @@ int rp_write_json(FILE *f, const rp_report *r) {
         fputs(m ? ", " : "", f);
         json_str(f, r->metric[m]);
     }
-    fprintf(f, "],\n  \"alpha\": %g,\n  \"variants\": [\n", RP_ALPHA);
+    fprintf(f, "],\n  \"alpha\": %g,\n", RP_ALPHA);
+    if (r->hybrid) {
+        fputs("  \"sparse\": {\"kind\": ", f);
+        json_str(f, r->sparse_kind);
+        fputs(", \"documents\": ", f);
+        json_str(f, r->sparse_docs);
+        fputs(", \"queries\": ", f);
+        json_str(f, r->sparse_queries);
+        fprintf(f, ", \"queries_without_sparse\": %zu},\n", r->no_sparse);
+        fprintf(f, "  \"fusion\": {\"method\": \"%s\", \"depth\": %u, \"alpha\": %g, "
+                "\"rrf_k\": 60},\n", r->fusion == TT_FUSION_RRF ? "rrf" : "minmax",
+                r->fusion_depth, r->fusion_alpha);
+    }
+    fputs("  \"variants\": [\n", f);
     for (size_t i = 0; i < r->nvariants; i++) {
         const rp_variant *v = &r->variants[i];
         fputs("    {\"name\": ", f);
@@ -449,6 +546,34 @@ int rp_write_json(FILE *f, const rp_report *r) {
         json_str(f, v->index_dir);
         fputs(", \"run\": ", f);
         json_str(f, v->run_path);
+        for (int part = 0; r->hybrid && part < 2; part++) {
+            const double *val = part ? v->h_value : v->s_value, *p = part ? v->h_p : v->s_p;
+            fprintf(f, ",\n     \"%s\": {\"metrics\": {", part ? "hybrid" : "sparse");
+            for (size_t m = 0; m < r->nmetrics; m++) {
+                fputs(m ? ", " : "", f);
+                json_str(f, r->metric[m]);
+                fputs(": ", f);
+                json_num(f, 6, val[m]);
+            }
+            fputs("}, \"p_values_vs_dense\": {", f);
+            for (size_t m = 0; m < r->nmetrics; m++) {
+                fputs(m ? ", " : "", f);
+                json_str(f, r->metric[m]);
+                fputs(": ", f);
+                json_num(f, -6, p[m]);
+            }
+            fputs("}, \"significant_vs_dense\": {", f);
+            for (size_t m = 0; m < r->nmetrics; m++) {
+                fputs(m ? ", " : "", f);
+                json_str(f, r->metric[m]);
+                fprintf(f, ": %s", isfinite(p[m]) && p[m] < RP_ALPHA ? "true" : "false");
+            }
+            fputs("}, \"latency_p50_ms\": ", f);
+            json_num(f, 4, (part ? v->h_latency_p50 : v->s_latency_p50) * 1e3);
+            fputs(", \"run\": ", f);
+            json_str(f, part ? v->hybrid_run_path : v->sparse_run_path);
+            fputs("}", f);
+        }
         fprintf(f, "}%s\n", i + 1 < r->nvariants ? "," : "");
     }
     fputs("  ]\n}\n", f);

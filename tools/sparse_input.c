@@ -5,8 +5,10 @@
 #include <string.h>
 
 int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
-                    const char *corpus, tt_sparse_set **out) {
+                    const char *corpus, const char *vocab, tt_sparse_set **out) {
     *out = NULL;
+    if (vocab && !sparse)
+        return cli_usage_error(cmd, "--vocab goes with --sparse (term ids)");
     if (!bm25 && !sparse) {
         if (text)
             return cli_usage_error(cmd, "--text goes with --bm25");
@@ -22,6 +24,7 @@ int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *spa
         return cli_usage_error(cmd, "--bm25 needs the documents' texts: --text FILE (BEIR "
                                "corpus.jsonl or TSV, in the order of the vectors), or "
                                "--encoder with --corpus");
-    int st = bm25 ? tt_sparse_set_load_text(out, text, 0) : tt_sparse_set_load_jsonl(out, sparse);
+    int st = bm25 ? tt_sparse_set_load_text(out, text, 0)
+                  : tt_sparse_set_load_jsonl_vocab(out, sparse, vocab);
     return st ? cli_fail(cmd, st) : CLI_OK;
 }

@@ -122,6 +122,11 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
     if (!idx->sparse_kind)
         return tt_err(TT_EUNSUPPORTED, "%s: the index has no sparse postings (build or add "
                       "with --bm25 or --sparse)", idx->dir);
+    if ((idx->sparse_kind == TT_SPARSE_KIND_IDS) != (q->kind == TT_SPARSE_KIND_IDS))
+        return tt_err(TT_EINVAL, "%s: the index's sparse terms are %s, the query's are %s "
+                      "(JSON Lines \"term_ids\", or a vocabulary, give ids)", idx->dir,
+                      idx->sparse_kind == TT_SPARSE_KIND_IDS ? "integer ids" : "strings",
+                      q->kind == TT_SPARSE_KIND_IDS ? "integer ids" : "strings");
     if (opt->filter && opt->filter->num_rows != idx->num_docs)
         return tt_err(TT_EINVAL, "tt_sparse_search: the filter is over %llu rows, the index %s "
                       "has %llu", (unsigned long long)opt->filter->num_rows, idx->dir,

@@ -224,13 +224,15 @@ typedef struct jline {
     size_t *tlen;
     float *w;
     size_t nt, cap;
-    bool has_id, has_terms;
+    bool has_id, has_terms, has_ids; /* has_ids: the pairs came as "term_ids" */
+    uint32_t *tid;                   /* has_ids or a vocabulary: the pairs' term ids */
+    size_t tid_cap;
 } jline;
 
 static int parse_terms(jcur *c, jline *L) {
     ws(c);
     if (c->p >= c->end || *c->p != '{')
-        return fail(c, "\"terms\" must be an object of term: weight");
+        return fail(c, "\"terms\" (\"term_ids\") must be an object of term (id): weight");
     c->p++;
     L->nt = 0;
     L->terms.len = 0;
@@ -302,7 +304,7 @@ out:
 }
 
 static int parse_line(jcur *c, jline *L) {
-    L->has_id = L->has_terms = false;
+    L->has_id = L->has_terms = L->has_ids = false;
     ws(c);
     if (c->p >= c->end || *c->p != '{')
         return fail(c, "expected a JSON object");
@@ -324,14 +326,18 @@ static int parse_line(jcur *c, jline *L) {
             bool is_id = (L->key.len == 2 && !memcmp(L->key.p, "id", 2)) ||
                          (L->key.len == 3 && !memcmp(L->key.p, "_id", 3));
             bool is_terms = L->key.len == 5 && !memcmp(L->key.p, "terms", 5);
+            bool is_ids = L->key.len == 8 && !memcmp(L->key.p, "term_ids", 8);
+            if ((is_terms || is_ids) && (L->has_terms || L->has_ids))
+                return fail(c, "more than one of \"terms\" and \"term_ids\"");
             if (is_id) {
                 if ((st = jstring(c, &L->id)))
                     return fail(c, "\"id\" must be a string");
                 L->has_id = true;
-            } else if (is_terms) {
+            } else if (is_terms || is_ids) {
                 if ((st = parse_terms(c, L)))
                     return st;
-                L->has_terms = true;
+                L->has_terms = is_terms;
+                L->has_ids = is_ids;
             } else if ((st = jskip(c, 0))) {
                 return st;
             }
@@ -351,8 +357,46 @@ static int parse_line(jcur *c, jline *L) {
         return fail(c, "text after the object");
     if (!L->has_id)
         return fail(c, "no \"id\"");
-    if (!L->has_terms)
-        return fail(c, "no \"terms\"");
+    if (!L->has_terms && !L->has_ids)
+        return fail(c, "no \"terms\" (or \"term_ids\")");
+    return TT_OK;
+}
+
+/* The term ids of line L into L->tid: "term_ids" keys are decimal integers 0..2^32-1;
+ * string "terms" are looked up in the set's vocabulary (refused without one). */
+static int ids_of(tt_sparse_set *s, jline *L, const char *const *tp, const char *where) {
+    if (L->nt > L->tid_cap) {
+        uint32_t *t = realloc(L->tid, L->nt * sizeof *t);
+        if (!t)
+            return tt_err(TT_ENOMEM, "%s: out of memory", where);
+        L->tid = t;
+        L->tid_cap = L->nt;
+    }
+    for (size_t i = 0; i < L->nt; i++) {
+        const char *k = tp[i];
+        size_t n = L->tlen[i];
+        if (L->has_ids) {
+            uint64_t v = 0;
+            bool okn = n > 0 && n <= 10 && (n == 1 || k[0] != '0');
+            for (size_t j = 0; okn && j < n; j++) {
+                okn = k[j] >= '0' && k[j] <= '9';
+                v = v * 10 + (uint64_t)(k[j] - '0');
+            }
+            if (!okn || v > UINT32_MAX)
+                return tt_err(TT_EVALUE, "%s: term id '%.*s' is not a decimal integer in "
+                              "0..4294967295", where, (int)TT_MIN(n, 40), k);
+            L->tid[i] = (uint32_t)v;
+        } else {
+            uint32_t id = s->vocab_size ? tt_st_find(&s->vocab, k, n) : TT_ST_NONE;
+            if (!s->vocab_size)
+                return tt_err(TT_EVALUE, "%s: string \"terms\" after records with \"term_ids\" "
+                              "(a vocabulary maps strings to ids)", where);
+            if (id == TT_ST_NONE)
+                return tt_err(TT_EVALUE, "%s: term '%.*s' is not in the vocabulary", where,
+                              (int)TT_MIN(n, 64), k);
+            L->tid[i] = id;
+        }
+    }
     return TT_OK;
 }
 
@@ -401,37 +445,101 @@ int tt_sparse_set_parse_jsonl(tt_sparse_set *s, const char *data, size_t n, cons
             st = tt_err(TT_EVALUE, "%s: too many terms", where);
             break;
         }
-        if ((st = tt_sparse_set_append(s, L.id.p ? L.id.p : "", L.id.len, (uint32_t)L.nt, tp,
-                                       L.tlen, L.w, 0, where)))
+        if (L.has_ids && s->kind == TT_SPARSE_KIND_WEIGHTS && s->n == 0)
+            s->kind = TT_SPARSE_KIND_IDS; /* the first record decides */
+        if (L.has_ids && s->kind != TT_SPARSE_KIND_IDS) {
+            st = tt_err(TT_EVALUE, "%s: \"term_ids\" after records with string \"terms\"",
+                        where);
+            break;
+        }
+        if (s->kind == TT_SPARSE_KIND_IDS) {
+            if ((st = ids_of(s, &L, tp, where)))
+                break;
+            st = tt_sparse_set_append_ids(s, L.id.p ? L.id.p : "", L.id.len, (uint32_t)L.nt,
+                                          L.tid, L.w, where);
+        } else {
+            st = tt_sparse_set_append(s, L.id.p ? L.id.p : "", L.id.len, (uint32_t)L.nt, tp,
+                                      L.tlen, L.w, 0, where);
+        }
+        if (st)
             break;
         p = nl ? nl + 1 : end;
     }
     free(tp);
     free(L.tlen);
     free(L.w);
+    free(L.tid);
     tt_sbuf_free(&L.key);
     tt_sbuf_free(&L.id);
     tt_sbuf_free(&L.terms);
     return st;
 }
 
-int tt_sparse_set_load_jsonl(tt_sparse_set **out, const char *path) {
-    *out = NULL;
+static int slurp(const char *path, tt_sbuf *b) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return tt_err_errno(TT_EIO, errno, "%s", path);
-    tt_sbuf b = {0};
     char buf[65536];
     size_t got;
     int st = TT_OK;
     while ((got = fread(buf, 1, sizeof buf, f)) > 0)
-        if ((st = tt_sbuf_append(&b, buf, got)))
+        if ((st = tt_sbuf_append(b, buf, got)))
             break;
     if (!st && ferror(f))
         st = tt_err_errno(TT_EIO, errno, "%s: read", path);
     fclose(f);
+    return st;
+}
+
+int tt_sparse_vocab_parse(tt_sparse_set *s, const char *data, size_t n, const char *path) {
+    const char *p = data, *end = data + n;
+    uint64_t line = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        line++;
+        size_t len = (size_t)(le - p);
+        if (len && p[len - 1] == '\r')
+            len--;
+        const char *why = len == 0 ? "an empty term"
+                          : len > TT_SPARSE_MAX_TERM ? "a term longer than 256 bytes"
+                          : memchr(p, 0, len) ? "a NUL byte"
+                          : tt_utf8_invalid_at(p, len) != SIZE_MAX ? "a term that is not UTF-8"
+                                                                  : NULL;
+        if (why)
+            return tt_err(TT_EVALUE, "%s:%llu: %s (a vocabulary is one term per line, term id "
+                          "= line number - 1)", path, (unsigned long long)line, why);
+        uint32_t id;
+        bool added;
+        int st = tt_st_intern(&s->vocab, p, len, &id, &added);
+        if (st)
+            return st;
+        if (!added)
+            return tt_err(TT_EVALUE, "%s:%llu: term '%.*s' repeats line %u", path,
+                          (unsigned long long)line, (int)TT_MIN(len, 64), p, id + 1);
+        p = nl ? nl + 1 : end;
+    }
+    if (line == 0)
+        return tt_err(TT_EFORMAT, "%s: an empty vocabulary", path);
+    s->vocab_size = line;
+    return TT_OK;
+}
+
+int tt_sparse_set_load_jsonl_vocab(tt_sparse_set **out, const char *path, const char *vocab) {
+    if (!out || !path)
+        return tt_err(TT_EINVAL, "tt_sparse_set_load_jsonl: NULL argument");
+    *out = NULL;
+    tt_sbuf b = {0};
+    int st = TT_OK;
     tt_sparse_set *s = NULL;
-    if (!st && !(st = tt_sparse_set_new(&s, TT_SPARSE_KIND_WEIGHTS)))
+    if (!(st = tt_sparse_set_new(&s, vocab ? TT_SPARSE_KIND_IDS : TT_SPARSE_KIND_WEIGHTS)) &&
+        vocab && !(st = slurp(vocab, &b))) {
+        st = tt_sparse_vocab_parse(s, b.p ? b.p : "", b.len, vocab);
+        b.len = 0;
+    }
+    if (!st)
+        st = slurp(path, &b);
+    if (!st)
         st = tt_sparse_set_parse_jsonl(s, b.p ? b.p : "", b.len, path);
     if (!st && s->n == 0)
         st = tt_err(TT_EFORMAT, "%s: no records", path);
@@ -442,4 +550,8 @@ int tt_sparse_set_load_jsonl(tt_sparse_set **out, const char *path) {
     }
     *out = s;
     return TT_OK;
+}
+
+int tt_sparse_set_load_jsonl(tt_sparse_set **out, const char *path) {
+    return tt_sparse_set_load_jsonl_vocab(out, path, NULL);
 }

@@ -65,7 +65,7 @@ uint32_t tt_sparse_block_decode(const tt_sparse_seg *s, uint64_t first, uint32_t
 int tt_sparse_seg_parse(tt_sparse_seg *s, const uint8_t *payload, uint64_t len, uint64_t a,
                         uint64_t b, uint64_t c, const char *path) {
     memset(s, 0, sizeof *s);
-    if (c != TT_SPARSE_KIND_BM25 && c != TT_SPARSE_KIND_WEIGHTS)
+    if (c != TT_SPARSE_KIND_BM25 && c != TT_SPARSE_KIND_WEIGHTS && c != TT_SPARSE_KIND_IDS)
         return bad(path, "unknown kind");
     if (len < TT_SPARSE_DIR_BYTES)
         return bad(path, "payload too short");
@@ -104,6 +104,8 @@ int tt_sparse_seg_parse(tt_sparse_seg *s, const uint8_t *payload, uint64_t len, 
         uint64_t o0 = tt_rd64(s->term_off + 8 * i), o1 = tt_rd64(s->term_off + 8 * (i + 1));
         if (o1 <= o0 || o1 > blob || o1 - o0 > TT_SPARSE_MAX_TERM)
             return bad(path, "a term is empty, too long or out of place");
+        if (s->kind == TT_SPARSE_KIND_IDS && o1 - o0 != TT_SPARSE_ID_BYTES)
+            return bad(path, "a term id is not 4 bytes");
         if (i > 0 && term_cmp(s, i - 1, s->blob + o0, (size_t)(o1 - o0)) >= 0)
             return bad(path, "terms are not sorted and distinct");
     }
@@ -223,7 +225,7 @@ int tt_sparse_seg_extract(const tt_sparse_seg *seg, const uint64_t *dead, tt_spa
         if ((st = tt_sparse_set_append(set, ids, idl, (uint32_t)(e1 - e0), tp, tl, pv + e0,
                                        tt_sparse_seg_len(seg, d), "compaction")))
             goto done;
-        if (set->kind == TT_SPARSE_KIND_WEIGHTS) /* keep the stored length, not the count */
+        if (set->kind != TT_SPARSE_KIND_BM25) /* keep the stored length, not the count */
             set->len[set->n - 1] = tt_sparse_seg_len(seg, d);
     }
     st = TT_OK;

@@ -8,7 +8,7 @@
 
 int tt_sparse_set_new(tt_sparse_set **out, int kind) {
     *out = NULL;
-    if (kind != TT_SPARSE_KIND_BM25 && kind != TT_SPARSE_KIND_WEIGHTS)
+    if (kind != TT_SPARSE_KIND_BM25 && kind != TT_SPARSE_KIND_WEIGHTS && kind != TT_SPARSE_KIND_IDS)
         return tt_err(TT_EINVAL, "sparse set: unknown kind %d", kind);
     tt_sparse_set *s = tt_calloc(1, sizeof *s, "sparse set");
     if (!s)
@@ -28,6 +28,7 @@ void tt_sparse_set_free(tt_sparse_set *s) {
         return;
     tt_st_free(&s->terms);
     tt_st_free(&s->ids);
+    tt_st_free(&s->vocab);
     free(s->off);
     free(s->term);
     free(s->value);
@@ -36,6 +37,8 @@ void tt_sparse_set_free(tt_sparse_set *s) {
 }
 
 uint64_t tt_sparse_set_size(const tt_sparse_set *s) { return s ? s->n : 0; }
+
+int tt_sparse_set_kind(const tt_sparse_set *s) { return s ? s->kind : 0; }
 
 static int grow_rec(tt_sparse_set *s) {
     if (s->n + 1 < s->cap_rec)
@@ -75,6 +78,22 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Sorts n (term, value) pairs by term, stably. */
+static void insertion_sort(uint32_t *t, float *v, uint64_t n) {
+    for (uint64_t i = 1; i < n; i++) {
+        uint32_t tt = t[i];
+        float vv = v[i];
+        uint64_t j = i;
+        while (j > 0 && t[j - 1] > tt) {
+            t[j] = t[j - 1];
+            v[j] = v[j - 1];
+            j--;
+        }
+        t[j] = tt;
+        v[j] = vv;
+    }
+}
+
 /* Sorts the new record's entries by term id and merges repeats (values add). */
 static void merge_record(tt_sparse_set *s, uint64_t e0) {
     uint64_t n = s->nent - e0;
@@ -85,18 +104,7 @@ static void merge_record(tt_sparse_set *s, uint64_t e0) {
     float *v = s->value + e0;
     /* insertion sort for short records, else a sort of packed keys */
     if (n <= 32) {
-        for (uint64_t i = 1; i < n; i++) {
-            uint32_t tt = t[i];
-            float vv = v[i];
-            uint64_t j = i;
-            while (j > 0 && t[j - 1] > tt) {
-                t[j] = t[j - 1];
-                v[j] = v[j - 1];
-                j--;
-            }
-            t[j] = tt;
-            v[j] = vv;
-        }
+        insertion_sort(t, v, n);
     } else {
         /* values are attached through a temporary array of (term, slot) */
         uint32_t *pair = malloc(2 * n * sizeof *pair);
@@ -104,18 +112,7 @@ static void merge_record(tt_sparse_set *s, uint64_t e0) {
         if (!pair || !tmp) { /* fall back to the quadratic sort: correct, only slower */
             free(pair);
             free(tmp);
-            for (uint64_t i = 1; i < n; i++) {
-                uint32_t tt = t[i];
-                float vv = v[i];
-                uint64_t j = i;
-                while (j > 0 && t[j - 1] > tt) {
-                    t[j] = t[j - 1];
-                    v[j] = v[j - 1];
-                    j--;
-                }
-                t[j] = tt;
-                v[j] = vv;
-            }
+            insertion_sort(t, v, n);
         } else {
             for (uint64_t i = 0; i < n; i++) {
                 pair[2 * i] = t[i];
@@ -167,27 +164,49 @@ static void end_record(tt_sparse_set *s, uint64_t e0, uint32_t len) {
     s->off[s->n] = s->nent;
 }
 
+/* The checks of one record's (term, weight) pairs, before anything is appended: every
+ * way a record comes in (JSON Lines, an encoder's sparse parts through tt_sparse_set_add,
+ * term ids, a compaction) goes through here. */
+static int check_pairs(const tt_sparse_set *s, uint32_t nt, const char *const *terms,
+                       const size_t *term_lens, const float *values, const char *where) {
+    for (uint32_t i = 0; i < nt; i++) {
+        if (s->kind == TT_SPARSE_KIND_IDS) { /* 4-byte keys (tt_sparse_set_append_ids) */
+            if (term_lens[i] != TT_SPARSE_ID_BYTES)
+                return tt_err(TT_EINVAL, "%s: a term id key of %zu bytes", where, term_lens[i]);
+            if (s->vocab_size && tt_sparse_key_id(terms[i]) >= s->vocab_size)
+                return tt_err(TT_EVALUE, "%s: term id %u is past the vocabulary (%llu terms, "
+                              "ids 0..%llu)", where, tt_sparse_key_id(terms[i]),
+                              (unsigned long long)s->vocab_size,
+                              (unsigned long long)s->vocab_size - 1);
+        } else if (term_lens[i] == 0)
+            return tt_err(TT_EVALUE, "%s: an empty term", where);
+        else if (term_lens[i] > TT_SPARSE_MAX_TERM)
+            return tt_err(TT_EVALUE, "%s: term '%.40s...' longer than %u bytes", where, terms[i],
+                          TT_SPARSE_MAX_TERM);
+        else if (tt_utf8_invalid_at(terms[i], term_lens[i]) != SIZE_MAX)
+            return tt_err(TT_EVALUE, "%s: term is not valid UTF-8", where);
+        if (!isfinite(values[i]) || values[i] < 0) {
+            char name[96];
+            if (s->kind == TT_SPARSE_KIND_IDS)
+                snprintf(name, sizeof name, "term id %u", tt_sparse_key_id(terms[i]));
+            else
+                snprintf(name, sizeof name, "term '%.*s'", (int)TT_MIN(term_lens[i], 64),
+                         terms[i]);
+            if (!isfinite(values[i]))
+                return tt_err(TT_EVALUE, "%s: %s has a non-finite weight (%g)", where, name,
+                              (double)values[i]);
+            return tt_err(TT_EVALUE, "%s: %s has a negative weight (%g); sparse weights must "
+                          "be >= 0", where, name, (double)values[i]);
+        }
+    }
+    return TT_OK;
+}
+
 int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32_t nt,
                          const char *const *terms, const size_t *term_lens,
                          const float *values, uint32_t len, const char *where) {
-    for (uint32_t i = 0; i < nt; i++) {
-        if (term_lens[i] == 0)
-            return tt_err(TT_EVALUE, "%s: an empty term", where);
-        if (term_lens[i] > TT_SPARSE_MAX_TERM)
-            return tt_err(TT_EVALUE, "%s: term '%.40s...' longer than %u bytes", where, terms[i],
-                          TT_SPARSE_MAX_TERM);
-        if (tt_utf8_invalid_at(terms[i], term_lens[i]) != SIZE_MAX)
-            return tt_err(TT_EVALUE, "%s: term is not valid UTF-8", where);
-        if (!isfinite(values[i]))
-            return tt_err(TT_EVALUE, "%s: term '%.*s' has a non-finite weight (%g)", where,
-                          (int)TT_MIN(term_lens[i], 64), terms[i], (double)values[i]);
-        if (values[i] < 0)
-            return tt_err(TT_EVALUE, "%s: term '%.*s' has a negative weight (%g); sparse "
-                          "weights must be >= 0", where, (int)TT_MIN(term_lens[i], 64),
-                          terms[i], (double)values[i]);
-    }
-    int st = begin_record(s, id, id_len, where);
-    if (st || (st = grow_ent(s, nt)))
+    int st = check_pairs(s, nt, terms, term_lens, values, where);
+    if (st || (st = begin_record(s, id, id_len, where)) || (st = grow_ent(s, nt)))
         return st;
     uint64_t e0 = s->nent;
     for (uint32_t i = 0; i < nt; i++) {
@@ -208,6 +227,32 @@ int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32
     /* the length: the caller's, else the number of distinct terms */
     end_record(s, e0, len ? len : (uint32_t)TT_MIN(s->nent - e0, UINT32_MAX));
     return TT_OK;
+}
+
+int tt_sparse_set_append_ids(tt_sparse_set *s, const char *id, size_t id_len, uint32_t nt,
+                             const uint32_t *tids, const float *values, const char *where) {
+    if (s->kind != TT_SPARSE_KIND_IDS)
+        return tt_err(TT_EINVAL, "%s: term ids in a set of string terms", where);
+    unsigned char *keys = tt_alloc(nt ? nt : 1, TT_SPARSE_ID_BYTES, "sparse set");
+    const char **tp = tt_alloc(nt ? nt : 1, sizeof *tp, "sparse set");
+    size_t *tl = tt_alloc(nt ? nt : 1, sizeof *tl, "sparse set");
+    int st = TT_ENOMEM;
+    if (keys && tp && tl) {
+        for (uint32_t i = 0; i < nt; i++) {
+            unsigned char *k = keys + (size_t)TT_SPARSE_ID_BYTES * i;
+            k[0] = (unsigned char)(tids[i] >> 24);
+            k[1] = (unsigned char)(tids[i] >> 16);
+            k[2] = (unsigned char)(tids[i] >> 8);
+            k[3] = (unsigned char)tids[i];
+            tp[i] = (const char *)k;
+            tl[i] = TT_SPARSE_ID_BYTES;
+        }
+        st = tt_sparse_set_append(s, id, id_len, nt, tp, tl, values, 0, where);
+    }
+    free(keys);
+    free(tp);
+    free(tl);
+    return st;
 }
 
 int tt_sparse_tokenize(const char *text, size_t n, tt_token_fn fn, void *user, uint64_t *ntok) {

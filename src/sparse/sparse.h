@@ -16,6 +16,9 @@
 #define TT_SPARSE_MAX_TERM 256u       /* bytes of a term */
 #define TT_SPARSE_KIND_BM25 1u        /* values are term frequencies (capped at 255) */
 #define TT_SPARSE_KIND_WEIGHTS 2u     /* values are 8-bit quantized weights, per-term scale */
+#define TT_SPARSE_KIND_IDS 3u         /* as WEIGHTS, terms are integer ids: each term is its
+                                       * id as 4 bytes big-endian (bytewise order = numeric) */
+#define TT_SPARSE_ID_BYTES 4u
 
 /* Sparse vectors of a sequence of records (documents or queries), in memory. Entries of
  * record r are [off[r], off[r+1]): distinct term ids with positive finite values. */
@@ -29,6 +32,10 @@ struct tt_sparse_set {
     uint32_t *len;             /* n: tokens of the record (BM25) or its number of terms */
     tt_strtab ids;             /* record ids, index = record number (distinct) */
     uint64_t nent, cap_ent, cap_rec;
+    /* kind IDS with a vocabulary (tt_sparse_set_load_jsonl_vocab): its terms, id = entry
+     * number; ids must be below vocab_size; string terms are mapped through it. */
+    tt_strtab vocab;
+    uint64_t vocab_size;       /* 0: no vocabulary (any 32-bit id) */
 };
 
 /* An empty set of the given kind. */
@@ -41,12 +48,24 @@ int tt_sparse_set_append(tt_sparse_set *s, const char *id, size_t id_len, uint32
                          const float *values, uint32_t len, const char *where);
 /* Tokenizes text (lowercase ASCII alphanumeric runs; every other byte separates) and
  * appends the record with its token counts (BM25 kind). */
+/* Kind IDS: appends one record of nt (term id, value) pairs (as tt_sparse_set_append;
+ * ids below the vocabulary's size when the set has one). */
+int tt_sparse_set_append_ids(tt_sparse_set *s, const char *id, size_t id_len, uint32_t nt,
+                             const uint32_t *tids, const float *values, const char *where);
+/* The id of term id in a kind IDS set (its 4-byte key). */
+static inline uint32_t tt_sparse_key_id(const char *key) {
+    const unsigned char *k = (const unsigned char *)key;
+    return (uint32_t)k[0] << 24 | (uint32_t)k[1] << 16 | (uint32_t)k[2] << 8 | k[3];
+}
 int tt_sparse_set_append_text(tt_sparse_set *s, const char *id, size_t id_len,
                               const char *text, size_t n, const char *where);
 
 /* Parses JSON Lines sparse vectors data[0..n) (tt_sparse_set_load_jsonl's format) into
  * s; errors name path:line. */
 int tt_sparse_set_parse_jsonl(tt_sparse_set *s, const char *data, size_t n, const char *path);
+/* Reads a vocabulary (one term per line, id = line number - 1; distinct non-empty UTF-8
+ * terms of at most TT_SPARSE_MAX_TERM bytes) into s's vocab and vocab_size. */
+int tt_sparse_vocab_parse(tt_sparse_set *s, const char *data, size_t n, const char *path);
 
 /* The tokenizer: calls fn for each token of text[0..n) (lowercased into a buffer of
  * TT_SPARSE_MAX_TERM bytes; longer tokens are cut). Returns the number of tokens. */

@@ -97,9 +97,12 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
             tt_fmap_close(&f);
             if (s.o.sparse && kind != (uint64_t)s.o.sparse->kind) {
                 st = tt_err(TT_EINVAL, "the index %s has %s sparse postings, the documents to "
-                            "add %s", dir, kind == TT_SPARSE_KIND_BM25 ? "BM25" : "weighted",
+                            "add %s", dir, kind == TT_SPARSE_KIND_BM25 ? "BM25"
+                                           : kind == TT_SPARSE_KIND_IDS ? "term-id weighted"
+                                                                        : "weighted",
                             s.o.sparse->kind == TT_SPARSE_KIND_BM25 ? "BM25 counts"
-                                                                    : "weights");
+                            : s.o.sparse->kind == TT_SPARSE_KIND_IDS ? "weights by term id"
+                                                                      : "weights");
                 goto done;
             }
         }

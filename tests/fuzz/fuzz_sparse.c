@@ -6,8 +6,11 @@
  *          payload checksum is not required, as an attacker recomputes it. If the
  *          payload validates, every term is searched alone and all terms together by
  *          MaxScore and by the brute force, which must agree exactly.
- *   byte 0 odd:  the rest is JSON Lines {"id", "terms"} input; on success every record
- *          must hold distinct terms with positive finite values.
+ *   byte 0 odd:  the rest is JSON Lines {"id", "terms"} (or "term_ids") input; on
+ *          success every record must hold distinct terms with positive finite values.
+ *          With byte 0 & 3 == 3 the rest is a vocabulary, a form feed (\f), then the
+ *          JSON Lines: every term id of a record must then be below the vocabulary's
+ *          size, and a kind-3 set's terms are 4-byte ids.
  *
  * Seeds: tests/fuzz/corpus/sparse (sparse.tt files of a BM25 and a weighted index, and
  * JSON Lines files). */
@@ -17,6 +20,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -89,13 +93,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     tt_sparse_set *s;
-    if (tt_sparse_set_new(&s, TT_SPARSE_KIND_WEIGHTS))
+    const bool vocab = (data[0] & 3) == 3;
+    if (tt_sparse_set_new(&s, vocab ? TT_SPARSE_KIND_IDS : TT_SPARSE_KIND_WEIGHTS))
         abort();
+    if (vocab) { /* the vocabulary up to the first form feed */
+        const uint8_t *ff = memchr(p, '\f', n);
+        if (!ff) {
+            tt_sparse_set_free(s);
+            return 0;
+        }
+        size_t vn = (size_t)(ff - p);
+        char *v = malloc(vn + 1);
+        if (!v)
+            abort();
+        memcpy(v, p, vn);
+        int st = tt_sparse_vocab_parse(s, v, vn, "fuzz");
+        free(v);
+        if (st) {
+            tt_sparse_set_free(s);
+            return 0;
+        }
+        n -= vn + 1;
+        p = ff + 1;
+    }
     char *text = malloc(n + 1);
     if (!text)
         abort();
     memcpy(text, p, n);
     if (tt_sparse_set_parse_jsonl(s, text, n, "fuzz") == TT_OK) {
+        for (uint64_t e = 0; s->kind == TT_SPARSE_KIND_IDS && e < s->nent; e++) {
+            if (tt_st_len(&s->terms, s->term[e]) != TT_SPARSE_ID_BYTES)
+                abort();
+            if (s->vocab_size &&
+                tt_sparse_key_id(tt_st_str(&s->terms, s->term[e])) >= s->vocab_size)
+                abort();
+        }
         for (uint64_t r = 0; r < s->n; r++)
             for (uint64_t e = s->off[r]; e < s->off[r + 1]; e++) {
                 if (!(s->value[e] > 0) || !isfinite(s->value[e]))
