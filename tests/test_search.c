@@ -1223,6 +1223,65 @@ START_TEST(adaptive_scores_match_reference) {
 }
 END_TEST
 
+/* The residual sketch in PLAID's centroid stages (doc/search.md, "Residual sketch"):
+ * every document a candidate (nprobe = K), the stage-3 score of each equals
+ * sum_i max_j (St[code_j, i] + sum over the 8-bit positions p of q_i[p] * value(p)),
+ * the values decoded from the residual file itself (not from sketch.tt), and without
+ * the sketch sum_i max_j St[code_j, i]. A table built for the wrong positions or
+ * bytes, or a sketch.tt that is not the residuals' prefix, fails it. */
+START_TEST(sketch_stage_scores_match_definition) {
+    tt_index *idx = open_idx(g_idx_ad, TT_IO_MMAP, 0);
+    ck_assert_uint_eq(idx->sketch_bytes, 4);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const uint32_t nq = 4, dim = idx->dim;
+    float *Q = query_near(&g_ca, 7, nq, 0.3f, 91);
+    float *Qpos = malloc((size_t)nq * dim * sizeof *Qpos);
+    for (uint32_t a = 0; a < nq; a++)
+        tt_codec_to_positions(&idx->codec, Q + a * dim, Qpos + a * dim);
+    for (int sketch = 0; sketch < 2; sketch++) {
+        tt_search_options o, r;
+        tt_search_options_init(&o);
+        o.nprobe = (int)idx->num_centroids;
+        o.sketch = sketch;
+        tt_search_options_resolve(&o, 10, &r);
+        ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
+        ctx->filter = NULL;
+        ctx->direct = false;
+        ctx->allowed = idx->num_live;
+        size_t n;
+        ck_assert_int_eq(tt_plaid_stage1(ctx, &r, &n), TT_OK);
+        ck_assert_uint_eq(n, idx->num_live); /* every document a candidate */
+        ck_assert_int_eq(ctx->use_sketch, sketch);
+        ck_assert_int_eq(tt_topk_reset(&ctx->top, (uint32_t)n), TT_OK);
+        tt_plaid_interaction(ctx, ctx->cand, n, NULL);
+        uint32_t got = tt_topk_finish(&ctx->top);
+        ck_assert_uint_eq(got, n);
+        const uint32_t nqp = ctx->nqp;
+        for (uint32_t h = 0; h < got; h++) {
+            uint64_t d = ctx->top.h[h].doc, v0 = idx->doc_vec0[d];
+            double ref = 0;
+            for (uint32_t i = 0; i < nq; i++) {
+                double best = -INFINITY;
+                for (uint32_t j = 0; j < idx->doclens[d]; j++) {
+                    const uint8_t *packed = idx->seg[0].res_map + (v0 + j) * idx->res_bytes;
+                    double s = ctx->St[(uint64_t)tt_index_code(idx, v0 + j) * nqp + i];
+                    for (uint32_t p = 0; sketch && p < 4; p++)
+                        s += (double)Qpos[i * dim + p] * tt_codec_value(&idx->codec, packed, p);
+                    best = s > best ? s : best;
+                }
+                ref += best;
+            }
+            ck_assert_double_eq_tol(ctx->top.h[h].score, ref, 1e-4 * (1 + fabs(ref)));
+        }
+    }
+    free(Q);
+    free(Qpos);
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* The residual paths give identical results: io_uring, io_uring + O_DIRECT, mmap. */
 START_TEST(io_paths_identical) {
     tt_index *a = open_idx(g_idx, TT_IO_URING, 0), *b = open_idx(g_idx, TT_IO_MMAP, 0);
@@ -1694,6 +1753,7 @@ int main(void) {
     tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);
     tcase_add_test(tc, adaptive_scores_match_reference);
+    tcase_add_test(tc, sketch_stage_scores_match_definition);
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
     tcase_add_test(tc, avx512_loops_agree);
