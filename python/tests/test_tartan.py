@@ -299,7 +299,8 @@ class TestThreads(Base):
         try:
             time.sleep(0.01)
             c0 = count[0]
-            tartan.build(os.path.join(self.tmp, "gil-build"), x, np.full(5000, 20), threads=1)
+            tartan.build(os.path.join(self.tmp, "gil-build"), x, np.full(5000, 20), threads=1,
+                         tune=False)
             c1 = count[0]
         finally:
             stop.set()
@@ -417,10 +418,10 @@ class TestZeroCopy(Base):
             try:
                 if name == "list":
                     tartan.build(os.path.join(self.tmp, "zc-" + name), arr, centroids=64,
-                                 threads=2, memory=64 << 20)
+                                 threads=2, memory=64 << 20, tune=False)
                 else:
                     tartan.build(os.path.join(self.tmp, "zc-" + name), arr, lens, centroids=64,
-                                 threads=2, memory=64 << 20)
+                                 threads=2, memory=64 << 20, tune=False)
                 _, peak = tracemalloc.get_traced_memory()
             finally:
                 tracemalloc.stop()
@@ -438,7 +439,7 @@ class TestZeroCopy(Base):
             lens = np.full(n // 20, 20, np.int64)
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             tartan.build(sys.argv[1], x, lens, centroids=256, threads=2, memory=64 << 20,
-                         kmeans_iters=1)
+                         kmeans_iters=1, tune=False)
             after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             print(x.nbytes, before, after)
         """)
