@@ -238,82 +238,6 @@ static int json_value(json_cur *c, tt_sbuf *out, int *kind, int depth) {
     }
 }
 
-int tt_json_fields(const char *s, size_t n, size_t nkeys, const char *const *keys,
-                   tt_sbuf *vals, int *kinds, size_t *err_col, const char **err_what) {
-    json_cur c = {s, n, 0, NULL};
-    tt_sbuf key = {0};
-    int st = TT_OK;
-    for (size_t k = 0; k < nkeys; k++) {
-        vals[k].len = 0;
-        kinds[k] = TT_JSON_ABSENT;
-    }
-    json_ws(&c);
-    if (c.i >= c.n || s[c.i] != '{') {
-        st = json_fail(&c, "'{' expected");
-        goto done;
-    }
-    c.i++;
-    json_ws(&c);
-    if (c.i < c.n && s[c.i] == '}') {
-        c.i++;
-        goto tail;
-    }
-    for (;;) {
-        json_ws(&c);
-        if (c.i >= c.n || s[c.i] != '"') {
-            st = json_fail(&c, "member name expected");
-            goto done;
-        }
-        key.len = 0;
-        if ((st = json_string(&c, &key)))
-            goto done;
-        json_ws(&c);
-        if (c.i >= c.n || s[c.i] != ':') {
-            st = json_fail(&c, "':' expected");
-            goto done;
-        }
-        c.i++;
-        size_t which = nkeys;
-        for (size_t k = 0; k < nkeys; k++)
-            if (strlen(keys[k]) == key.len && !memcmp(keys[k], key.p, key.len))
-                which = k;
-        int kind = 0;
-        if (which < nkeys) {
-            vals[which].len = 0;
-            st = json_value(&c, &vals[which], &kind, 1);
-            kinds[which] = kind;
-        } else {
-            st = json_value(&c, NULL, &kind, 1);
-        }
-        if (st)
-            goto done;
-        json_ws(&c);
-        if (c.i < c.n && s[c.i] == ',') {
-            c.i++;
-            continue;
-        }
-        if (c.i < c.n && s[c.i] == '}') {
-            c.i++;
-            break;
-        }
-        st = json_fail(&c, "',' or '}' expected");
-        goto done;
-    }
-tail:
-    json_ws(&c);
-    if (c.i != c.n)
-        st = json_fail(&c, "text after the object");
-done:
-    if (st == TT_EPARSE) {
-        if (err_col)
-            *err_col = c.i;
-        if (err_what)
-            *err_what = c.what;
-    }
-    tt_sbuf_free(&key);
-    return st;
-}
-
 int tt_json_members(const char *s, size_t n, tt_json_member_fn fn, void *user, size_t *err_col,
                     const char **err_what) {
     json_cur c = {s, n, 0, NULL};
@@ -386,4 +310,36 @@ done:
     tt_sbuf_free(&key);
     tt_sbuf_free(&val);
     return st;
+}
+
+/* tt_json_fields on tt_json_members: each member named by one of the keys is copied
+ * into its slot (the last of a repeated key wins); literals count as TT_JSON_OTHER. */
+typedef struct fields_job {
+    size_t nkeys;
+    const char *const *keys;
+    tt_sbuf *vals;
+    int *kinds;
+} fields_job;
+
+static int fields_member(void *user, const char *name, size_t len, int kind, const char *val,
+                         size_t vlen) {
+    fields_job *j = user;
+    for (size_t k = j->nkeys; k-- > 0;) {
+        if (strlen(j->keys[k]) != len || memcmp(j->keys[k], name, len))
+            continue;
+        j->vals[k].len = 0;
+        j->kinds[k] = kind > TT_JSON_OTHER ? TT_JSON_OTHER : kind;
+        return tt_sbuf_append(&j->vals[k], val, vlen);
+    }
+    return TT_OK;
+}
+
+int tt_json_fields(const char *s, size_t n, size_t nkeys, const char *const *keys,
+                   tt_sbuf *vals, int *kinds, size_t *err_col, const char **err_what) {
+    for (size_t k = 0; k < nkeys; k++) {
+        vals[k].len = 0;
+        kinds[k] = TT_JSON_ABSENT;
+    }
+    fields_job j = {nkeys, keys, vals, kinds};
+    return tt_json_members(s, n, fields_member, &j, err_col, err_what);
 }
