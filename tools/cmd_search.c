@@ -425,6 +425,14 @@ fail:
     return st;
 }
 
+/* The dense search mode named s (plaid, exhaustive, exact), or -1. */
+static int dense_mode(const char *s) {
+    return !strcmp(s, "plaid")        ? TT_MODE_PLAID
+           : !strcmp(s, "exhaustive") ? TT_MODE_EXHAUSTIVE
+           : !strcmp(s, "exact")      ? TT_MODE_EXACT
+                                      : -1;
+}
+
 int cmd_search(int argc, char **argv) {
     static const struct option longopts[] = {
         {"index", required_argument, 0, 'x'},   {"queries", required_argument, 0, 'q'},
@@ -499,24 +507,14 @@ int cmd_search(int argc, char **argv) {
                 retriever = R_SPARSE;
             else if (!strcmp(optarg, "hybrid"))
                 retriever = R_HYBRID;
-            else if (!strcmp(optarg, "plaid") || !strcmp(optarg, "dense"))
+            else if (!strcmp(optarg, "dense"))
                 so.mode = TT_MODE_PLAID;
-            else if (!strcmp(optarg, "exhaustive"))
-                so.mode = TT_MODE_EXHAUSTIVE;
-            else if (!strcmp(optarg, "exact"))
-                so.mode = TT_MODE_EXACT;
-            else
+            else if ((so.mode = dense_mode(optarg)) < 0)
                 return cli_usage_error("search", "--mode must be plaid (dense), exhaustive, "
                                        "exact, sparse or hybrid");
             break;
         case 1001:
-            if (!strcmp(optarg, "plaid"))
-                so.mode = TT_MODE_PLAID;
-            else if (!strcmp(optarg, "exhaustive"))
-                so.mode = TT_MODE_EXHAUSTIVE;
-            else if (!strcmp(optarg, "exact"))
-                so.mode = TT_MODE_EXACT;
-            else
+            if ((so.mode = dense_mode(optarg)) < 0)
                 return cli_usage_error("search", "--dense-mode must be plaid, exhaustive or exact");
             break;
         case 1002: sparse_queries = optarg; break;
