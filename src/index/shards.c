@@ -199,13 +199,6 @@ static int view_make(view *v, const tt_input *p, uint64_t d0, uint64_t d1, uint3
     return TT_OK;
 }
 
-static uint64_t kind_hash(const tt_manifest *m, const char *kind) {
-    for (uint32_t i = 0; i < m->n; i++)
-        if (!memcmp(m->e[i].kind, kind, 4))
-            return m->e[i].payload_hash;
-    return 0;
-}
-
 static void free_ivf(builder *b) {
     free(b->ivf_len);
     free(b->ivf_bytes);
@@ -254,8 +247,8 @@ static int write_shard(builder *b, tt_input *all, uint32_t s, uint32_t S, double
     snprintf(e->name, sizeof e->name, "%s", name);
     e->num_docs = v.in.num_docs;
     e->num_vectors = v.in.num_vectors;
-    e->centroids_hash = kind_hash(&b->man, "CENT");
-    e->codec_hash = kind_hash(&b->man, "CODC");
+    e->centroids_hash = tt_manifest_kind_hash(&b->man, "CENT");
+    e->codec_hash = tt_manifest_kind_hash(&b->man, "CODC");
     for (uint32_t i = 0; i < b->man.n; i++)
         b->st.index_bytes += strcmp(b->man.e[i].name, TT_F_ORIGINALS) ? b->man.e[i].size : 0;
 done:
@@ -346,8 +339,8 @@ static int collect_shard(builder *b, uint32_t s, tt_shard_entry *e) {
         e->num_docs += m.seg[i].num_docs;
         e->num_vectors += m.seg[i].num_vectors;
     }
-    e->centroids_hash = kind_hash(&m, "CENT");
-    e->codec_hash = kind_hash(&m, "CODC");
+    e->centroids_hash = tt_manifest_kind_hash(&m, "CENT");
+    e->codec_hash = tt_manifest_kind_hash(&m, "CODC");
     for (uint32_t i = 0; i < m.n; i++)
         b->st.index_bytes += strcmp(m.e[i].name, TT_F_ORIGINALS) ? m.e[i].size : 0;
     tt_manifest_free(&m);

@@ -138,6 +138,8 @@ int tt_manifest_publish(const char *dir, const tt_manifest *m);
 /* Reads dir/MANIFEST (version 1 or 2), checksums first. The caller frees m. */
 int tt_manifest_read(const char *dir, tt_manifest *m);
 const tt_manifest_entry *tt_manifest_find(const tt_manifest *m, const char *name);
+/* The payload hash of the first file of this kind (4 bytes, e.g. "CENT"), 0 if none. */
+uint64_t tt_manifest_kind_hash(const tt_manifest *m, const char *kind);
 /* Copies src into dst (deep). TT_ENOMEM. */
 int tt_manifest_copy(tt_manifest *dst, const tt_manifest *src);
 

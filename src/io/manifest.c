@@ -206,3 +206,10 @@ const tt_manifest_entry *tt_manifest_find(const tt_manifest *m, const char *name
             return &m->e[i];
     return NULL;
 }
+
+uint64_t tt_manifest_kind_hash(const tt_manifest *m, const char *kind) {
+    for (uint32_t i = 0; i < m->n; i++)
+        if (!memcmp(m->e[i].kind, kind, 4))
+            return m->e[i].payload_hash;
+    return 0;
+}

@@ -185,13 +185,6 @@ static int copy_range(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
     return st;
 }
 
-static uint64_t kind_hash(const tt_manifest *m, const char *kind) {
-    for (uint32_t i = 0; i < m->n; i++)
-        if (!memcmp(m->e[i].kind, kind, 4))
-            return m->e[i].payload_hash;
-    return 0;
-}
-
 /* One index directory wdir (a new shard, or the whole output when S = 1) holding the
  * documents [g0, g1). */
 static int write_part(reshard *rs, builder *b, const char *wdir, uint64_t g0, uint64_t g1,
@@ -225,8 +218,8 @@ static int write_part(reshard *rs, builder *b, const char *wdir, uint64_t g0, ui
     if (e) {
         e->num_docs = r.in.num_docs;
         e->num_vectors = r.in.num_vectors;
-        e->centroids_hash = kind_hash(&b->man, "CENT");
-        e->codec_hash = kind_hash(&b->man, "CODC");
+        e->centroids_hash = tt_manifest_kind_hash(&b->man, "CENT");
+        e->codec_hash = tt_manifest_kind_hash(&b->man, "CODC");
     }
     for (uint32_t i = 0; i < b->man.n; i++)
         b->st.index_bytes += b->man.e[i].size;
@@ -296,8 +289,8 @@ int tt_index_reshard(const char *dir, uint32_t shards, const char *out_dir,
             goto done;
         const tt_manifest *m = &rs.p[k].s.man;
         /* Every shard must hold the codebook SHARDS names. */
-        if (sharded && (kind_hash(m, "CENT") != sf.e[k].centroids_hash ||
-                        kind_hash(m, "CODC") != sf.e[k].codec_hash)) {
+        if (sharded && (tt_manifest_kind_hash(m, "CENT") != sf.e[k].centroids_hash ||
+                        tt_manifest_kind_hash(m, "CODC") != sf.e[k].codec_hash)) {
             st = tt_err(TT_ECORRUPT, "%s: its codebook is not the one %s/SHARDS names",
                         part_dirs[k], dir);
             goto done;
