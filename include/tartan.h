@@ -339,7 +339,7 @@ typedef struct tt_index_info {
     /* the residual sketch (doc/search.md, "Residual sketch") */
     uint32_t sketch_bytes;            /* per vector, kept in RAM for PLAID's centroid
                                        * stages; 0: none */
-    uint64_t bytes_sketch;            /* the sketch.tt files (also counted in bytes_codes) */
+    uint64_t bytes_sketch;            /* the sketch.tt files (counted in bytes_index) */
     /* The generation's other files, counted in bytes_index (and resident_bytes: they
      * are mapped whole); bits_per_dim and ratio_f16/f32 stay those of the dense part,
      * bytes_index minus these three. */

@@ -39,13 +39,14 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)in->input_vectors, in->sketch_bytes);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
-           "\"sparse\": %llu, \"metadata\": %llu, \"tune\": %llu, "
+           "\"sketch\": %llu, \"sparse\": %llu, \"metadata\": %llu, \"tune\": %llu, "
            "\"index\": %llu, \"originals\": %llu},\n",
            (unsigned long long)in->bytes_meta, (unsigned long long)in->bytes_centroids,
            (unsigned long long)in->bytes_codec, (unsigned long long)in->bytes_doclens,
            (unsigned long long)in->bytes_codes, (unsigned long long)in->bytes_residuals,
            (unsigned long long)in->bytes_ivf, (unsigned long long)in->bytes_ids,
-           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_sparse,
+           (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_sketch,
+           (unsigned long long)in->bytes_sparse,
            (unsigned long long)in->bytes_metadata, (unsigned long long)in->bytes_tune,
            (unsigned long long)in->bytes_index, (unsigned long long)in->bytes_originals);
     printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
@@ -209,6 +210,8 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     printf("\nbytes on disk\n");
     row("residuals", in->bytes_residuals, in->bytes_index);
     row("codes", in->bytes_codes, in->bytes_index);
+    if (in->bytes_sketch)
+        row("sketch", in->bytes_sketch, in->bytes_index);
     row("ivf", in->bytes_ivf, in->bytes_index);
     row("centroids", in->bytes_centroids, in->bytes_index);
     row("doclens", in->bytes_doclens, in->bytes_index);

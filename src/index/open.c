@@ -680,7 +680,7 @@ static void fill_info(tt_index *idx) {
     for (uint32_t s = 0; s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         in->bytes_doclens += sg->f_doclens.size;
-        in->bytes_codes += sg->f_codes.size + sg->f_sketch.size;
+        in->bytes_codes += sg->f_codes.size;
         in->bytes_sketch += sg->f_sketch.size;
         in->bytes_residuals += sg->f_residuals.size;
         in->bytes_ivf += sg->f_ivf.size;
@@ -703,8 +703,8 @@ static void fill_info(tt_index *idx) {
                          64ull * (idx->man.n + idx->man.nseg);
     /* The dense part: what compresses the vectors, and what the ratios are of. */
     uint64_t dense = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
-                     in->bytes_codes + in->bytes_residuals + in->bytes_ivf + in->bytes_ids +
-                     in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
+                     in->bytes_codes + in->bytes_sketch + in->bytes_residuals + in->bytes_ivf +
+                     in->bytes_ids + in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
     /* The generation's other files: sparse postings, metadata, calibration. */
     in->bytes_sparse = idx->sparse_bytes;
     in->bytes_metadata = idx->f_metadata.size;
