@@ -7,7 +7,7 @@
 #   A2   a directory that appears at --out during a build is never replaced; two
 #        builds into one --out: the second fails at once ("being built by pid N")
 #   A3   --force replaces only an index: files that are not part of it (a link
-#        under an index file's name, or a user's file under one, included; or an old
+#        under an index file's name included; or an old
 #        index that cannot be removed) make the build fail before anything changes
 #   A5   two searches writing the same --out at once: the run is complete
 #   A6   SIGINT/SIGTERM/SIGHUP during a build or search leave no temporary files
@@ -282,23 +282,6 @@ check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
 check "old index does not verify" verifies idx
 check "the link removed or moved" [ -L idx/g000007.ivf.tt ]
 check "the linked file changed" [ "$(cat outside.txt)" = "outside" ]
-check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
-[ -z "$cfail" ] || stderr_note
-case_end
-
-# A3e: a user's file under an index file's name (not tartan's contents) is not part of
-# the index either: a name alone does not make a file tartan's to remove.
-newcase a3e
-"$BLD" --out idx >/dev/null 2>&1
-echo "my notes" >idx/g000009.sketch.tt
-before=$(sum idx/MANIFEST)
-run 30 "$O" "$E" -- "$BLD" --out idx --force
-case_begin A3e "--force refuses an index directory holding a foreign file under an index name"
-check "exit 1 (got $rc)" rc_is 1
-check "message does not name g000009.sketch.tt" err_has "g000009.sketch.tt"
-check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
-check "old index does not verify" verifies idx
-check "the user's file removed or changed" [ "$(cat idx/g000009.sketch.tt)" = "my notes" ]
 check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
 [ -z "$cfail" ] || stderr_note
 case_end

@@ -280,8 +280,7 @@ size_t tt_foreign_entries(int fd, char *buf, size_t cap) {
         struct stat sb;
         bool got = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
         bool isdir = got && S_ISDIR(sb.st_mode);
-        if (!tt_is_index_file(de->d_name) || !got || !S_ISREG(sb.st_mode) ||
-            !tt_written_by_tartan(fd, de->d_name))
+        if (!tt_is_index_file(de->d_name) || !got || !S_ISREG(sb.st_mode))
             list_add(buf, cap, &count, de->d_name, isdir);
     }
     closedir(d);
@@ -323,7 +322,7 @@ int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
             continue;
         struct stat sb;
         bool reg = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
-        if (reg && ours(de->d_name) && tt_written_by_tartan(fd, de->d_name)) {
+        if (reg && ours(de->d_name)) {
             if (unlinkat(fd, de->d_name, 0) != 0 && st == TT_OK)
                 st = tt_err_errno(TT_EIO, errno, "%s/%s: cannot remove", path, de->d_name);
         } else {

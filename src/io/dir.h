@@ -68,9 +68,7 @@ void tt_lock_release(tt_lock *l);
 bool tt_written_by_tartan(int dfd, const char *name);
 
 /* Removes directory `name` of dfd if it is a real directory (not a link): first its
- * regular files for which ours(name) holds and that tartan wrote
- * (tt_written_by_tartan: a file of an index's name with other contents is not
- * tartan's), then the directory itself. Anything else
+ * regular files for which ours(name) holds, then the directory itself. Anything else
  * in it is left, and so is the directory: then TT_EEXIST with a message listing what
  * remains. `path` names the directory in messages. A missing directory is TT_OK. */
 int tt_remove_ours(int dfd, const char *name, const char *path, bool (*ours)(const char *));
@@ -80,8 +78,7 @@ int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
                       bool (*ours)(const char *));
 
 /* Lists the entries of directory fd that are not index files (regular files named as
- * tt_is_index_file says and written by tartan (tt_written_by_tartan); a link or a
- * foreign file under such a name is not one), comma-separated into
+ * tt_is_index_file says; a link under such a name is not one), comma-separated into
  * buf (subdirectories get a trailing '/'); returns their count. */
 size_t tt_foreign_entries(int fd, char *buf, size_t cap);
 
