@@ -7,7 +7,7 @@
 #   A2   a directory that appears at --out during a build is never replaced; two
 #        builds into one --out: the second fails at once ("being built by pid N")
 #   A3   --force replaces only an index: files that are not part of it (a link
-#        under an index file's name included; or an old
+#        or a user's file under an index file's name included; or an old
 #        index that cannot be removed) make the build fail before anything changes
 #   A5   two searches writing the same --out at once: the run is complete
 #   A6   SIGINT/SIGTERM/SIGHUP during a build or search leave no temporary files
@@ -282,6 +282,40 @@ check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
 check "old index does not verify" verifies idx
 check "the link removed or moved" [ -L idx/g000007.ivf.tt ]
 check "the linked file changed" [ "$(cat outside.txt)" = "outside" ]
+check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+[ -z "$cfail" ] || stderr_note
+case_end
+
+# A user's regular file under an index file's name, that no manifest lists and that
+# does not start with tartan's magic, is the user's: the name alone decides nothing.
+newcase a3e
+"$BLD" --out idx >/dev/null 2>&1
+echo "my notes" >idx/g000009.sketch.tt
+before=$(sum idx/MANIFEST)
+run 30 "$O" "$E" -- "$BLD" --out idx --force
+case_begin A3e "--force refuses an index directory holding a user's file under an index file's name"
+check "exit 1 (got $rc)" rc_is 1
+check "message does not name g000009.sketch.tt" err_has "g000009.sketch.tt"
+check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
+check "old index does not verify" verifies idx
+check "g000009.sketch.tt deleted or changed" \
+    [ "$(cat idx/g000009.sketch.tt 2>/dev/null)" = "my notes" ]
+check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+[ -z "$cfail" ] || stderr_note
+case_end
+
+# An index file the manifest lists stays the index's even with its header overwritten:
+# --force is how a damaged index is rebuilt. An unlisted leftover with tartan's magic
+# (a killed add's) goes with it.
+newcase a3f
+"$BLD" --out idx >/dev/null 2>&1
+printf 'XXXXXXXXXXXXXXXX' | dd of=idx/codes.tt bs=16 count=1 conv=notrunc 2>/dev/null
+cp idx/ivf.tt idx/g000005.ivf.tt
+run 30 "$O" "$E" -- "$BLD" --out idx --force
+case_begin A3f "--force rebuilds an index whose listed file's header was overwritten"
+check "exit 0 (got $rc)" rc_is 0
+check "the new index does not verify" verifies idx
+check "the killed add's leftover g000005.ivf.tt stayed" gone idx/g000005.ivf.tt
 check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
 [ -z "$cfail" ] || stderr_note
 case_end

@@ -1,5 +1,5 @@
 /* On-disk primitives: header encode/decode and its error order, checksummed writer
- * and validated reader, manifest publication. */
+ * and validated reader, manifest publication, what removal may take. */
 #include "testutil.h"
 
 #include "io/dir.h"
@@ -170,6 +170,74 @@ START_TEST(manifest_round_trip) {
 }
 END_TEST
 
+/* tt_index_owns / tt_remove_ours: the name is necessary, not sufficient: a file is the
+ * index's if its manifest lists it or it starts with tartan's magic. */
+static void put(const char *dir, const char *name, const char *text) {
+    char *p = tt_path_join(dir, name);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    free(p);
+}
+static bool present(const char *dir, const char *name) {
+    char *p = tt_path_join(dir, name);
+    bool there = access(p, F_OK) == 0;
+    free(p);
+    return there;
+}
+
+START_TEST(removal_judges_by_content_not_name) {
+    char *dir = tu_tmpdir();
+    tt_manifest m;
+    memset(&m, 0, sizeof m);
+    tt_manifest_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "codes.tt");
+    memcpy(e.kind, "CODE", 4);
+    ck_assert_int_eq(tt_manifest_add(&m, &e), TT_OK);
+    ck_assert_int_eq(tt_manifest_publish(dir, &m), TT_OK);
+    tt_manifest_free(&m);
+    put(dir, "codes.tt", "overwritten header, but listed");    /* the index's */
+    put(dir, "g000003.ivf.tt", TT_MAGIC "a killed add's");      /* the index's */
+    put(dir, "g000009.sketch.tt", "my notes");                 /* the user's */
+    put(dir, "notes.txt", "my notes");                         /* the user's */
+    put(dir, "g000004.codes.tt", "");                          /* empty: nothing to lose */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(fd, 0);
+    tt_manifest listed;
+    ck_assert_int_eq(tt_manifest_read(dir, &listed), TT_OK);
+    ck_assert(tt_index_owns(fd, "codes.tt", &listed));
+    ck_assert(!tt_index_owns(fd, "codes.tt", NULL)); /* unlisted and no magic */
+    ck_assert(tt_index_owns(fd, "g000003.ivf.tt", NULL));
+    ck_assert(tt_index_owns(fd, "g000004.codes.tt", NULL));
+    ck_assert(tt_index_owns(fd, "MANIFEST", NULL));
+    ck_assert(!tt_index_owns(fd, "g000009.sketch.tt", &listed));
+    ck_assert(!tt_index_owns(fd, "notes.txt", &listed));
+    ck_assert(!tt_index_owns(fd, "missing.tt", &listed));
+    tt_manifest_free(&listed);
+    char foreign[256];
+    ck_assert_uint_eq(tt_foreign_entries(fd, dir, foreign, sizeof foreign), 2);
+    ck_assert_ptr_nonnull(strstr(foreign, "g000009.sketch.tt"));
+    ck_assert_ptr_nonnull(strstr(foreign, "notes.txt"));
+    close(fd);
+    /* Removal takes the index's files and leaves the user's (and so the directory). */
+    char *parent = strdup(dir), *slash = strrchr(parent, '/');
+    ck_assert_ptr_nonnull(slash);
+    *slash = '\0';
+    int pfd = open(parent, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_eq(tt_remove_ours(pfd, slash + 1, dir), TT_EEXIST);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "g000009.sketch.tt"));
+    ck_assert(!present(dir, "codes.tt") && !present(dir, "g000003.ivf.tt") &&
+              !present(dir, "MANIFEST") && !present(dir, "g000004.codes.tt"));
+    ck_assert(present(dir, "g000009.sketch.tt") && present(dir, "notes.txt"));
+    close(pfd);
+    free(parent);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(varint_round_trip) {
     uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, 1ull << 35, UINT64_MAX};
     uint8_t buf[16];
@@ -195,6 +263,7 @@ int main(void) {
     tcase_add_test(tc, writer_reader_round_trip);
     tcase_add_test(tc, manifest_round_trip);
     tcase_add_test(tc, varint_round_trip);
+    tcase_add_test(tc, removal_judges_by_content_not_name);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

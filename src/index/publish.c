@@ -59,7 +59,7 @@ static int check_target(builder *b, bool *replace) {
     if (fd < 0)
         return tt_err_errno(TT_EIO, errno, "%s: cannot open", op->path);
     char foreign[512];
-    size_t nforeign = tt_foreign_entries(fd, foreign, sizeof foreign);
+    size_t nforeign = tt_foreign_entries(fd, op->path, foreign, sizeof foreign);
     struct stat ms;
     bool is_index = fstatat(fd, TT_F_MANIFEST, &ms, AT_SYMLINK_NOFOLLOW) == 0 &&
                     S_ISREG(ms.st_mode);
@@ -108,7 +108,7 @@ static void remove_stale(builder *b) {
         if (p)
             tt_shards_remove_stale(b->op.pfd, de->d_name, p); /* a sharded build's */
         if (p)
-            (void)tt_remove_ours(b->op.pfd, de->d_name, p, tt_is_index_file);
+            (void)tt_remove_ours(b->op.pfd, de->d_name, p);
         free(p);
     }
     closedir(d);
@@ -192,7 +192,7 @@ static int replace_index(builder *b) {
     char *p = tt_path_join(op->parent, old);
     if (!p)
         return TT_ENOMEM;
-    st = tt_remove_ours(op->pfd, old, p, tt_is_index_file);
+    st = tt_remove_ours(op->pfd, old, p);
     free(p);
     if (st)
         st = tt_err_prefix(st, "%s: the index was replaced, but removing the previous one "
@@ -246,7 +246,7 @@ void tt_build_discard(builder *b, int status) {
         snprintf(msg, sizeof msg, "%s", tt_last_error());
         /* Through the descriptor held since creation: this works even when the build
          * failed for want of descriptors. */
-        (void)tt_remove_ours_fd(b->tmp_fd, b->op.pfd, b->tmp_name, b->tmp, tt_is_index_file);
+        (void)tt_remove_ours_fd(b->tmp_fd, b->op.pfd, b->tmp_name, b->tmp);
         b->tmp_fd = -1;
         tt_err_clear();
         if (status)

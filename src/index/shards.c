@@ -296,7 +296,7 @@ void tt_build_shards_discard(builder *b) {
         tt_shard_name(s, name);
         char *p = tt_path_join(b->tmp, name);
         if (p)
-            (void)tt_remove_ours(b->tmp_fd, name, p, tt_is_index_file);
+            (void)tt_remove_ours(b->tmp_fd, name, p);
         free(p);
     }
     (void)unlinkat(b->tmp_fd, TT_F_SHARDS, 0);
@@ -436,7 +436,7 @@ void tt_shards_remove_stale(int pfd, const char *name, const char *path) {
             break; /* shards are numbered from 0 without gaps */
         char *p = tt_path_join(path, sn);
         if (p && S_ISDIR(sb.st_mode))
-            (void)tt_remove_ours(fd, sn, p, tt_is_index_file);
+            (void)tt_remove_ours(fd, sn, p);
         free(p);
     }
     struct stat sb;

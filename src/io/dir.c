@@ -266,24 +266,46 @@ static void list_add(char *buf, size_t cap, size_t *count, const char *name, boo
     (*count)++;
 }
 
-size_t tt_foreign_entries(int fd, char *buf, size_t cap) {
+/* The manifest of the index at path, for tt_index_owns: a missing or unreadable one
+ * lists nothing (then only tartan's magic vouches for a file). The thread-local
+ * message is left as it was: a caller may be cleaning up after its own error. */
+static void read_listed(const char *path, tt_manifest *m) {
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", tt_last_error());
+    if (!path || tt_manifest_read(path, m) != TT_OK)
+        memset(m, 0, sizeof *m);
+    tt_err(TT_OK, "%s", saved);
+}
+
+bool tt_index_owns(int dfd, const char *name, const tt_manifest *listed) {
+    struct stat sb;
+    if (!tt_is_index_file(name) || fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode))
+        return false;
+    return (listed && tt_manifest_find(listed, name)) || tt_written_by_tartan(dfd, name);
+}
+
+size_t tt_foreign_entries(int fd, const char *path, char *buf, size_t cap) {
     size_t count = 0;
     if (cap)
         buf[0] = '\0';
     DIR *d = tt_dir_list(fd);
     if (!d)
         return 0;
+    tt_manifest listed;
+    read_listed(path, &listed);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         struct stat sb;
-        bool got = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
-        bool isdir = got && S_ISDIR(sb.st_mode);
-        if (!tt_is_index_file(de->d_name) || !got || !S_ISREG(sb.st_mode))
+        bool isdir = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISDIR(sb.st_mode);
+        if (!tt_index_owns(fd, de->d_name, &listed))
             list_add(buf, cap, &count, de->d_name, isdir);
     }
     closedir(d);
+    tt_manifest_free(&listed);
     return count;
 }
 
@@ -305,8 +327,7 @@ bool tt_written_by_tartan(int dfd, const char *name) {
     return ours;
 }
 
-int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
-                      bool (*ours)(const char *)) {
+int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path) {
     DIR *d = fdopendir(fd);
     if (!d) {
         int e = errno;
@@ -316,20 +337,23 @@ int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
     int st = TT_OK;
     char left[512] = "";
     size_t nleft = 0;
+    tt_manifest listed;
+    read_listed(path, &listed);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         struct stat sb;
-        bool reg = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
-        if (reg && ours(de->d_name)) {
+        bool got = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+        if (tt_index_owns(fd, de->d_name, &listed)) {
             if (unlinkat(fd, de->d_name, 0) != 0 && st == TT_OK)
                 st = tt_err_errno(TT_EIO, errno, "%s/%s: cannot remove", path, de->d_name);
         } else {
-            list_add(left, sizeof left, &nleft, de->d_name, S_ISDIR(sb.st_mode));
+            list_add(left, sizeof left, &nleft, de->d_name, got && S_ISDIR(sb.st_mode));
         }
     }
     closedir(d);
+    tt_manifest_free(&listed);
     if (st)
         return st;
     if (nleft)
@@ -340,7 +364,7 @@ int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
     return TT_OK;
 }
 
-int tt_remove_ours(int dfd, const char *name, const char *path, bool (*ours)(const char *)) {
+int tt_remove_ours(int dfd, const char *name, const char *path) {
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT)
@@ -349,7 +373,7 @@ int tt_remove_ours(int dfd, const char *name, const char *path, bool (*ours)(con
             return tt_err(TT_EEXIST, "%s: not a directory tartan made; left as is", path);
         return tt_err_errno(TT_EIO, errno, "%s: cannot open", path);
     }
-    return tt_remove_ours_fd(fd, dfd, name, path, ours);
+    return tt_remove_ours_fd(fd, dfd, name, path);
 }
 
 /* ---------------------------------------------------------------- renaming */

@@ -5,12 +5,15 @@
  *    resolved once, and from then on everything is done relative to an open descriptor
  *    of the parent directory, so nothing is ever deleted through a symbolic link;
  *  - one writer per output at a time, by an advisory lock (flock) on a small lock file;
- *  - only files tartan writes are ever removed: by name (a fixed set, tt_is_index_file),
- *    regular files only, never following a link, and a directory only once it is empty. */
+ *  - only files tartan writes are ever removed: regular files (never through a link)
+ *    under an index file's name (a fixed set, tt_is_index_file) that start with
+ *    tartan's magic or that the index's manifest lists, and a directory only once it
+ *    is empty. */
 #ifndef TT_IO_DIR_H
 #define TT_IO_DIR_H
 
 #include "common/common.h"
+#include "io/file.h"
 
 #include <dirent.h>
 
@@ -67,20 +70,29 @@ void tt_lock_release(tt_lock *l);
  * (EMFILE, ENFILE), the caller's name rule has to do. */
 bool tt_written_by_tartan(int dfd, const char *name);
 
-/* Removes directory `name` of dfd if it is a real directory (not a link): first its
- * regular files for which ours(name) holds, then the directory itself. Anything else
- * in it is left, and so is the directory: then TT_EEXIST with a message listing what
- * remains. `path` names the directory in messages. A missing directory is TT_OK. */
-int tt_remove_ours(int dfd, const char *name, const char *path, bool (*ours)(const char *));
-/* The same with fd, the directory already open (taken over and closed): needs no new
- * descriptor, so it works when a process has run out of them. */
-int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path,
-                      bool (*ours)(const char *));
+/* Whether entry `name` of dfd is the index's own, for removal: a regular file (a link
+ * is not followed) named as an index file (tt_is_index_file) that tartan wrote
+ * (tt_written_by_tartan) or that `listed` (the directory's manifest, or NULL) names. A
+ * listed file whose header was overwritten is still the index's (--force is how a
+ * broken index is rebuilt); an unlisted file under an index file's name that does not
+ * start with tartan's magic is someone else's. */
+bool tt_index_owns(int dfd, const char *name, const tt_manifest *listed);
 
-/* Lists the entries of directory fd that are not index files (regular files named as
- * tt_is_index_file says; a link under such a name is not one), comma-separated into
- * buf (subdirectories get a trailing '/'); returns their count. */
-size_t tt_foreign_entries(int fd, char *buf, size_t cap);
+/* Removes directory `name` of dfd if it is a real directory (not a link): first its
+ * files that tt_index_owns (judged against the manifest at `path`, if it has a readable
+ * one), then the directory itself. Anything else in it is left, and so is the
+ * directory: then TT_EEXIST with a message listing what remains. `path` names the
+ * directory in messages. A missing directory is TT_OK. */
+int tt_remove_ours(int dfd, const char *name, const char *path);
+/* The same with fd, the directory already open (taken over and closed); when the
+ * process has run out of descriptors the manifest cannot be read and the names alone
+ * decide (tt_written_by_tartan). */
+int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path);
+
+/* Lists the entries of directory fd (whose path is `path`) that are not the index's own
+ * (tt_index_owns, against the manifest at path), comma-separated into buf
+ * (subdirectories get a trailing '/'); returns their count. */
+size_t tt_foreign_entries(int fd, const char *path, char *buf, size_t cap);
 
 /* Renames entry `from` of dfd to `to` of dfd: noreplace fails with TT_EEXIST when `to`
  * exists (RENAME_NOREPLACE); exchange swaps two existing entries atomically
