@@ -1784,6 +1784,31 @@ static PyObject *Index_info(IndexObject *self, PyObject *unused) {
         return NULL;
     }
     Py_DECREF(more);
+    /* The rest of tt_index_info, under the names `tartan info --json` uses where it has
+     * one (its "bytes" object's members become bytes_<name>). */
+    more = Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,s:{s:I,s:I,s:I,s:I,s:I},s:K,s:K,"
+        "s:I,s:I,s:d,s:K,s:d}",
+        "bytes_meta", (unsigned long long)i->bytes_meta, "bytes_codec",
+        (unsigned long long)i->bytes_codec, "bytes_doclens", (unsigned long long)i->bytes_doclens,
+        "bytes_manifest", (unsigned long long)i->bytes_manifest, "bytes_idmap",
+        (unsigned long long)i->bytes_idmap, "bytes_tombs", (unsigned long long)i->bytes_tombs,
+        "bytes_sketch", (unsigned long long)i->bytes_sketch, "bytes_sparse",
+        (unsigned long long)i->bytes_sparse, "bytes_metadata",
+        (unsigned long long)i->bytes_metadata, "bytes_tune", (unsigned long long)i->bytes_tune,
+        "sketch_bytes", i->sketch_bytes, "debias", i->debias ? Py_True : Py_False,
+        "dims_by_width", "0", i->dims_by_width[0], "1", i->dims_by_width[1], "2",
+        i->dims_by_width[2], "4", i->dims_by_width[4], "8", i->dims_by_width[8], "train_vectors",
+        (unsigned long long)i->train_vectors, "heldout_vectors",
+        (unsigned long long)i->heldout_vectors, "kmeans_iters", i->kmeans_iters, "threads",
+        i->threads, "sample_factor", i->sample_factor, "added_vectors",
+        (unsigned long long)i->added_vectors, "added_mse", i->added_mse);
+    if (!more || PyDict_Update(d, more) < 0) {
+        Py_XDECREF(more);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(more);
     return d;
 }
 

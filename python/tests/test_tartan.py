@@ -147,6 +147,29 @@ class TestSearch(Base):
             ix.search(self.docs[0], k=1)
 
     @unittest.skipUnless(HAVE_CLI, "needs TT_BUILDDIR with tartan and tartan-synth")
+    def test_info_matches_cli(self):
+        """Index.info() reports what `tartan info --json` reports, field for field."""
+        import json
+        out = subprocess.run([CLI, "info", "--json", self.path], check=True,
+                             capture_output=True, text=True).stdout
+        cli = json.loads(out)
+        with tartan.Index(self.path) as ix:
+            info = ix.info()
+        for name, value in cli["bytes"].items():
+            self.assertEqual(info["bytes_" + name], value, name)
+        for name in ("num_docs", "num_vectors", "dim", "nbits", "sketch_bytes", "debias",
+                     "pool_factor", "input_vectors", "lloyd_max_rounds", "bits_per_dim",
+                     "resident_bytes", "generation"):
+            self.assertAlmostEqual(info[name], cli[name], places=3, msg=name)
+        for name in ("train_vectors", "heldout_vectors", "kmeans_iters", "threads",
+                     "sample_factor", "seed"):
+            self.assertAlmostEqual(info[name], cli["build"][name], places=6, msg=name)
+        self.assertEqual({int(w): n for w, n in info["dims_by_width"].items()},
+                         {int(w): n for w, n in cli["dims_by_width"].items()})
+        self.assertEqual(sum(info["dims_by_width"].values()), 32)
+        self.assertEqual(info["added_vectors"], cli["drift"]["added_vectors"])
+
+    @unittest.skipUnless(HAVE_CLI, "needs TT_BUILDDIR with tartan and tartan-synth")
     @unittest.skipIf(SANITIZERS, "builds three indexes; the plain build compares with the CLI")
     def test_identical_to_cli(self):
         pre = os.path.join(self.tmp, "syn")
