@@ -288,8 +288,11 @@ def _source(vectors: Any, doclens: Any, ids: Any, copy: bool, bf16: bool = False
             _ids_list(ids, len(lens)), "vectors"), [a, lens]
 
 
-def _options(kind: str, options: Dict[str, Any], what: str) -> Dict[str, Any]:
-    known = OPTIONS[kind]
+def _options(kind: str, options: Dict[str, Any], what: str,
+             only: Optional[List[str]] = None) -> Dict[str, Any]:
+    """options, checked against the option names of kind (only: the subset that this
+    operation uses; the others would be accepted and ignored)."""
+    known = only if only is not None else OPTIONS[kind]
     for k in options:
         if k not in known:
             raise TypeError(f"{what}: unknown option {k!r} (known: {', '.join(known)})")
@@ -651,7 +654,8 @@ class Index(_tartan.Index):
         an index with metadata gets rows of nulls for them). Returns the change's
         statistics (a dict)."""
         src, keep = _source(vectors, doclens, ids, copy, bf16)
-        opts = _options("change", options, "add")
+        opts = _options("change", options, "add",
+                        [k for k in OPTIONS["change"] if k != "retrain"])
         with _metadata_path(metadata) as mp:
             if mp is not None:
                 opts = dict(opts, metadata=mp)
@@ -672,7 +676,8 @@ class Index(_tartan.Index):
                 **options: Any) -> Dict[str, Any]:
         """Merges the segments and drops deleted documents (retrain=True: a new
         codebook first)."""
-        opts = dict(_options("change", options, "compact"), retrain=bool(retrain))
+        opts = dict(_options("change", options, "compact", ["threads", "memory"]),
+                    retrain=bool(retrain))
         stats = _tartan.compact(self.path, opts, _check_progress(progress))
         self.reopen()
         return stats

@@ -526,6 +526,13 @@ class TestChanges(Base):
             self.assertNotIn("doc250", list(ids))
             with self.assertRaises(tartan.NotFoundError):
                 ix.delete(["nosuch"], strict=True)
+            # Options compact does not use are refused, not ignored.
+            for bad in ({"metadata": "m.jsonl"}, {"upsert": True}, {"pool_factor": 2}):
+                with self.assertRaisesRegex(TypeError, "compact: unknown option"):
+                    ix.compact(**bad)
+            with self.assertRaisesRegex(TypeError, "add: unknown option 'retrain'"):
+                ix.add(self.docs[:1], ids=["new"], retrain=True)
+            self.assertEqual(len(ix), len(self.docs) - 1)
             st = ix.compact()
             self.assertEqual(st["segments"], 1)
             self.assertEqual(ix.info()["num_docs"], len(self.docs) - 1)
