@@ -181,6 +181,23 @@ done:
 
 /* ------------------------------------------------------------- row as JSON */
 
+/* A finite REAL as JSON that reads back as the same double and as a real: the shortest
+ * of 15..17 significant digits that round-trips, with ".0" when it would otherwise
+ * read as an integer (1.0 is "1.0", not "1"). Returns the length written to buf. */
+static size_t json_real(char *buf, size_t cap, double v) {
+    int n = 0;
+    for (int digits = 15; digits <= 17; digits++) {
+        n = snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (n > 0 && (size_t)n + 2 < cap && !strpbrk(buf, ".eEn")) {
+        memcpy(buf + n, ".0", 3);
+        n += 2;
+    }
+    return n > 0 ? (size_t)n : 0;
+}
+
 static int json_str(tt_sbuf *b, const char *s, size_t n) {
     int st = tt_sbuf_append(b, "\"", 1);
     for (size_t i = 0; i < n && !st; i++) {
@@ -255,7 +272,7 @@ int tt_mdb_row_json(sqlite3 *db, const char *path, uint64_t row, char **json) {
                 if (!isfinite(v))
                     st = tt_sbuf_append(&b, "null", 4);
                 else
-                    st = tt_sbuf_append(&b, num, (size_t)snprintf(num, sizeof num, "%.17g", v));
+                    st = tt_sbuf_append(&b, num, json_real(num, sizeof num, v));
                 break;
             }
             case SQLITE_TEXT:
