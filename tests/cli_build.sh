@@ -49,7 +49,7 @@ vi = v.copy(); vi[78, 0] = np.inf; np.save(w + "/inf.npy", vi)
 vz = v.copy(); vz[79] = 0; np.save(w + "/zerovec.npy", vz)
 np.save(w + "/f16.npy", v.astype(np.float16))
 PYEOF
-b() { "$T" build --centroids 16 --threads 2 "$@"; }
+b() { "$T" build --centroids 16 --threads 2 --no-tune "$@"; }
 expect_fail "not an npy file" "notnpy.npy" b --vectors "$WORK/notnpy.npy" --doclens "$L" --out "$WORK/x"
 expect_fail "truncated npy" "trunc.npy.*truncated" b --vectors "$WORK/trunc.npy" --doclens "$L" --out "$WORK/x"
 expect_fail "unsupported dtype int8" "i8.npy: dtype '|i1' (int8) is not supported for vectors (supported: float32, float16, float64;" b --vectors "$WORK/i8.npy" --doclens "$L" --out "$WORK/x"

@@ -118,7 +118,7 @@ if [ -n "$DATA" ]; then
     grep -q "encoded 1400 records" "$WORK/out" && ok "1400 documents" || bad "$(cat "$WORK/out")"
     expect_ok "build from encode outputs" "$T" build --vectors "$WORK/cr.vectors.npy" \
         --doclens "$WORK/cr.doclens.npy" --ids "$WORK/cr.ids.txt" --out "$WORK/cr.idx" \
-        --describe "$(cat "$WORK/cr.encoder.txt")" --threads 2
+        --describe "$(cat "$WORK/cr.encoder.txt")" --threads 2 --no-tune
     expect_ok "verify" "$T" verify "$WORK/cr.idx"
     expect_ok "info" "$T" info --json "$WORK/cr.idx"
     "$PY" -c "

@@ -14,7 +14,7 @@ IDX="$WORK/idx"
 build() { # corpus
     "$T" build --vectors "$WORK/$1.vectors.npy" --doclens "$WORK/$1.doclens.npy" \
         --ids "$WORK/$1.ids.txt" --out "$IDX" --centroids 128 --threads 2 --force \
-        --keep-originals f16
+        --keep-originals f16 --no-tune
 }
 search() { # out-file [options]: the queries of corpus a, top 20
     o=$1; shift

@@ -40,7 +40,7 @@ per_query() {
 "$SYNTH" --out "$WORK/c" --docs 400 --doclen 5-15 --dim 32 --queries 10 --qlen 4 2>/dev/null \
     || { echo "tartan-synth failed"; exit 1; }
 V="$WORK/c.vectors.npy"; L="$WORK/c.doclens.npy"; Q="$WORK/c.queries.npy"; IDS="$WORK/c.ids.txt"
-b() { tt build --centroids 16 --threads 2 "$@"; }
+b() { tt build --centroids 16 --threads 2 --no-tune "$@"; }
 S() { tt search --index "$1" --queries "${Q2:-$Q}" --query-ids "$WORK/c.qids.txt" --out "$2"; }
 
 "$PY" - "$WORK" <<'PYEOF' || { echo "numpy setup failed"; exit 1; }
@@ -278,7 +278,8 @@ with open(w + "/queries.jsonl", "w") as f:
         f.write(json.dumps({"_id": "q%d" % i, "text": t(3)}) + "\n")
 PYEOF
 expect_ok "B15g setup: build --encoder 'tartan-hash-encoder --dim 32'" tt build --encoder "$HASH --dim 32" \
-    --encoder-timeout 30 --corpus "$WORK/corpus.jsonl" --out "$WORK/enc" --centroids 16 --threads 2
+    --encoder-timeout 30 --corpus "$WORK/corpus.jsonl" --out "$WORK/enc" --centroids 16 --threads 2 \
+    --no-tune
 run_err tt search --index "$WORK/enc" --encoder "$HASH --dim 32" --encoder-timeout 30 \
     --queries "$WORK/queries.jsonl" --out "$WORK/enc1.run"
 check "B15g control: the same query encoder, no warning" 0 "!warning"
