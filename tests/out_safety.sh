@@ -237,20 +237,25 @@ check "left:$(ls_glob x.tmp-*)" gone x.tmp-*
 case_end
 
 # ---------------------------------------------------------------- A3: --force
-newcase a3a
-"$BLD" --out idx >/dev/null 2>&1
-echo "my notes" >idx/NOTES.txt
-before=$(sum idx/MANIFEST)
-run 30 "$O" "$E" -- "$BLD" --out idx --force
-case_begin A3a "--force refuses an index directory holding a user file"
-check "exit 1 (got $rc)" rc_is 1
-check "message does not name NOTES.txt" err_has "NOTES.txt"
-check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
-check "old index does not verify" verifies idx
-check "NOTES.txt deleted or changed" [ "$(cat idx/NOTES.txt 2>/dev/null)" = "my notes" ]
-check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
-[ -z "$cfail" ] || stderr_note
-case_end
+# force_refuses_file ID CASE DESCRIPTION NAME: a user's file NAME in an index directory
+# makes --force refuse, and nothing changes.
+force_refuses_file() {
+    newcase "$1"
+    "$BLD" --out idx >/dev/null 2>&1
+    echo "my notes" >"idx/$4"
+    before=$(sum idx/MANIFEST)
+    run 30 "$O" "$E" -- "$BLD" --out idx --force
+    case_begin "$2" "$3"
+    check "exit 1 (got $rc)" rc_is 1
+    check "message does not name $4" err_has "$4"
+    check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
+    check "old index does not verify" verifies idx
+    check "$4 deleted or changed" [ "$(cat "idx/$4" 2>/dev/null)" = "my notes" ]
+    check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+    [ -z "$cfail" ] || stderr_note
+    case_end
+}
+force_refuses_file a3a A3a "--force refuses an index directory holding a user file" NOTES.txt
 
 newcase a3b
 "$BLD" --out idx >/dev/null 2>&1
@@ -288,21 +293,9 @@ case_end
 
 # A user's regular file under an index file's name, that no manifest lists and that
 # does not start with tartan's magic, is the user's: the name alone decides nothing.
-newcase a3e
-"$BLD" --out idx >/dev/null 2>&1
-echo "my notes" >idx/g000009.sketch.tt
-before=$(sum idx/MANIFEST)
-run 30 "$O" "$E" -- "$BLD" --out idx --force
-case_begin A3e "--force refuses an index directory holding a user's file under an index file's name"
-check "exit 1 (got $rc)" rc_is 1
-check "message does not name g000009.sketch.tt" err_has "g000009.sketch.tt"
-check "old index replaced or damaged" [ "$(sum idx/MANIFEST)" = "$before" ]
-check "old index does not verify" verifies idx
-check "g000009.sketch.tt deleted or changed" \
-    [ "$(cat idx/g000009.sketch.tt 2>/dev/null)" = "my notes" ]
-check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
-[ -z "$cfail" ] || stderr_note
-case_end
+force_refuses_file a3e A3e \
+    "--force refuses an index directory holding a user's file under an index file's name" \
+    g000009.sketch.tt
 
 # An index file the manifest lists stays the index's even with its header overwritten:
 # --force is how a damaged index is rebuilt. An unlisted leftover with tartan's magic
