@@ -13,7 +13,10 @@ if [ ! -x "$build/tartan" ] || [ "$top/Makefile.am" -nt "$build/Makefile" ]; the
 fi
 make -C "$build" -j"$(nproc)" -s >/dev/null
 T="$build/tartan"
-work=$(mktemp -d /tmp/tartan-demo-XXXXXX)
+# The demo's files stay for you to look at, in the build tree: each run replaces the
+# last one's (the index with --force, which replaces only a tartan index).
+work="$build/demo"
+mkdir -p "$work"
 echo "== 1. a synthetic collection: 20,000 documents x 20-40 vectors x 128-d, 200 queries"
 # Noise levels like ColBERT token vectors: most vectors score > 0.5 with their centroid,
 # which is what PLAID's default pruning threshold assumes (doc/search.md).
@@ -21,7 +24,8 @@ echo "== 1. a synthetic collection: 20,000 documents x 20-40 vectors x 128-d, 20
     --queries 200 --qlen 32 --seed 7 --noise 0.3 --qnoise 0.2
 echo "== 2. build a 2-bit index (it ends by calibrating its search: tartan tune)"
 "$T" build --vectors "$work/demo.vectors.npy" --doclens "$work/demo.doclens.npy" \
-    --ids "$work/demo.ids.txt" --out "$work/index" --nbits 2 --describe "tartan-synth demo"
+    --ids "$work/demo.ids.txt" --out "$work/index" --nbits 2 --describe "tartan-synth demo" \
+    --force
 echo "== 3. what was built"
 "$T" info "$work/index"
 echo "== 4. verify every checksum"
