@@ -211,6 +211,56 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
     for (uint32_t r = 0; r < nv; r++)
         _mm512_mask_storeu_ps(m + 16 * r, mp[r], acc[r]);
 }
+
+/* codes_max with the residual sketch, for nqp <= AVX512_MAX_NQP: per vector, its St row
+ * plus the sketch table's rows for its sketch bytes, added in the same order as
+ * codes_max (St first, then position 0, 1, ...), so every lane does the same float
+ * additions and the maxima are the same bits. */
+AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, uint64_t d,
+                                              const uint8_t *keep) {
+    const tt_index *idx = c->idx;
+    const uint32_t nqp = c->nqp, sb = idx->sketch_bytes;
+    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    const float *St = c->St, *slut = c->slut;
+    const size_t pstride = (size_t)256 * nqp;
+    const uint32_t nv = (nqp + 15) / 16;
+    __m512 acc[4];
+    __mmask16 mp[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
+        mp[r] = tt_lanes16(nqp, r);
+    }
+    for (uint64_t v = v0; v < v1; v++) {
+        uint32_t k = tt_index_code(idx, v);
+        if (v + 4 < v1)
+            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
+        if (keep && !keep[k])
+            continue;
+        const float *s = St + (uint64_t)k * nqp;
+        const uint8_t *sk = idx->sketch + v * sb;
+        if (nv == 1) {
+            /* up to 16 query vectors (DiffRetriever's 4, ColBERT's 32 take two) */
+            __m512 x = _mm512_maskz_loadu_ps(mp[0], s);
+            for (uint32_t p = 0; p < sb; p++)
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(
+                                         mp[0], slut + p * pstride + (size_t)sk[p] * nqp));
+            acc[0] = _mm512_max_ps(acc[0], x);
+            continue;
+        }
+        __m512 x[4];
+        for (uint32_t r = 0; r < nv; r++)
+            x[r] = _mm512_maskz_loadu_ps(mp[r], s + 16 * r);
+        for (uint32_t p = 0; p < sb; p++) {
+            const float *t = slut + p * pstride + (size_t)sk[p] * nqp;
+            for (uint32_t r = 0; r < nv; r++)
+                x[r] = _mm512_add_ps(x[r], _mm512_maskz_loadu_ps(mp[r], t + 16 * r));
+        }
+        for (uint32_t r = 0; r < nv; r++)
+            acc[r] = _mm512_max_ps(acc[r], x[r]);
+    }
+    for (uint32_t r = 0; r < nv; r++)
+        _mm512_mask_storeu_ps(m + 16 * r, mp[r], acc[r]);
+}
 #endif
 
 /* The nprobe best centroids of every query vector (lists sorted, ties: lower id) and,
@@ -502,7 +552,9 @@ void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
         if (t + 1 < n)
             __builtin_prefetch(idx->codes + idx->doc_vec0[docs[t + 1]] * idx->code_bytes);
 #ifdef TT_AVX512
-        if (c->avx512 && c->nqp <= AVX512_MAX_NQP && !c->use_sketch)
+        if (c->avx512 && c->nqp <= AVX512_MAX_NQP && c->use_sketch)
+            codes_max_sketch_avx512(m, c, d, keep);
+        else if (c->avx512 && c->nqp <= AVX512_MAX_NQP)
             codes_max_avx512(m, c->St, c->nqp, idx, d, keep);
         else
 #endif
