@@ -1438,9 +1438,10 @@ static uint32_t stage_scores(tt_index *idx, tt_search_ctx *ctx, const float *Q, 
     return got;
 }
 
-/* The AVX-512 sketch row loop (codes_max with the residual sketch) returns the same
- * bits as the portable loop for every document, with and without a pruning mask, for
- * query lengths that fill one to four registers of a row (and partial ones). */
+/* The AVX-512 row loops of stages 2-3 (codes_max, with the residual sketch and without)
+ * return the same bits as the portable loop for every document, with and without a
+ * pruning mask, for query lengths that take the 128-bit path (nqp 4) and fill one to
+ * four 512-bit registers of a row (and partial ones). */
 START_TEST(sketch_avx512_agrees) {
     tt_index *idx = open_idx(g_idx_ad, TT_IO_MMAP, 0);
     ck_assert_uint_gt(idx->sketch_bytes, 0);
@@ -1460,15 +1461,17 @@ START_TEST(sketch_avx512_agrees) {
         const uint32_t nq = qlens[t % 7];
         const uint8_t *kp = t >= 7 ? keep : NULL;
         float *Q = query_near(&g_ca, (uint64_t)t * 13 % g_ca.ndocs, nq, 0.3f, 700 + t);
-        uint32_t n1 = stage_scores(idx, ctx, Q, nq, 1, 1, kp, h1);
-        uint32_t n2 = stage_scores(idx, ctx, Q, nq, 0, 1, kp, h2);
-        ck_assert_uint_eq(n1, nd);
-        ck_assert_uint_eq(n1, n2);
-        for (uint32_t h = 0; h < n1; h++)
-            ck_assert_msg(h1[h].doc == h2[h].doc && h1[h].score == h2[h].score,
-                          "nq %u, rank %u: doc %llu %.9g vs doc %llu %.9g", nq, h,
-                          (unsigned long long)h1[h].doc, h1[h].score,
-                          (unsigned long long)h2[h].doc, h2[h].score);
+        for (int sk = 1; sk >= 0; sk--) { /* and the centroid-only row loops */
+            uint32_t n1 = stage_scores(idx, ctx, Q, nq, 1, sk, kp, h1);
+            uint32_t n2 = stage_scores(idx, ctx, Q, nq, 0, sk, kp, h2);
+            ck_assert_uint_eq(n1, nd);
+            ck_assert_uint_eq(n1, n2);
+            for (uint32_t h = 0; h < n1; h++)
+                ck_assert_msg(h1[h].doc == h2[h].doc && h1[h].score == h2[h].score,
+                              "sketch %d, nq %u, rank %u: doc %llu %.9g vs doc %llu %.9g", sk,
+                              nq, h, (unsigned long long)h1[h].doc, h1[h].score,
+                              (unsigned long long)h2[h].doc, h2[h].score);
+        }
         free(Q);
     }
     free(keep);

@@ -197,6 +197,40 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
         acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
         mp[r] = tt_lanes16(nqp, r);
     }
+    if (nqp == 4) {
+        /* 4-vector queries (DiffRetriever's): a 128-bit row, cheaper than a masked
+         * 512-bit one; the pruning mask without a branch, a pruned vector counting as
+         * the floor, which the maximum starts from */
+        const __m128 floor = _mm_set1_ps(STAGE2_FLOOR);
+        __m128 a = floor;
+        for (uint64_t v = v0; v < v1; v++) {
+            const uint32_t k = tt_index_code(idx, v);
+            if (v + 4 < v1)
+                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
+            __m128 x = _mm_loadu_ps(St + (uint64_t)k * 4);
+            if (keep)
+                x = _mm_blendv_ps(floor, x,
+                                  _mm_castsi128_ps(_mm_set1_epi32(-(int32_t)(keep[k] != 0))));
+            a = _mm_max_ps(a, x);
+        }
+        _mm_storeu_ps(m, a);
+        return;
+    }
+    if (nv == 1) {
+        /* up to 16 query vectors: the pruning mask without a branch (in the
+         * all-documents plan keep[code] is a coin toss per vector) */
+        const __mmask16 m0 = mp[0];
+        __m512 a = acc[0];
+        for (uint64_t v = v0; v < v1; v++) {
+            const uint32_t k = tt_index_code(idx, v);
+            if (v + 4 < v1)
+                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
+            const __mmask16 km = keep ? (__mmask16)(m0 & -(uint32_t)(keep[k] != 0)) : m0;
+            a = _mm512_mask_max_ps(a, km, a, _mm512_maskz_loadu_ps(m0, St + (uint64_t)k * nqp));
+        }
+        _mm512_mask_storeu_ps(m, m0, a);
+        return;
+    }
     for (uint64_t v = v0; v < v1; v++) {
         uint32_t k = tt_index_code(idx, v);
         if (v + 4 < v1)
@@ -215,7 +249,10 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
 /* codes_max with the residual sketch, for nqp <= AVX512_MAX_NQP: per vector, its St row
  * plus the sketch table's rows for its sketch bytes, added in the same order as
  * codes_max (St first, then position 0, 1, ...), so every lane does the same float
- * additions and the maxima are the same bits. */
+ * additions and the maxima are the same bits. The pruning mask is applied without a
+ * branch: in the all-documents plan keep[code] is a coin toss per vector, and its
+ * mispredictions cost more than summing the sketch of a vector that then does not
+ * count (the sums come from L1: 256 x nqp floats per sketch byte). */
 AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, uint64_t d,
                                               const uint8_t *keep) {
     const tt_index *idx = c->idx;
@@ -230,6 +267,65 @@ AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, 
         acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
         mp[r] = tt_lanes16(nqp, r);
     }
+    if (nqp == 4 && sb == 4) {
+        /* DiffRetriever's 4-vector queries and 4 outlier dimensions: one 128-bit register
+         * per row (a masked 512-bit load of 4 lanes costs more: 1.7 against 1.0 ms per
+         * query on the 20k-document DiffRetriever shape, bench/bench_stage2.c), and the
+         * table rows' addresses do not wait on one another */
+        __m128 a = _mm_set1_ps(STAGE2_FLOOR);
+        const __m128 floor = a;
+        for (uint64_t v = v0; v < v1; v++) {
+            const uint32_t k = tt_index_code(idx, v);
+            if (v + 4 < v1)
+                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
+            const uint8_t *sk = idx->sketch + v * 4;
+            __m128 x = _mm_loadu_ps(St + (uint64_t)k * 4);
+            const __m128 t0 = _mm_loadu_ps(slut + (size_t)sk[0] * 4);
+            const __m128 t1 = _mm_loadu_ps(slut + 1024 + (size_t)sk[1] * 4);
+            const __m128 t2 = _mm_loadu_ps(slut + 2048 + (size_t)sk[2] * 4);
+            const __m128 t3 = _mm_loadu_ps(slut + 3072 + (size_t)sk[3] * 4);
+            x = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(x, t0), t1), t2), t3);
+            /* a pruned vector counts as the floor, which the maximum starts from */
+            if (keep)
+                x = _mm_blendv_ps(floor, x,
+                                  _mm_castsi128_ps(_mm_set1_epi32(-(int32_t)(keep[k] != 0))));
+            a = _mm_max_ps(a, x);
+        }
+        _mm_storeu_ps(m, a);
+        return;
+    }
+    if (nv == 1) {
+        /* up to 16 query vectors (DiffRetriever's 4; ColBERT's 32 take the loop below) */
+        const __mmask16 m0 = mp[0];
+        __m512 a = acc[0];
+        for (uint64_t v = v0; v < v1; v++) {
+            const uint32_t k = tt_index_code(idx, v);
+            if (v + 4 < v1)
+                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
+            const __mmask16 km = keep ? (__mmask16)(m0 & -(uint32_t)(keep[k] != 0)) : m0;
+            const uint8_t *sk = idx->sketch + v * sb;
+            __m512 x = _mm512_maskz_loadu_ps(m0, St + (uint64_t)k * nqp);
+            if (sb == 4) {
+                /* the common case (4 outlier dimensions): the table rows' addresses do
+                 * not wait on one another */
+                const __m512 t0 = _mm512_maskz_loadu_ps(m0, slut + (size_t)sk[0] * nqp);
+                const __m512 t1 = _mm512_maskz_loadu_ps(m0, slut + pstride + (size_t)sk[1] * nqp);
+                const __m512 t2 =
+                    _mm512_maskz_loadu_ps(m0, slut + 2 * pstride + (size_t)sk[2] * nqp);
+                const __m512 t3 =
+                    _mm512_maskz_loadu_ps(m0, slut + 3 * pstride + (size_t)sk[3] * nqp);
+                x = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x, t0), t1), t2),
+                                  t3);
+            } else {
+                for (uint32_t p = 0; p < sb; p++)
+                    x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(
+                                             m0, slut + p * pstride + (size_t)sk[p] * nqp));
+            }
+            a = _mm512_mask_max_ps(a, km, a, x);
+        }
+        _mm512_mask_storeu_ps(m, m0, a);
+        return;
+    }
     for (uint64_t v = v0; v < v1; v++) {
         uint32_t k = tt_index_code(idx, v);
         if (v + 4 < v1)
@@ -238,15 +334,6 @@ AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, 
             continue;
         const float *s = St + (uint64_t)k * nqp;
         const uint8_t *sk = idx->sketch + v * sb;
-        if (nv == 1) {
-            /* up to 16 query vectors (DiffRetriever's 4, ColBERT's 32 take two) */
-            __m512 x = _mm512_maskz_loadu_ps(mp[0], s);
-            for (uint32_t p = 0; p < sb; p++)
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(
-                                         mp[0], slut + p * pstride + (size_t)sk[p] * nqp));
-            acc[0] = _mm512_max_ps(acc[0], x);
-            continue;
-        }
         __m512 x[4];
         for (uint32_t r = 0; r < nv; r++)
             x[r] = _mm512_maskz_loadu_ps(mp[r], s + 16 * r);
