@@ -199,36 +199,19 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
     }
     if (nqp == 4) {
         /* 4-vector queries (DiffRetriever's): a 128-bit row, cheaper than a masked
-         * 512-bit one; the pruning mask without a branch, a pruned vector counting as
-         * the floor, which the maximum starts from */
-        const __m128 floor = _mm_set1_ps(STAGE2_FLOOR);
-        __m128 a = floor;
+         * 512-bit one (0.6 against 1.3 ms per query on the 20k-document DiffRetriever
+         * shape in the all-documents plan, bench/bench_stage2.c). A branchless mask
+         * measured slower here (0.67 ms; 0.26 against 0.21 ms with nprobe 1). */
+        __m128 a = _mm_set1_ps(STAGE2_FLOOR);
         for (uint64_t v = v0; v < v1; v++) {
             const uint32_t k = tt_index_code(idx, v);
             if (v + 4 < v1)
                 __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
-            __m128 x = _mm_loadu_ps(St + (uint64_t)k * 4);
-            if (keep)
-                x = _mm_blendv_ps(floor, x,
-                                  _mm_castsi128_ps(_mm_set1_epi32(-(int32_t)(keep[k] != 0))));
-            a = _mm_max_ps(a, x);
+            if (keep && !keep[k])
+                continue;
+            a = _mm_max_ps(a, _mm_loadu_ps(St + (uint64_t)k * 4));
         }
         _mm_storeu_ps(m, a);
-        return;
-    }
-    if (nv == 1) {
-        /* up to 16 query vectors: the pruning mask without a branch (in the
-         * all-documents plan keep[code] is a coin toss per vector) */
-        const __mmask16 m0 = mp[0];
-        __m512 a = acc[0];
-        for (uint64_t v = v0; v < v1; v++) {
-            const uint32_t k = tt_index_code(idx, v);
-            if (v + 4 < v1)
-                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * nqp);
-            const __mmask16 km = keep ? (__mmask16)(m0 & -(uint32_t)(keep[k] != 0)) : m0;
-            a = _mm512_mask_max_ps(a, km, a, _mm512_maskz_loadu_ps(m0, St + (uint64_t)k * nqp));
-        }
-        _mm512_mask_storeu_ps(m, m0, a);
         return;
     }
     for (uint64_t v = v0; v < v1; v++) {
@@ -250,9 +233,11 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
  * plus the sketch table's rows for its sketch bytes, added in the same order as
  * codes_max (St first, then position 0, 1, ...), so every lane does the same float
  * additions and the maxima are the same bits. The pruning mask is applied without a
- * branch: in the all-documents plan keep[code] is a coin toss per vector, and its
- * mispredictions cost more than summing the sketch of a vector that then does not
- * count (the sums come from L1: 256 x nqp floats per sketch byte). */
+ * branch (a pruned vector counts as the floor, which the maxima start from): summing
+ * the sketch of a vector that then does not count (from L1: 256 x nqp floats per
+ * sketch byte) measured a little cheaper than the branch (1.00 against 1.09 ms per
+ * query in the all-documents plan on the 20k-document DiffRetriever shape, equal with
+ * nprobe 1; bench/bench_stage2.c). */
 AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, uint64_t d,
                                               const uint8_t *keep) {
     const tt_index *idx = c->idx;
