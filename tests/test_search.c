@@ -1438,10 +1438,11 @@ static uint32_t stage_scores(tt_index *idx, tt_search_ctx *ctx, const float *Q, 
     return got;
 }
 
-/* The AVX-512 row loops of stages 2-3 (codes_max, with the residual sketch and without)
- * return the same bits as the portable loop for every document, with and without a
- * pruning mask, for query lengths that take the 128-bit path (nqp 4) and fill one to
- * four 512-bit registers of a row (and partial ones). */
+/* The vector row loops of stages 2-3 (codes_max, with the residual sketch and without:
+ * the 128-bit ones for 4-vector queries, the AVX-512 ones) return the same bits as the
+ * general loop for every document, with and without a pruning mask, for query lengths
+ * that take the 128-bit path (nqp 4) and fill one to four 512-bit registers of a row
+ * (and partial ones). */
 START_TEST(sketch_avx512_agrees) {
     tt_index *idx = open_idx(g_idx_ad, TT_IO_MMAP, 0);
     ck_assert_uint_gt(idx->sketch_bytes, 0);
@@ -1449,8 +1450,8 @@ START_TEST(sketch_avx512_agrees) {
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
     tt_search_ctx_use_avx512(ctx, 1);
     if (!ctx->avx512)
-        fprintf(stderr, "no AVX-512 here: the sketch loops compare the portable loop with "
-                        "itself\n");
+        fprintf(stderr, "no AVX-512 here: only the 128-bit row loops (nq <= 4) are compared "
+                        "with the general loop\n");
     const uint32_t qlens[] = {4, 1, 13, 17, 32, 40, 64};
     const uint64_t nd = idx->num_live;
     tt_hit *h1 = malloc(nd * sizeof *h1), *h2 = malloc(nd * sizeof *h2);

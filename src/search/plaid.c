@@ -197,23 +197,6 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
         acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
         mp[r] = tt_lanes16(nqp, r);
     }
-    if (nqp == 4) {
-        /* 4-vector queries (DiffRetriever's): a 128-bit row, cheaper than a masked
-         * 512-bit one (0.6 against 1.3 ms per query on the 20k-document DiffRetriever
-         * shape in the all-documents plan, bench/bench_stage2.c). A branchless mask
-         * measured slower here (0.67 ms; 0.26 against 0.21 ms with nprobe 1). */
-        __m128 a = _mm_set1_ps(STAGE2_FLOOR);
-        for (uint64_t v = v0; v < v1; v++) {
-            const uint32_t k = tt_index_code(idx, v);
-            if (v + 4 < v1)
-                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
-            if (keep && !keep[k])
-                continue;
-            a = _mm_max_ps(a, _mm_loadu_ps(St + (uint64_t)k * 4));
-        }
-        _mm_storeu_ps(m, a);
-        return;
-    }
     for (uint64_t v = v0; v < v1; v++) {
         uint32_t k = tt_index_code(idx, v);
         if (v + 4 < v1)
@@ -232,12 +215,9 @@ AVX512_FN static void codes_max_avx512(float *m, const float *St, uint32_t nqp,
 /* codes_max with the residual sketch, for nqp <= AVX512_MAX_NQP: per vector, its St row
  * plus the sketch table's rows for its sketch bytes, added in the same order as
  * codes_max (St first, then position 0, 1, ...), so every lane does the same float
- * additions and the maxima are the same bits. The pruning mask is applied without a
- * branch (a pruned vector counts as the floor, which the maxima start from): summing
- * the sketch of a vector that then does not count (from L1: 256 x nqp floats per
- * sketch byte) measured a little cheaper than the branch (1.00 against 1.09 ms per
- * query in the all-documents plan on the 20k-document DiffRetriever shape, equal with
- * nprobe 1; bench/bench_stage2.c). */
+ * additions and the maxima are the same bits. For up to 16 query vectors the pruning
+ * mask is a masked maximum, without a branch, as in codes_max4_sketch4 (4-vector queries
+ * with 4 sketch bytes take that loop instead). */
 AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, uint64_t d,
                                               const uint8_t *keep) {
     const tt_index *idx = c->idx;
@@ -251,33 +231,6 @@ AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, 
     for (uint32_t r = 0; r < 4; r++) {
         acc[r] = _mm512_set1_ps(STAGE2_FLOOR);
         mp[r] = tt_lanes16(nqp, r);
-    }
-    if (nqp == 4 && sb == 4) {
-        /* DiffRetriever's 4-vector queries and 4 outlier dimensions: one 128-bit register
-         * per row (a masked 512-bit load of 4 lanes costs more: 1.7 against 1.0 ms per
-         * query on the 20k-document DiffRetriever shape, bench/bench_stage2.c), and the
-         * table rows' addresses do not wait on one another */
-        __m128 a = _mm_set1_ps(STAGE2_FLOOR);
-        const __m128 floor = a;
-        for (uint64_t v = v0; v < v1; v++) {
-            const uint32_t k = tt_index_code(idx, v);
-            if (v + 4 < v1)
-                __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
-            const uint8_t *sk = idx->sketch + v * 4;
-            __m128 x = _mm_loadu_ps(St + (uint64_t)k * 4);
-            const __m128 t0 = _mm_loadu_ps(slut + (size_t)sk[0] * 4);
-            const __m128 t1 = _mm_loadu_ps(slut + 1024 + (size_t)sk[1] * 4);
-            const __m128 t2 = _mm_loadu_ps(slut + 2048 + (size_t)sk[2] * 4);
-            const __m128 t3 = _mm_loadu_ps(slut + 3072 + (size_t)sk[3] * 4);
-            x = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(x, t0), t1), t2), t3);
-            /* a pruned vector counts as the floor, which the maximum starts from */
-            if (keep)
-                x = _mm_blendv_ps(floor, x,
-                                  _mm_castsi128_ps(_mm_set1_epi32(-(int32_t)(keep[k] != 0))));
-            a = _mm_max_ps(a, x);
-        }
-        _mm_storeu_ps(m, a);
-        return;
     }
     if (nv == 1) {
         /* up to 16 query vectors (DiffRetriever's 4; ColBERT's 32 take the loop below) */
@@ -332,6 +285,62 @@ AVX512_FN static void codes_max_sketch_avx512(float *m, const tt_search_ctx *c, 
     }
     for (uint32_t r = 0; r < nv; r++)
         _mm512_mask_storeu_ps(m + 16 * r, mp[r], acc[r]);
+}
+#endif
+
+#ifdef TT_SSE2
+/* codes_max for 4-vector queries (nqp 4: DiffRetriever's), for every x86-64 CPU: the row
+ * is one 128-bit register, cheaper than the general loop (a scratch row and a loop
+ * over nqp) and than a masked 512-bit load of 4 lanes (0.6 against 1.3 ms per query on
+ * the 20k-document DiffRetriever shape in the all-documents plan, bench/bench_stage2.c).
+ * Without the sketch the pruning mask is a branch (a branchless blend measured slower:
+ * 0.67 ms, and 0.26 against 0.21 ms with nprobe 1). */
+static void codes_max4(float *m, const float *St, const tt_index *idx, uint64_t d,
+                       const uint8_t *keep) {
+    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    __m128 a = _mm_set1_ps(STAGE2_FLOOR);
+    for (uint64_t v = v0; v < v1; v++) {
+        const uint32_t k = tt_index_code(idx, v);
+        if (v + 4 < v1)
+            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
+        if (keep && !keep[k])
+            continue;
+        a = _mm_max_ps(a, _mm_loadu_ps(St + (uint64_t)k * 4));
+    }
+    _mm_storeu_ps(m, a);
+}
+
+/* The same with a 4-byte residual sketch (4 outlier dimensions): the table rows'
+ * addresses do not wait on one another, the sums are added in codes_max's order (St,
+ * then positions 0-3: the same bits), and the pruning mask is a blend with the floor,
+ * which the maximum starts from (summing the sketch of a vector that then does not
+ * count measured a little cheaper than the branch: 1.00 against 1.09 ms per query in
+ * the all-documents plan, equal with nprobe 1). */
+static void codes_max4_sketch4(float *m, const tt_search_ctx *c, uint64_t d,
+                               const uint8_t *keep) {
+    const tt_index *idx = c->idx;
+    const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
+    const float *St = c->St, *slut = c->slut;
+    const __m128 floor = _mm_set1_ps(STAGE2_FLOOR);
+    __m128 a = floor;
+    for (uint64_t v = v0; v < v1; v++) {
+        const uint32_t k = tt_index_code(idx, v);
+        if (v + 4 < v1)
+            __builtin_prefetch(St + (uint64_t)tt_index_code(idx, v + 4) * 4);
+        const uint8_t *sk = idx->sketch + v * 4;
+        __m128 x = _mm_loadu_ps(St + (uint64_t)k * 4);
+        const __m128 t0 = _mm_loadu_ps(slut + (size_t)sk[0] * 4);
+        const __m128 t1 = _mm_loadu_ps(slut + 1024 + (size_t)sk[1] * 4);
+        const __m128 t2 = _mm_loadu_ps(slut + 2048 + (size_t)sk[2] * 4);
+        const __m128 t3 = _mm_loadu_ps(slut + 3072 + (size_t)sk[3] * 4);
+        x = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(x, t0), t1), t2), t3);
+        if (keep) {
+            const __m128 km = _mm_castsi128_ps(_mm_set1_epi32(-(int32_t)(keep[k] != 0)));
+            x = _mm_or_ps(_mm_and_ps(km, x), _mm_andnot_ps(km, floor));
+        }
+        a = _mm_max_ps(a, x);
+    }
+    _mm_storeu_ps(m, a);
 }
 #endif
 
@@ -623,6 +632,13 @@ void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
             __builtin_prefetch(idx->doc_vec0 + docs[t + 2]);
         if (t + 1 < n)
             __builtin_prefetch(idx->codes + idx->doc_vec0[docs[t + 1]] * idx->code_bytes);
+#ifdef TT_SSE2
+        if (c->rows4 && c->nqp == 4 && !c->use_sketch)
+            codes_max4(m, c->St, idx, d, keep);
+        else if (c->rows4 && c->nqp == 4 && idx->sketch_bytes == 4)
+            codes_max4_sketch4(m, c, d, keep);
+        else
+#endif
 #ifdef TT_AVX512
         if (c->avx512 && c->nqp <= AVX512_MAX_NQP && c->use_sketch)
             codes_max_sketch_avx512(m, c, d, keep);
