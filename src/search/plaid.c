@@ -321,8 +321,8 @@ static void codes_max4_sketch4(float *m, const tt_search_ctx *c, uint64_t d,
     const tt_index *idx = c->idx;
     const uint64_t v0 = idx->doc_vec0[d], v1 = idx->doc_vec0[d + 1];
     const float *St = c->St, *slut = c->slut;
-    const __m128 floor = _mm_set1_ps(STAGE2_FLOOR);
-    __m128 a = floor;
+    const __m128 lo = _mm_set1_ps(STAGE2_FLOOR);
+    __m128 a = lo;
     for (uint64_t v = v0; v < v1; v++) {
         const uint32_t k = tt_index_code(idx, v);
         if (v + 4 < v1)
@@ -336,7 +336,7 @@ static void codes_max4_sketch4(float *m, const tt_search_ctx *c, uint64_t d,
         x = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(x, t0), t1), t2), t3);
         if (keep) {
             const __m128 km = _mm_castsi128_ps(_mm_set1_epi32(-(int32_t)(keep[k] != 0)));
-            x = _mm_or_ps(_mm_and_ps(km, x), _mm_andnot_ps(km, floor));
+            x = _mm_or_ps(_mm_and_ps(km, x), _mm_andnot_ps(km, lo));
         }
         a = _mm_max_ps(a, x);
     }
