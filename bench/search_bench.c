@@ -5,7 +5,8 @@
  *                [--io uring|mmap] [--direct] [--queue-depth N] [--nprobe N]
  *                [--threshold T] [--ndocs N] [--cold] [--threads T] [--limit N]
  *                [--pruning relative|absolute] [--prune-ratio F] [--rerank adaptive|fixed]
- *                [--score sum|mean] [--run FILE] [--label TEXT]
+ *                [--score sum|mean] [--run FILE] [--label TEXT] [--no-sketch]
+ *                [--no-avx512]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
  * --cold the residual file is evicted from the page cache before every query (our own
@@ -17,7 +18,8 @@
  * percentiles, QPS, residual bytes and read requests per query, major page faults per
  * query, time per stage, and the thread CPU time per query (p50/p95: less disturbed
  * than wall time on a loaded machine; 0 with --threads). --run writes the hits as a TREC
- * run (for recall).
+ * run (for recall). --no-avx512 runs the centroid stages' portable row loops (what a CPU
+ * without AVX-512 runs; single thread only), for ratios against the AVX-512 ones.
  *
  * Uses the internal index struct only to reach the segments' residual mappings and
  * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
@@ -77,11 +79,12 @@ int main(int argc, char **argv) {
         {"nprobe", 1, 0, 'p'}, {"threshold", 1, 0, 'T'}, {"ndocs", 1, 0, 'n'},
         {"cold", 0, 0, 'c'}, {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'}, {"run", 1, 0, 'r'},
         {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {"qlens", 1, 0, 'J'},
-        {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'}, {0, 0, 0, 0}};
+        {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'},
+        {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
-    int cold = 0, threads = 1, c;
+    int cold = 0, threads = 1, c, avx512 = 1;
     uint64_t limit = UINT64_MAX;
     tt_open_options oo;
     tt_search_options so;
@@ -111,6 +114,8 @@ int main(int argc, char **argv) {
             so.rerank = !strcmp(optarg, "fixed") ? TT_RERANK_FIXED : TT_RERANK_ADAPTIVE;
             break;
         case 'c': cold = 1; break;
+        case 'N': so.sketch = 0; break;
+        case 'A': avx512 = 0; break; /* the portable twins of the AVX-512 row loops */
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
         case 'r': runpath = optarg; break;
@@ -156,6 +161,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "search_bench: %s\n", tt_last_error());
             return 1;
         }
+        tt_search_ctx_use_avx512(ctx, avx512);
         total = 0;
         for (uint64_t q = 0; q < nq && !st; q++) {
             if (cold && evict(idx)) {

@@ -695,9 +695,10 @@ END_TEST
 
 /* cq_mismatches has teeth: with one int8 value of one centroid off by one step, or one
  * centroid scale off by 0.1 %, every int8 kernel's scores fail it; so does the float32
- * path given centroids with one value off by 0.05. */
+ * path given centroids with one value off by 0.05. nq 3 and 9 reach both tile shapes
+ * (centroids in the lanes for nqp <= 8, query vectors in the lanes above). */
 START_TEST(cq_check_catches_broken) {
-    const uint32_t K = 40, dim = 130, nq = 9, nqp = tt_qpad(nq);
+    const uint32_t K = 40, dim = 130, nq = _i ? 3 : 9, nqp = tt_qpad(nq);
     tt_rng r;
     tt_rng_seed(&r, 77);
     float *C = malloc((size_t)K * dim * sizeof *C), *C2 = malloc((size_t)K * dim * sizeof *C2);
@@ -1412,6 +1413,76 @@ START_TEST(avx512_loops_agree) {
 }
 END_TEST
 
+/* The centroid stages' scores of every document (nprobe = K, every live document a
+ * candidate, no pruning mask) with the AVX-512 row loop on or off, sorted into out
+ * (n of them, c->top's order). */
+static uint32_t stage_scores(tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t nq,
+                             int avx512, int sketch, const uint8_t *keep, tt_hit *out) {
+    tt_search_options o, r;
+    tt_search_options_init(&o);
+    o.nprobe = (int)idx->num_centroids;
+    o.sketch = sketch;
+    tt_search_options_resolve(&o, 10, &r);
+    tt_search_ctx_use_avx512(ctx, avx512);
+    ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
+    ctx->filter = NULL;
+    ctx->direct = false;
+    ctx->allowed = idx->num_live;
+    size_t n;
+    ck_assert_int_eq(tt_plaid_stage1(ctx, &r, &n), TT_OK);
+    ck_assert_int_eq(ctx->use_sketch, sketch);
+    ck_assert_int_eq(tt_topk_reset(&ctx->top, (uint32_t)n), TT_OK);
+    tt_plaid_interaction(ctx, ctx->cand, n, keep);
+    uint32_t got = tt_topk_finish(&ctx->top);
+    memcpy(out, ctx->top.h, got * sizeof *out);
+    return got;
+}
+
+/* The vector row loops of stages 2-3 (codes_max, with the residual sketch and without:
+ * the 128-bit ones for 4-vector queries, the AVX-512 ones) return the same bits as the
+ * general loop for every document, with and without a pruning mask, for query lengths
+ * that take the 128-bit path (nqp 4) and fill one to four 512-bit registers of a row
+ * (and partial ones). */
+START_TEST(sketch_avx512_agrees) {
+    tt_index *idx = open_idx(g_idx_ad, TT_IO_MMAP, 0);
+    ck_assert_uint_gt(idx->sketch_bytes, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    tt_search_ctx_use_avx512(ctx, 1);
+    if (!ctx->avx512)
+        fprintf(stderr, "no AVX-512 here: only the 128-bit row loops (nq <= 4) are compared "
+                        "with the general loop\n");
+    const uint32_t qlens[] = {4, 1, 13, 17, 32, 40, 64};
+    const uint64_t nd = idx->num_live;
+    tt_hit *h1 = malloc(nd * sizeof *h1), *h2 = malloc(nd * sizeof *h2);
+    uint8_t *keep = malloc(idx->num_centroids);
+    for (uint32_t k = 0; k < idx->num_centroids; k++)
+        keep[k] = k % 3 != 0;
+    for (int t = 0; t < 14; t++) {
+        const uint32_t nq = qlens[t % 7];
+        const uint8_t *kp = t >= 7 ? keep : NULL;
+        float *Q = query_near(&g_ca, (uint64_t)t * 13 % g_ca.ndocs, nq, 0.3f, 700 + t);
+        for (int sk = 1; sk >= 0; sk--) { /* and the centroid-only row loops */
+            uint32_t n1 = stage_scores(idx, ctx, Q, nq, 1, sk, kp, h1);
+            uint32_t n2 = stage_scores(idx, ctx, Q, nq, 0, sk, kp, h2);
+            ck_assert_uint_eq(n1, nd);
+            ck_assert_uint_eq(n1, n2);
+            for (uint32_t h = 0; h < n1; h++)
+                ck_assert_msg(h1[h].doc == h2[h].doc && h1[h].score == h2[h].score,
+                              "sketch %d, nq %u, rank %u: doc %llu %.9g vs doc %llu %.9g", sk,
+                              nq, h, (unsigned long long)h1[h].doc, h1[h].score,
+                              (unsigned long long)h2[h].doc, h2[h].score);
+        }
+        free(Q);
+    }
+    free(keep);
+    free(h1);
+    free(h2);
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* Stage 1 through every int8 kernel this CPU has: they return the same bits, so the same
  * hits. (The float32 sgemm path's scores differ by the quantisation error, so its
  * candidates, and sometimes its hits, differ: recall_vs_exhaustive checks that path.) */
@@ -1711,7 +1782,7 @@ int main(void) {
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
     tcase_add_test(tc, cq_kernels_agree);
-    tcase_add_test(tc, cq_check_catches_broken);
+    tcase_add_loop_test(tc, cq_check_catches_broken, 0, 2);
     suite_add_tcase(s, tc);
 
     /* The indexes are built once, before the test processes fork. */
@@ -1757,6 +1828,7 @@ int main(void) {
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
     tcase_add_test(tc, avx512_loops_agree);
+    tcase_add_test(tc, sketch_avx512_agrees);
     tcase_add_test(tc, cq_kernels_same_hits);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, io_uring_refused);

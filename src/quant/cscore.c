@@ -432,6 +432,60 @@ AVX2 static void tile_4x16_avx2(const tt_cq *q, const uint8_t *qb, uint32_t k0, 
     }
 }
 
+/* AVX2 with centroids in the lanes, for nqp <= 8 (DiffRetriever's 4-vector queries,
+ * where the 16-lane query tile above computes 12 padding lanes): one 32-byte load gives
+ * 8 centroids' next four values, against one query vector's four bytes broadcast, with
+ * the same sign trick and so the same exact sums. A pass covers a block of 16 centroids
+ * and four query vectors (eight accumulators); nqp = 8 takes two passes. */
+AVX2 static void clanes_block_avx2(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                                   uint32_t nqp, uint32_t i0, uint32_t blk, float *St) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0,
+            b3 = a0;
+    const uint8_t *cb = q->data + (size_t)blk * q->nd4 * 64, *xb = qpack + (size_t)i0 * 4;
+    for (uint32_t g = 0; g < q->nd4; g++) {
+        const __m256i c0 = _mm256_load_si256((const void *)(cb + (size_t)g * 64));
+        const __m256i c1 = _mm256_load_si256((const void *)(cb + (size_t)g * 64 + 32));
+        int32_t w[4];
+        memcpy(w, xb + (size_t)g * 64, 16);
+        __m256i x = _mm256_xor_si256(_mm256_set1_epi32(w[0]), flip), ax = _mm256_abs_epi8(x);
+        DPA(a0, x, ax, c0);
+        DPA(b0, x, ax, c1);
+        x = _mm256_xor_si256(_mm256_set1_epi32(w[1]), flip);
+        ax = _mm256_abs_epi8(x);
+        DPA(a1, x, ax, c0);
+        DPA(b1, x, ax, c1);
+        x = _mm256_xor_si256(_mm256_set1_epi32(w[2]), flip);
+        ax = _mm256_abs_epi8(x);
+        DPA(a2, x, ax, c0);
+        DPA(b2, x, ax, c1);
+        x = _mm256_xor_si256(_mm256_set1_epi32(w[3]), flip);
+        ax = _mm256_abs_epi8(x);
+        DPA(a3, x, ax, c0);
+        DPA(b3, x, ax, c1);
+    }
+    const __m256 s0 = _mm256_loadu_ps(q->scale + blk * 16);
+    const __m256 s1 = _mm256_loadu_ps(q->scale + blk * 16 + 8);
+    const __m256i A[4] = {a0, a1, a2, a3}, B[4] = {b0, b1, b2, b3};
+    float tmp[4][16];
+    for (uint32_t i = 0; i < 4; i++) {
+        const __m256 qs = _mm256_set1_ps(qscale[i0 + i]);
+        _mm256_storeu_ps(tmp[i], _mm256_mul_ps(_mm256_cvtepi32_ps(A[i]), _mm256_mul_ps(s0, qs)));
+        _mm256_storeu_ps(tmp[i] + 8,
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(B[i]), _mm256_mul_ps(s1, qs)));
+    }
+    for (uint32_t l = 0; l < 16 && blk * 16 + l < q->K; l++)
+        for (uint32_t i = 0; i < 4; i++)
+            St[(uint64_t)(blk * 16 + l) * nqp + i0 + i] = tmp[i][l];
+}
+
+AVX2 static void scores_clanes_avx2(const tt_cq *q, const uint8_t *qpack, const float *qscale,
+                                    uint32_t nqp, float *St) {
+    for (uint32_t blk = 0; blk < q->nblk; blk++)
+        for (uint32_t i0 = 0; i0 < nqp; i0 += 4)
+            clanes_block_avx2(q, qpack, qscale, nqp, i0, blk, St);
+}
+
 AVX2 static void scores_avx2(const tt_cq *q, const uint8_t *qpack, const float *qscale,
                              uint32_t nqp, float *St) {
     const size_t bstride = (size_t)q->nd4 * 64;
@@ -461,7 +515,10 @@ void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uin
         return;
     }
     if (q->kernel == TT_CQ_AVX2) {
-        scores_avx2(q, qpack, qscale, nqp, St);
+        if (nqp <= 8)
+            scores_clanes_avx2(q, qpack, qscale, nqp, St);
+        else
+            scores_avx2(q, qpack, qscale, nqp, St);
         return;
     }
 #endif

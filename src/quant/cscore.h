@@ -22,7 +22,9 @@
  * centroids' next four values and a 4-byte broadcast gives one centroid's. The query
  * is packed the same way in blocks of 16 query vectors, as unsigned bytes q8 + 128
  * (the VNNI instruction multiplies unsigned by signed bytes); the 128 * sum(c8) this
- * adds is subtracted per centroid. */
+ * adds is subtracted per centroid. The VNNI and AVX2 kernels put the centroids in the
+ * lanes for queries of at most 8 vectors (nqp <= 8: a 4-vector query would leave 12 of
+ * 16 query lanes as padding) and the query vectors in the lanes above. */
 #ifndef TT_CSCORE_H
 #define TT_CSCORE_H
 

@@ -20,6 +20,9 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     __builtin_cpu_init();
     c->avx512 = __builtin_cpu_supports("avx512f");
 #endif
+#ifdef TT_SSE2
+    c->rows4 = 1;
+#endif
     const uint64_t K = idx->num_centroids, D = idx->num_docs;
     if ((st = tt_resdec_init(&c->dec, &idx->codec)))
         goto fail;
@@ -126,6 +129,9 @@ void tt_search_ctx_free(tt_search_ctx *c) {
 
 int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on) {
     int had = ctx->avx512;
+#ifdef TT_SSE2
+    ctx->rows4 = on != 0;
+#endif
 #ifdef TT_AVX512
     ctx->avx512 = on && __builtin_cpu_supports("avx512f");
 #else

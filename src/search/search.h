@@ -59,6 +59,7 @@ struct tt_search_ctx {
     uint32_t gn;           /* documents in the group being decoded into R */
     uint64_t grows;        /* and their rows */
     int avx512;            /* the AVX-512 row loops are used */
+    int rows4;             /* the 128-bit row loops for 4-vector queries (SSE2) are used */
     /* The residual sketch's lookup table for the current query, or NULL (not used):
      * slut[(p * 256 + byte) * nqp + i] = q_i[p] * weight(p, byte), p < sketch_bytes. */
     float *slut;
@@ -73,8 +74,10 @@ struct tt_search_ctx {
     tt_search_stats st;
 };
 
-/* Switches the AVX-512 row loops of the centroid stages on (where the CPU has AVX-512)
- * or off; returns whether they were on. For the tests, which compare the two. */
+/* Switches the vector row loops of the centroid stages on (the AVX-512 ones where the
+ * CPU has AVX-512, and the 128-bit ones of stages 2-3 for 4-vector queries on every
+ * x86-64 CPU) or off (the general SSE2 / scalar loops); returns whether the AVX-512 ones
+ * were on. For the tests and benchmarks, which compare the two. */
 int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
 
 /* TT_EINVAL for options no resolve can make sense of: a struct_size of another
