@@ -823,7 +823,8 @@ static char *g_tmp;              /* scratch directory of the whole run */
 static char g_idx[4200];         /* synthetic index, with f16 originals */
 static char g_idx_plain[4200];   /* small synthetic index without originals */
 static char g_idx_ad[4200];      /* adaptive codec over vectors with outlier dimensions */
-static corpus g_c, g_ca;
+static char g_idx_ad3[4200];     /* the same with 3 outliers: a 3-byte residual sketch */
+static corpus g_c, g_ca, g_ca3;
 static float *g_gq;              /* G_GROUPS group queries of 32 vectors */
 #define G_GROUPS 40
 
@@ -1444,8 +1445,10 @@ static uint32_t stage_scores(tt_index *idx, tt_search_ctx *ctx, const float *Q, 
  * that take the 128-bit path (nqp 4) and fill one to four 512-bit registers of a row
  * (and partial ones). */
 START_TEST(sketch_avx512_agrees) {
-    tt_index *idx = open_idx(g_idx_ad, TT_IO_MMAP, 0);
-    ck_assert_uint_gt(idx->sketch_bytes, 0);
+    /* _i 0: a 4-byte sketch (the 128-bit loops' case); 1: 3 bytes (the general one) */
+    const corpus *ca = _i ? &g_ca3 : &g_ca;
+    tt_index *idx = open_idx(_i ? g_idx_ad3 : g_idx_ad, TT_IO_MMAP, 0);
+    ck_assert_uint_eq(idx->sketch_bytes, _i ? 3 : 4);
     tt_search_ctx *ctx;
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
     tt_search_ctx_use_avx512(ctx, 1);
@@ -1461,7 +1464,7 @@ START_TEST(sketch_avx512_agrees) {
     for (int t = 0; t < 14; t++) {
         const uint32_t nq = qlens[t % 7];
         const uint8_t *kp = t >= 7 ? keep : NULL;
-        float *Q = query_near(&g_ca, (uint64_t)t * 13 % g_ca.ndocs, nq, 0.3f, 700 + t);
+        float *Q = query_near(ca, (uint64_t)t * 13 % ca->ndocs, nq, 0.3f, 700 + t);
         for (int sk = 1; sk >= 0; sk--) { /* and the centroid-only row loops */
             uint32_t n1 = stage_scores(idx, ctx, Q, nq, 1, sk, kp, h1);
             uint32_t n2 = stage_scores(idx, ctx, Q, nq, 0, sk, kp, h2);
@@ -1798,20 +1801,25 @@ int main(void) {
     /* LLM-like: 4 dimensions with a large shared offset and spread hold most of the
      * energy, so the adaptive codec gives them 8 bits and reorders the positions. */
     make_corpus(&g_ca, 400, 64, 4, 20, 80, 0.12f, 44);
-    {
+    make_corpus(&g_ca3, 200, 64, 4, 20, 80, 0.12f, 46);
+    for (int c = 0; c < 2; c++) {
+        corpus *ca = c ? &g_ca3 : &g_ca;
+        const uint32_t outliers = c ? 3 : 4;
         tt_rng r;
         tt_rng_seed(&r, 45);
-        for (uint64_t v = 0; v < g_ca.nvec; v++)
-            for (uint32_t k = 0; k < 4; k++)
-                g_ca.x[v * 64 + 5 + 16 * k] += (k & 1 ? -1.0f : 1.0f) *
-                                               (float)(1.5 + 0.5 * (tt_rng_uniform(&r) - 0.5));
-        tt_normalize_rows(g_ca.x, g_ca.nvec, 64);
+        for (uint64_t v = 0; v < ca->nvec; v++)
+            for (uint32_t k = 0; k < outliers; k++)
+                ca->x[v * 64 + 5 + 16 * k] += (k & 1 ? -1.0f : 1.0f) *
+                                              (float)(1.5 + 0.5 * (tt_rng_uniform(&r) - 0.5));
+        tt_normalize_rows(ca->x, ca->nvec, 64);
     }
     if (build_from(&g_c, g_tmp, "idx", TT_KEEP_F16, 1024, TT_CODEC_PER_DIM, g_idx, sizeof g_idx) ||
         build_from(&head, g_tmp, "plain", TT_KEEP_NONE, 64, TT_CODEC_PER_DIM, g_idx_plain,
                    sizeof g_idx_plain) ||
         build_from(&g_ca, g_tmp, "adaptive", TT_KEEP_F16, 64, TT_CODEC_ADAPTIVE, g_idx_ad,
-                   sizeof g_idx_ad)) {
+                   sizeof g_idx_ad) ||
+        build_from(&g_ca3, g_tmp, "adaptive3", TT_KEEP_NONE, 32, TT_CODEC_ADAPTIVE, g_idx_ad3,
+                   sizeof g_idx_ad3)) {
         fprintf(stderr, "building the test index failed: %s\n", tt_last_error());
         tu_rmrf(g_tmp);
         return EXIT_FAILURE;
@@ -1828,7 +1836,7 @@ int main(void) {
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
     tcase_add_test(tc, avx512_loops_agree);
-    tcase_add_test(tc, sketch_avx512_agrees);
+    tcase_add_loop_test(tc, sketch_avx512_agrees, 0, 2);
     tcase_add_test(tc, cq_kernels_same_hits);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, io_uring_refused);
@@ -1839,6 +1847,7 @@ int main(void) {
     free(g_tmp);
     free_corpus(&g_c);
     free_corpus(&g_ca);
+    free_corpus(&g_ca3);
     free(g_gq);
     return rc;
 }
