@@ -1287,6 +1287,33 @@ TT_API int tt_sparse_set_load_jsonl_vocab(tt_sparse_set **out, const char *path,
  * TT_SPARSE_TERM_IDS (0 for NULL). */
 TT_API int tt_sparse_set_kind(const tt_sparse_set *s);
 
+/* ------------------------------------------ stored vocabulary (term ids) */
+
+/* An index of term ids built with a vocabulary (tt_sparse_set_load_jsonl_vocab with a
+ * vocab file, then tt_build) stores it (vocab.tt, doc/format.md "Stored vocabulary"):
+ * searches can then write queries as words without the file, and tt_add checks that
+ * the documents it adds use the same vocabulary (the same terms in the same order,
+ * else TT_EVALUE), or, given without one, ids below its size. Compaction keeps it.
+ *
+ * tt_index_vocab_size: the stored vocabulary's number of terms, 0 without one (or for
+ * NULL). tt_index_vocab_term: the term of id (NUL-terminated, owned by idx), or NULL
+ * when id is past the vocabulary. */
+TT_API uint64_t tt_index_vocab_size(const tt_index *idx);
+TT_API const char *tt_index_vocab_term(const tt_index *idx, uint64_t id);
+/* Sparse query or document records for idx: tt_sparse_set_load_jsonl_vocab, except
+ * that without a vocab file the index's stored vocabulary (if any) is used (string
+ * "terms" are mapped through it, ids checked against it), and that a vocab file given
+ * for an index with a stored vocabulary must equal it (else TT_EVALUE naming the first
+ * difference). idx NULL: exactly tt_sparse_set_load_jsonl_vocab. Errors: its errors. */
+TT_API int tt_sparse_set_load_jsonl_index(tt_sparse_set **out, const char *path,
+                                          const char *vocab, const tt_index *idx);
+/* Texts (as tt_sparse_set_load_text) for idx: for an index with a stored vocabulary,
+ * each record's tokens (the BM25 tokenizer's, doc/search.md) are looked up in it and
+ * become term ids weighted by their count; tokens it lacks are dropped (a record may end
+ * up with no term: no sparse hits). Otherwise exactly tt_sparse_set_load_text. */
+TT_API int tt_sparse_set_load_text_index(tt_sparse_set **out, const char *path, int query,
+                                         const tt_index *idx);
+
 #ifdef __cplusplus
 }
 #endif

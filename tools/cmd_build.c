@@ -75,7 +75,7 @@ static void usage(FILE *f) {
         "                       or {\"id\", \"term_ids\": {\"2023\": weight}} (integer term ids)\n"
         "  --vocab FILE         with --sparse: the term ids' vocabulary (one term per line,\n"
         "                       id = line - 1): ids must be below its size; string terms are\n"
-        "                       mapped to ids through it\n");
+        "                       mapped to ids through it; stored in the index (vocab.tt)\n");
 }
 
 /* Calibration after the build (tartan tune): on unless --no-tune. */

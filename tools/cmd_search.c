@@ -41,7 +41,8 @@ static void usage(FILE *f) {
         "  --sparse-queries F   sparse queries, JSON Lines {\"id\", \"terms\": {t: w}}\n"
         "                       (or \"term_ids\": {\"2023\": w} for an index of term ids)\n"
         "  --vocab FILE         the term ids' vocabulary (one term per line, id = line - 1):\n"
-        "                       maps --sparse-queries string terms to ids\n"
+        "                       maps --sparse-queries string terms to ids (default: the\n"
+        "                       vocabulary stored in the index, which also maps --query-text)\n"
         "  --query-text F       query texts (BEIR queries.jsonl or TSV) for the sparse part,\n"
         "                       BM25-tokenized (default with --mode sparse: --queries when it\n"
         "                       is not .npy; with --mode hybrid and --encoder: --queries)\n"
@@ -729,8 +730,9 @@ int cmd_search(int argc, char **argv) {
           (st = tt_queries_check(qs, idx)))) ||
         (retriever != R_DENSE && !sq &&
          !(text_default && tt_index_sparse_kind(idx) == TT_SPARSE_WEIGHTS) &&
-         (st = sparse_queries ? tt_sparse_set_load_jsonl_vocab(&sq, sparse_queries, vocab)
-                              : tt_sparse_set_load_text(&sq, query_text, 1)))) {
+         (st = sparse_queries
+                   ? tt_sparse_set_load_jsonl_index(&sq, sparse_queries, vocab, idx)
+                              : tt_sparse_set_load_text_index(&sq, query_text, 1, idx)))) {
         rc = cli_fail("search", st);
         goto done;
     }

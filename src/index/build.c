@@ -383,7 +383,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         goto published;
     }
     if ((st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)) ||
-        (o->sparse && (st = tt_build_write_sparse(&b, o->sparse))))
+        (o->sparse && (st = tt_build_write_sparse(&b, o->sparse))) ||
+        (o->sparse && (st = tt_build_write_vocab(&b, o->sparse))))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))

@@ -32,3 +32,15 @@ int tt_build_write_sparse(builder *b, const tt_sparse_set *set) {
     free(p);
     return st;
 }
+
+int tt_build_write_vocab(builder *b, const tt_sparse_set *set) {
+    if (!set->vocab_size)
+        return TT_OK;
+    uint8_t *p = NULL;
+    uint64_t len, a, bb;
+    int st = tt_sparse_vocab_payload(&set->vocab, &p, &len, &a, &bb);
+    if (!st)
+        st = tt_build_write_small(b, TT_F_VOCAB, TT_VOCAB_KIND, p, (size_t)len, a, bb, 0);
+    free(p);
+    return st;
+}
