@@ -207,8 +207,10 @@ typedef struct tt_build_options {
                                  * (tt_sparse_set_load_text for BM25, _load_jsonl for
                                  * weights), record i for document i, ids equal when the
                                  * input has ids: written as the segment's sparse.tt
-                                 * (doc/search.md, "Hybrid retrieval"). Not with shards
-                                 * >= 2 or a group yet (TT_EUNSUPPORTED) */
+                                 * (doc/search.md, "Hybrid retrieval"); with shards >= 2
+                                 * each shard's documents' (weights quantized with the
+                                 * whole set's scales). Not with a group yet
+                                 * (TT_EUNSUPPORTED) */
     const char *metadata;       /* NULL, or a JSON Lines file of document metadata
                                  * (doc/metadata.md): one object per document, in document
                                  * order or keyed by "id"; stored in the index as an SQLite
@@ -1313,6 +1315,31 @@ TT_API int tt_sparse_set_load_jsonl_index(tt_sparse_set **out, const char *path,
  * up with no term: no sparse hits). Otherwise exactly tt_sparse_set_load_text. */
 TT_API int tt_sparse_set_load_text_index(tt_sparse_set **out, const char *path, int query,
                                          const tt_index *idx);
+
+/* ------------------------------------ sparse and hybrid search, sharded indexes */
+
+/* tt_hybrid_search_batch over a sharded index opened whole in one process (every
+ * shard: tt_sharded_open rank 0 of 1), rows global: each shard's sparse postings are
+ * searched with the whole collection's BM25 statistics (live documents, mean length,
+ * each query term's document frequency summed over the shards) and the lists merged by
+ * score, then lower global row, so the sparse results equal the unsharded index's of
+ * the same documents (a sharded build quantizes weights with the whole set's scales).
+ * Q set: hybrid, the dense lists from tt_sharded_search_batch to the fusion depth,
+ * fused as tt_hybrid_search_batch does (equal to the unsharded index's in exhaustive
+ * and exact dense modes, see tt_sharded_search_batch). Filters (dopt->filter or
+ * sopt->filter, one of them or the same) are over the GLOBAL rows. A plain index
+ * opened as one shard: exactly tt_hybrid_search_batch. seconds: each query's dense and
+ * sparse time added. Errors: those of tt_hybrid_search_batch and
+ * tt_sharded_search_batch; TT_EUNSUPPORTED (a shard without sparse postings, not every
+ * shard open), TT_ECORRUPT (shards with postings of different kinds). */
+TT_API int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q,
+                                          const uint64_t *qoffs, const uint32_t *qlens,
+                                          const tt_search_options *dopt,
+                                          const tt_sparse_set *sq, const uint64_t *sparse_of,
+                                          const tt_sparse_options *sopt,
+                                          const tt_fusion_options *fopt, uint64_t nqueries,
+                                          uint32_t k, int threads, tt_hit *hits,
+                                          uint32_t *nhits, double *seconds);
 
 #ifdef __cplusplus
 }

@@ -711,13 +711,9 @@ int cmd_search(int argc, char **argv) {
         rc = cli_fail("search", st);
         goto done;
     }
-    /* Sparse postings live in an unsharded index only (tt_build refuses them sharded). */
-    if (retriever != R_DENSE && tt_sharded_num_shards(sh) > 1) {
-        fprintf(stderr, "tartan search: error: %s is a sharded index (%u shards): --mode %s "
-                "needs an unsharded index with sparse postings\n", index,
-                tt_sharded_num_shards(sh), retriever == R_HYBRID ? "hybrid" : "sparse");
-        goto done;
-    }
+    /* A sharded index: every shard has sparse postings or none (a sharded build writes
+     * them in each); its sparse and hybrid searches use the whole collection's BM25
+     * statistics (tt_sharded_hybrid_search_batch), so they equal the unsharded index's. */
     /* --mode sparse with --encoder: the encoder's sparse parts (a weighted index) or the
      * texts (BM25); its dense vectors are not searched. */
     if (retriever == R_SPARSE && encoder && tt_index_sparse_kind(idx) != TT_SPARSE_WEIGHTS)
@@ -914,13 +910,15 @@ int cmd_search(int argc, char **argv) {
             }
             for (uint64_t i = 0; i < m; i++)
                 rows[i] = q0 + i;
-            st = tt_hybrid_search_batch(idx, NULL, NULL, NULL, NULL, sq, rows, &spo, &fo, m,
-                                        (uint32_t)k, threads, hits + q0 * k, nhits + q0, secs + q0);
+            st = tt_sharded_hybrid_search_batch(sh, NULL, NULL, NULL, NULL, sq, rows, &spo, &fo,
+                                                m, (uint32_t)k, threads, hits + q0 * k,
+                                                nhits + q0, secs + q0);
             free(rows);
         } else
-            st = tt_hybrid_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, &so,
-                                        sq, sparse_of + q0, &spo, &fo, m, (uint32_t)k, threads,
-                                        hits + q0 * k, nhits + q0, secs + q0);
+            st = tt_sharded_hybrid_search_batch(sh, qs->vectors, qs->offsets + q0,
+                                                qs->lens + q0, &so, sq, sparse_of + q0, &spo,
+                                                &fo, m, (uint32_t)k, threads, hits + q0 * k,
+                                                nhits + q0, secs + q0);
         if (st) {
             cli_progress_done(&ps);
             if (m == nq) {

@@ -537,6 +537,7 @@ static int join_sparse(tt_index *idx) {
                 total += tt_sparse_seg_len(&sg->sparse, d);
             }
     }
+    idx->sparse_total_len = total;
     idx->sparse_avgdl = idx->sparse_live ? (double)total / (double)idx->sparse_live : 1.0;
     if (!(idx->sparse_avgdl > 0))
         idx->sparse_avgdl = 1.0;

@@ -154,6 +154,12 @@ uint32_t tt_sparse_block_decode(const tt_sparse_seg *s, uint64_t first, uint32_t
  * to 1..255 with scale = max weight / 255; BM25 counts are capped at 255. */
 int tt_sparse_payload(const tt_sparse_set *set, uint64_t r0, uint64_t n, uint8_t **out,
                       uint64_t *len, uint64_t *a, uint64_t *b, uint64_t *c);
+/* The same with, when global_scale, each term's scale taken over all of set's records
+ * (not only [r0, r0 + n)): a shard's file then quantizes every weight exactly as the
+ * unsharded index's one segment does. */
+int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                             bool global_scale, uint8_t **out, uint64_t *len, uint64_t *a,
+                             uint64_t *b, uint64_t *c);
 /* Appends the documents of seg whose local rows are not marked in dead (a bitmap of
  * seg->D bits, or NULL) to set (same kind), with ids from id(user, row): what
  * a compaction merges. Weights come back dequantized (q * scale). */
