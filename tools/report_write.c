@@ -239,6 +239,8 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
         fprintf(f, "D: dense (the variant's own search, as above); S: sparse (");
         if (!strcmp(r->sparse_kind, "bm25"))
             fprintf(f, "BM25, k1 0.9, b 0.4, of `");
+        else if (!strcmp(r->sparse_kind, "encoder"))
+            fprintf(f, "the encoder's own sparse vectors, 8-bit quantized, of `");
         else
             fprintf(f, "precomputed weights, 8-bit quantized, of `");
         md_text(f, r->sparse_docs);
