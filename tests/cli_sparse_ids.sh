@@ -205,6 +205,9 @@ import sys
 b = bytearray(open(sys.argv[1], "rb").read()); b[-1] ^= 1; open(sys.argv[1], "wb").write(b)
 EOF
 expect_fail "a damaged vocab.tt" "vocab.tt" S --index "$WORK/vbad" --sparse-queries "$WORK/q.ids.jsonl" --out "$WORK/x.run"
+expect_ok "build --force over an index with vocab.tt (an index file)" B --corpus "$WORK/one.corpus.jsonl" \
+    --sparse "$WORK/one.ids.jsonl" --force --out "$WORK/v"
+[ ! -e "$WORK/v/vocab.tt" ] && ok "the replacing build (without --vocab) has no vocab.tt" || bad "vocab.tt left behind"
 
 # add, delete, compact: the same results as the model over the live documents
 expect_ok "build the first part" B --corpus "$WORK/one.corpus.jsonl" --sparse "$WORK/one.ids.jsonl" \
