@@ -345,7 +345,8 @@ typedef struct tt_index_info {
     /* The generation's other files, counted in bytes_index (and resident_bytes: they
      * are mapped whole); bits_per_dim and ratio_f16/f32 stay those of the dense part,
      * bytes_index minus these three. */
-    uint64_t bytes_sparse;            /* every segment's sparse.tt (tt_sparse_info.bytes) */
+    uint64_t bytes_sparse;            /* every segment's sparse.tt, and vocab.tt
+                                       * (tt_sparse_info.bytes) */
     uint64_t bytes_metadata;          /* metadata.tt, the SQLite metadata database */
     uint64_t bytes_tune;              /* tune.tt, the calibrated search parameters */
 } tt_index_info;
@@ -1194,7 +1195,8 @@ TT_API int tt_index_sparse_kind(const tt_index *idx);
 /* The sparse postings of an open index (kind TT_SPARSE_NONE: none, the rest 0). */
 typedef struct tt_sparse_info {
     int kind;              /* TT_SPARSE_NONE, _BM25 or _WEIGHTS */
-    uint64_t bytes;        /* the sparse.tt files (tt_index_info's bytes_sparse) */
+    uint64_t bytes;        /* the sparse.tt files, and vocab.tt when stored
+                            * (tt_index_info's bytes_sparse) */
     uint64_t terms;        /* dictionary entries, summed over the segments */
     uint64_t postings;     /* (term, document) pairs, deleted documents included */
     uint64_t live_docs;    /* BM25's N */

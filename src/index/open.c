@@ -559,6 +559,7 @@ static int open_vocab(tt_index *idx) {
     if (idx->sparse_kind != TT_SPARSE_KIND_IDS)
         return tt_err(TT_ECORRUPT, "%s: a vocabulary in an index without term-id postings",
                       idx->f_vocab.path);
+    idx->sparse_bytes += idx->f_vocab.size; /* counted with the postings it goes with */
     if ((st = tt_sparse_vocab_read(&idx->vocab, idx->f_vocab.payload,
                                    idx->f_vocab.h.payload_bytes, idx->f_vocab.h.a,
                                    idx->f_vocab.h.b, idx->f_vocab.h.c, idx->f_vocab.path)))
