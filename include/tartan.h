@@ -207,8 +207,10 @@ typedef struct tt_build_options {
                                  * (tt_sparse_set_load_text for BM25, _load_jsonl for
                                  * weights), record i for document i, ids equal when the
                                  * input has ids: written as the segment's sparse.tt
-                                 * (doc/search.md, "Hybrid retrieval"). Not with shards
-                                 * >= 2 or a group yet (TT_EUNSUPPORTED) */
+                                 * (doc/search.md, "Hybrid retrieval"); with shards >= 2
+                                 * each shard's documents' (weights quantized with the
+                                 * whole set's scales). Not with a group yet
+                                 * (TT_EUNSUPPORTED) */
     const char *metadata;       /* NULL, or a JSON Lines file of document metadata
                                  * (doc/metadata.md): one object per document, in document
                                  * order or keyed by "id"; stored in the index as an SQLite
@@ -343,7 +345,8 @@ typedef struct tt_index_info {
     /* The generation's other files, counted in bytes_index (and resident_bytes: they
      * are mapped whole); bits_per_dim and ratio_f16/f32 stay those of the dense part,
      * bytes_index minus these three. */
-    uint64_t bytes_sparse;            /* every segment's sparse.tt (tt_sparse_info.bytes) */
+    uint64_t bytes_sparse;            /* every segment's sparse.tt, and vocab.tt
+                                       * (tt_sparse_info.bytes) */
     uint64_t bytes_metadata;          /* metadata.tt, the SQLite metadata database */
     uint64_t bytes_tune;              /* tune.tt, the calibrated search parameters */
 } tt_index_info;
@@ -1192,7 +1195,8 @@ TT_API int tt_index_sparse_kind(const tt_index *idx);
 /* The sparse postings of an open index (kind TT_SPARSE_NONE: none, the rest 0). */
 typedef struct tt_sparse_info {
     int kind;              /* TT_SPARSE_NONE, _BM25 or _WEIGHTS */
-    uint64_t bytes;        /* the sparse.tt files (tt_index_info's bytes_sparse) */
+    uint64_t bytes;        /* the sparse.tt files, and vocab.tt when stored
+                            * (tt_index_info's bytes_sparse) */
     uint64_t terms;        /* dictionary entries, summed over the segments */
     uint64_t postings;     /* (term, document) pairs, deleted documents included */
     uint64_t live_docs;    /* BM25's N */
@@ -1286,6 +1290,58 @@ TT_API int tt_sparse_set_load_jsonl_vocab(tt_sparse_set **out, const char *path,
 /* The kind of the postings s makes: TT_SPARSE_BM25, TT_SPARSE_WEIGHTS or
  * TT_SPARSE_TERM_IDS (0 for NULL). */
 TT_API int tt_sparse_set_kind(const tt_sparse_set *s);
+
+/* ------------------------------------------ stored vocabulary (term ids) */
+
+/* An index of term ids built with a vocabulary (tt_sparse_set_load_jsonl_vocab with a
+ * vocab file, then tt_build) stores it (vocab.tt, doc/format.md "Stored vocabulary"):
+ * searches can then write queries as words without the file, and tt_add checks that
+ * the documents it adds use the same vocabulary (the same terms in the same order,
+ * else TT_EVALUE), or, given without one, ids below its size. Compaction keeps it.
+ *
+ * tt_index_vocab_size: the stored vocabulary's number of terms, 0 without one (or for
+ * NULL). tt_index_vocab_term: the term of id (NUL-terminated, owned by idx), or NULL
+ * when id is past the vocabulary. */
+TT_API uint64_t tt_index_vocab_size(const tt_index *idx);
+TT_API const char *tt_index_vocab_term(const tt_index *idx, uint64_t id);
+/* Sparse query or document records for idx: tt_sparse_set_load_jsonl_vocab, except
+ * that without a vocab file the index's stored vocabulary (if any) is used (string
+ * "terms" are mapped through it, ids checked against it), and that a vocab file given
+ * for an index with a stored vocabulary must equal it (else TT_EVALUE naming the first
+ * difference). idx NULL: exactly tt_sparse_set_load_jsonl_vocab. Errors: its errors. */
+TT_API int tt_sparse_set_load_jsonl_index(tt_sparse_set **out, const char *path,
+                                          const char *vocab, const tt_index *idx);
+/* Texts (as tt_sparse_set_load_text) for idx: for an index with a stored vocabulary,
+ * each record's tokens (the BM25 tokenizer's, doc/search.md) are looked up in it and
+ * become term ids weighted by their count; tokens it lacks are dropped (a record may end
+ * up with no term: no sparse hits). Otherwise exactly tt_sparse_set_load_text. */
+TT_API int tt_sparse_set_load_text_index(tt_sparse_set **out, const char *path, int query,
+                                         const tt_index *idx);
+
+/* ------------------------------------ sparse and hybrid search, sharded indexes */
+
+/* tt_hybrid_search_batch over a sharded index opened whole in one process (every
+ * shard: tt_sharded_open rank 0 of 1), rows global: each shard's sparse postings are
+ * searched with the whole collection's BM25 statistics (live documents, mean length,
+ * each query term's document frequency summed over the shards) and the lists merged by
+ * score, then lower global row, so the sparse results equal the unsharded index's of
+ * the same documents (a sharded build quantizes weights with the whole set's scales).
+ * Q set: hybrid, the dense lists from tt_sharded_search_batch to the fusion depth,
+ * fused as tt_hybrid_search_batch does (equal to the unsharded index's in exhaustive
+ * and exact dense modes, see tt_sharded_search_batch). Filters (dopt->filter or
+ * sopt->filter, one of them or the same) are over the GLOBAL rows. A plain index
+ * opened as one shard: exactly tt_hybrid_search_batch. seconds: each query's dense and
+ * sparse time added. Errors: those of tt_hybrid_search_batch and
+ * tt_sharded_search_batch; TT_EUNSUPPORTED (a shard without sparse postings, not every
+ * shard open), TT_ECORRUPT (shards with postings of different kinds). */
+TT_API int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q,
+                                          const uint64_t *qoffs, const uint32_t *qlens,
+                                          const tt_search_options *dopt,
+                                          const tt_sparse_set *sq, const uint64_t *sparse_of,
+                                          const tt_sparse_options *sopt,
+                                          const tt_fusion_options *fopt, uint64_t nqueries,
+                                          uint32_t k, int threads, tt_hit *hits,
+                                          uint32_t *nhits, double *seconds);
 
 #ifdef __cplusplus
 }

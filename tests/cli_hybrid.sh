@@ -369,13 +369,10 @@ expect_ok "search after the upsert" "$T" search --index "$WORK/live" --mode spar
     && ok "upsert: the new text is found" || bad "upsert: $(grep '^u1 ' "$WORK/u.run")"
 [ "$(grep -c ' doc7 ' "$WORK/u.run")" -le 1 ] && ok "upsert: the replaced document is returned once at most" \
     || bad "upsert: doc7 twice"
-# sharded indexes hold no sparse postings yet: refused clearly
-"$T" build --encoder "$HASH" --centroids 16 --corpus "$WORK/all.jsonl" --bm25 --shards 2 \
-    --out "$WORK/sh" >"$WORK/out" 2>"$WORK/err"
-[ $? -eq 2 ] && grep -q "not supported with --shards" "$WORK/err" && [ ! -e "$WORK/sh" ] \
-    && ok "build --bm25 --shards is refused" || bad "build --bm25 --shards: $(cat "$WORK/err")"
+# a sharded index built without sparse postings: a sparse search is refused clearly
+# (sharded indexes with postings: tests/cli_hybrid_shards.sh)
 expect_ok "a sharded build" B --corpus "$WORK/all.jsonl" --shards 2 --no-tune --out "$WORK/sh"
-expect_fail "sparse search on a sharded index" "is a sharded index (2 shards): --mode sparse" \
+expect_fail "sparse search on a sharded index without postings" "has no sparse postings" \
     "$T" search --index "$WORK/sh" --mode sparse --queries "$WORK/queries.jsonl" --out "$WORK/sh.run"
 [ ! -e "$WORK/sh.run" ] && ok "no run written" || bad "a run was written"
 finish

@@ -4,7 +4,8 @@
 # report is recomputed from the runs it wrote (tartan eval -c per query, a t-test
 # against the same variant's D written here), and the runs themselves equal what
 # `tartan search --mode sparse|hybrid` returns on the report's indexes; precomputed
-# weights with RRF fusion; index reuse; bad input. Then SciFact with the hash encoder
+# weights with RRF fusion; the encoder's own sparse parts (--encoder-sparse); index
+# reuse; bad input. Then SciFact with the hash encoder
 # and --bm25: S reproduces the data README's BM25 nDCG@10 0.661 (exit 77 without it).
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 [ -x "$PY" ] || { echo "python3 missing: skip"; exit 77; }
@@ -226,6 +227,46 @@ printf '{"id": "q1", "terms": {"w1": NaN}}\n' >"$WORK/badq.jsonl"
 expect_fail "a NaN sparse query weight" "badq.jsonl" R --sparse "$WORK/sparse.jsonl" \
     --sparse-queries "$WORK/badq.jsonl" --out "$WORK/x"
 [ -f "$WORK/x/report.md" ] && bad "a failed report left report.md" || ok "no report after a failure"
+
+# The encoder's own sparse parts (protocol 2: tartan-hash-encoder --sparse) as S: the
+# same checks against eval and a t-test, and the S runs equal tartan search --mode
+# sparse through the same encoder on the report's indexes.
+RE() {
+    "$T" report --encoder "$HASH --sparse" --corpus "$WORK/corpus.jsonl" \
+        --query-text "$WORK/queries.jsonl" --qrels "$WORK/qrels.tsv" --k 20 --centroids 16 \
+        --threads 2 --variants 2bit --metrics nDCG@10,Recall@20,MRR@10 --latency-queries 5 "$@"
+}
+expect_ok "report --encoder-sparse" RE --encoder-sparse --out "$WORK/es"
+ck es >"$WORK/m" 2>&1 && ok "encoder sparse parts: S and H equal eval and a t-test" ||
+    bad "encoder-sparse check: $(cat "$WORK/m")"
+grep -q '"sparse": {"kind": "encoder"' "$WORK/es/report.json" &&
+    grep -q "the encoder's own sparse vectors" "$WORK/es/report.md" &&
+    ok "JSON and Markdown name the encoder's sparse vectors" || bad "encoder sparse header"
+for v in original 2bit; do
+    I=$(ls -d "$WORK"/es/indexes/$v-*)
+    "$T" search --index "$I" --mode sparse --encoder "$HASH --sparse" --queries "$WORK/queries.jsonl" \
+        --k 20 --out "$WORK/es.$v.run" 2>/dev/null || bad "search --mode sparse --encoder $v"
+done
+"$PY" - "$WORK" <<'EOF' && ok "encoder S runs equal tartan search --mode sparse --encoder" || bad "encoder S runs differ"
+import sys
+w = sys.argv[1]
+def rd(p):
+    r = {}
+    for l in open(p):
+        q, _, d, rank, score, tag = l.split()
+        r.setdefault(q, {})[d] = float(score)
+    return r
+for v in ("original", "2bit"):
+    x, y = rd(w + "/es.%s.run" % v), rd(w + "/es/runs/%s.sparse.run" % v)
+    assert sorted(x) == sorted(y) and len(x) > 20, (v, len(x), len(y))
+    for q in x:
+        assert sorted(x[q]) == sorted(y[q]), (v, q)
+        for d in x[q]:
+            assert abs(x[q][d] - y[q][d]) <= 1e-5 * max(1, abs(x[q][d])), (v, q, d)
+EOF
+expect_fail "--encoder-sparse with a protocol-1 encoder" "sent no sparse parts" R --encoder-sparse --out "$WORK/x"
+[ "$(rc_of R --encoder-sparse --bm25 --out "$WORK/x")" -eq 2 ] && ok "--encoder-sparse with --bm25 refused" ||
+    bad "--encoder-sparse --bm25"
 
 # ---------------------------------------------------------------- SciFact
 DATA="${TT_DATA:-${TT_SRCDIR:-.}/../shared/data}"

@@ -2,8 +2,10 @@
 # Sparse vectors keyed by integer term ids with a vocabulary (doc/search.md, "Integer
 # term ids"): build, search, add, compact and verify an index of term ids against an
 # independent model of 8-bit quantized weights; string query terms mapped through the
-# vocabulary; the sparse.tt kind (3) and its 4-byte terms; bad input (an id past the
-# vocabulary, a term not in it, ids mixed with strings, string queries against ids).
+# vocabulary; the sparse.tt kind (3) and its 4-byte terms; the vocabulary stored in the
+# index (vocab.tt: string and text queries without --vocab, add checks it, compaction
+# keeps it); bad input (an id past the vocabulary, a term not in it, ids mixed with
+# strings, string queries against ids, a different vocabulary).
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 [ -x "$PY" ] || { echo "python3 missing: skip"; exit 77; }
 HASH="${TT_BUILDDIR:-.}/tartan-hash-encoder --dim 16"
@@ -36,6 +38,24 @@ with open(w + "/q.ids.jsonl", "w") as f, open(w + "/q.str.jsonl", "w") as g:
         f.write(json.dumps({"id": "q%d" % q, "term_ids": t}) + "\n")
         g.write(json.dumps({"id": "q%d" % q, "terms": {"tok" + k: v for k, v in t.items()}}) + "\n")
     f.write(json.dumps({"id": "q20", "term_ids": {"499": 1.0}}) + "\n")
+# texts: words of the vocabulary (repeated: a count is the weight) and words outside it
+with open(w + "/q.text.jsonl", "w") as f, open(w + "/q.cnt.jsonl", "w") as g:
+    for q in range(15):
+        ids = [min(V - 1, int(rng.paretovariate(1.2) * 3)) for _ in range(1 + rng.randrange(6))]
+        words = ["tok%d" % i for i in ids] + ["unknownword"] * rng.randrange(2)
+        rng.shuffle(words)
+        text = " ".join(x.upper() if k % 2 else x for k, x in enumerate(words))
+        f.write(json.dumps({"_id": "t%d" % q, "text": text}) + "\n")
+        cnt = {}
+        for i in ids:
+            cnt[str(i)] = cnt.get(str(i), 0) + 1
+        g.write(json.dumps({"id": "t%d" % q, "term_ids": cnt}) + "\n")
+with open(w + "/two.str.jsonl", "w") as f:
+    for d in docs[100:]:
+        f.write(json.dumps({"id": d["id"], "terms": {"tok" + t: v for t, v in d["term_ids"].items()}}) + "\n")
+with open(w + "/vocab2.txt", "w") as f:  # another vocabulary: the first two lines swapped
+    for i in range(V):
+        f.write("tok%d\n" % (i ^ 1 if i < 2 else i))
 EOF
 
 # model.py RUN DOCS QUERIES [LIVE [SPLIT [COMPACTED]]]: quantized weights per term id and
@@ -88,6 +108,7 @@ print("queries %d bad %d" % (len(scores), bad))
 sys.exit(1 if bad else 0)
 EOF
 
+ALL=$("$PY" -c "print(','.join('d%d' % i for i in range(150)))")
 B() { "$T" build --encoder "$HASH" --centroids 16 --threads 2 --no-tune "$@"; }
 S() { "$T" search --mode sparse --k 200 "$@"; }
 expect_ok "build --sparse term ids --vocab" B --corpus "$WORK/all.corpus.jsonl" \
@@ -120,14 +141,84 @@ expect_ok "search with string terms mapped through --vocab" S --index "$WORK/i" 
     --sparse-queries "$WORK/q.str.jsonl" --vocab "$WORK/vocab.txt" --out "$WORK/b.run"
 grep -v '^q20 ' "$WORK/a.run" | cmp -s - "$WORK/b.run" && ok "string terms via the vocabulary = their ids" ||
     bad "vocab-mapped run differs"
-expect_fail "string query terms against an index of ids" "sparse terms are integer ids" \
-    S --index "$WORK/i" --sparse-queries "$WORK/q.str.jsonl" --out "$WORK/x.run"
+
+# the vocabulary stored in the index (vocab.tt)
+"$PY" - "$WORK" <<'EOF' && ok "vocab.tt: kind VOCB, the vocabulary's 500 terms in id order, in the manifest" || bad "vocab.tt"
+import struct, sys
+w = sys.argv[1]
+f = open(w + "/i/vocab.tt", "rb").read()
+assert f[:8] == b"TRTNVOCB", f[:8]
+V, L, c = struct.unpack_from("<QQQ", f, 16)
+terms = [l.rstrip("\n") for l in open(w + "/vocab.txt")]
+assert (V, L, c) == (len(terms), sum(map(len, terms)), 0), (V, L, c)
+p = f[64:]
+off = struct.unpack_from("<%dQ" % (V + 1), p, 0)
+blob = p[8 * (V + 1):]
+assert [blob[off[i]:off[i + 1]].decode() for i in range(V)] == terms
+assert b"vocab.tt" in open(w + "/i/MANIFEST", "rb").read()
+EOF
+expect_ok "search with string terms, the stored vocabulary (no --vocab)" S --index "$WORK/i" \
+    --sparse-queries "$WORK/q.str.jsonl" --out "$WORK/c.run"
+cmp -s "$WORK/b.run" "$WORK/c.run" && ok "stored vocabulary = the --vocab file's mapping" ||
+    bad "stored-vocabulary run differs"
+expect_ok "--query-text through the stored vocabulary" S --index "$WORK/i" \
+    --query-text "$WORK/q.text.jsonl" --out "$WORK/t.run"
+expect_ok "the same queries as term ids weighted by count" S --index "$WORK/i" \
+    --sparse-queries "$WORK/q.cnt.jsonl" --out "$WORK/t2.run"
+cmp -s "$WORK/t.run" "$WORK/t2.run" && [ -s "$WORK/t.run" ] &&
+    ok "text queries = their words' ids weighted by count (unknown words dropped)" || bad "text queries differ"
+"$PY" "$WORK/model.py" "$WORK/t.run" "$WORK/all.ids.jsonl" "$WORK/q.cnt.jsonl" >"$WORK/m" &&
+    ok "text-query scores equal the quantized model's" || bad "text model: $(head -5 "$WORK/m")"
+expect_fail "a --vocab that is not the stored one" "vocab2.txt is not the vocabulary stored in" \
+    S --index "$WORK/i" --sparse-queries "$WORK/q.str.jsonl" --vocab "$WORK/vocab2.txt" --out "$WORK/x.run"
+expect_fail "... naming the first difference" "term id 0 is 'tok1' in one and 'tok0' in the other" \
+    S --index "$WORK/i" --sparse-queries "$WORK/q.str.jsonl" --vocab "$WORK/vocab2.txt" --out "$WORK/x.run"
+# an index with a vocabulary through add (strings mapped by the stored one), add with
+# another vocabulary refused, compaction keeps it
+expect_ok "build the first part with the vocabulary" B --corpus "$WORK/one.corpus.jsonl" \
+    --sparse "$WORK/one.ids.jsonl" --vocab "$WORK/vocab.txt" --out "$WORK/v"
+expect_fail "add with another vocabulary" "vocab2.txt is not the vocabulary stored in" "$T" add \
+    --index "$WORK/v" --encoder "$HASH" --corpus "$WORK/two.corpus.jsonl" \
+    --sparse "$WORK/two.ids.jsonl" --vocab "$WORK/vocab2.txt"
+printf '{"id": "d100", "term_ids": {"500": 1.0}}\n' >"$WORK/past1.jsonl"
+head -1 "$WORK/two.corpus.jsonl" >"$WORK/one1.corpus.jsonl"
+expect_fail "add ids past the stored vocabulary" "term id 500 is past the vocabulary (500 terms" \
+    "$T" add --index "$WORK/v" --encoder "$HASH" --corpus "$WORK/one1.corpus.jsonl" --sparse "$WORK/past1.jsonl"
+expect_ok "add string terms without --vocab (the stored vocabulary)" "$T" add --index "$WORK/v" \
+    --encoder "$HASH" --corpus "$WORK/two.corpus.jsonl" --sparse "$WORK/two.str.jsonl"
+expect_ok "search after the add" S --index "$WORK/v" --sparse-queries "$WORK/q.ids.jsonl" --out "$WORK/v0.run"
+"$PY" "$WORK/model.py" "$WORK/v0.run" "$WORK/all.ids.jsonl" "$WORK/q.ids.jsonl" "$ALL" 100 >"$WORK/m" &&
+    ok "strings added through the stored vocabulary = their ids (two segments)" || bad "v add: $(head -5 "$WORK/m")"
+expect_ok "compact (vocabulary)" "$T" compact --index "$WORK/v"
+grep -q vocab.tt "$WORK/v/MANIFEST" && [ -f "$WORK/v/vocab.tt" ] && ok "compaction keeps vocab.tt" ||
+    bad "vocab.tt lost in compaction"
+expect_ok "verify after compaction (vocabulary)" "$T" verify "$WORK/v"
+expect_ok "string queries after compaction" S --index "$WORK/v" --sparse-queries "$WORK/q.str.jsonl" \
+    --out "$WORK/v1.run"
+expect_ok "id queries after compaction" S --index "$WORK/v" --sparse-queries "$WORK/q.ids.jsonl" \
+    --out "$WORK/v2.run"
+grep -v '^q20 ' "$WORK/v2.run" | cmp -s - "$WORK/v1.run" &&
+    ok "after compaction: strings via the stored vocabulary = ids" || bad "compacted vocabulary run differs"
+cp -r "$WORK/v" "$WORK/vbad"
+"$PY" - "$WORK/vbad/vocab.tt" <<'EOF'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[-1] ^= 1; open(sys.argv[1], "wb").write(b)
+EOF
+expect_fail "a damaged vocab.tt" "vocab.tt" S --index "$WORK/vbad" --sparse-queries "$WORK/q.ids.jsonl" --out "$WORK/x.run"
+expect_ok "build --force over an index with vocab.tt (an index file)" B --corpus "$WORK/one.corpus.jsonl" \
+    --sparse "$WORK/one.ids.jsonl" --force --out "$WORK/v"
+[ ! -e "$WORK/v/vocab.tt" ] && ok "the replacing build (without --vocab) has no vocab.tt" || bad "vocab.tt left behind"
 
 # add, delete, compact: the same results as the model over the live documents
 expect_ok "build the first part" B --corpus "$WORK/one.corpus.jsonl" --sparse "$WORK/one.ids.jsonl" \
     --out "$WORK/l"
+expect_fail "add with --vocab to an index built without one" "was built without a vocabulary" \
+    "$T" add --index "$WORK/l" --encoder "$HASH" --corpus "$WORK/two.corpus.jsonl" \
+    --sparse "$WORK/two.ids.jsonl" --vocab "$WORK/vocab.txt"
 expect_ok "add term ids" "$T" add --index "$WORK/l" --encoder "$HASH" \
-    --corpus "$WORK/two.corpus.jsonl" --sparse "$WORK/two.ids.jsonl" --vocab "$WORK/vocab.txt"
+    --corpus "$WORK/two.corpus.jsonl" --sparse "$WORK/two.ids.jsonl"
+expect_fail "string query terms against an index of ids without a vocabulary" "sparse terms are integer ids" \
+    S --index "$WORK/l" --sparse-queries "$WORK/q.str.jsonl" --out "$WORK/x.run"
 printf 'd3\nd50\nd120\n' >"$WORK/del.txt"
 expect_ok "delete" "$T" delete --index "$WORK/l" --ids "$WORK/del.txt"
 LIVE=$("$PY" -c "print(','.join('d%d' % i for i in range(150) if i not in (3, 50, 120)))")
@@ -153,17 +244,17 @@ expect_fail "a term not in the vocabulary" "unk.jsonl:1: term 'nosuchword' is no
     S --index "$WORK/i" --sparse-queries "$WORK/unk.jsonl" --vocab "$WORK/vocab.txt" --out "$WORK/x.run"
 printf '{"id": "a", "term_ids": {"1": 1.0}}\n{"id": "b", "terms": {"x": 1.0}}\n' >"$WORK/mix.jsonl"
 expect_fail "ids then strings without a vocabulary" "mix.jsonl:2: string \"terms\" after records with \"term_ids\"" \
-    S --index "$WORK/i" --sparse-queries "$WORK/mix.jsonl" --out "$WORK/x.run"
+    S --index "$WORK/l" --sparse-queries "$WORK/mix.jsonl" --out "$WORK/x.run"
 printf '{"id": "a", "terms": {"x": 1.0}}\n{"id": "b", "term_ids": {"1": 1.0}}\n' >"$WORK/mix2.jsonl"
 expect_fail "strings then ids" "mix2.jsonl:2: \"term_ids\" after records with string" \
-    S --index "$WORK/i" --sparse-queries "$WORK/mix2.jsonl" --out "$WORK/x.run"
+    S --index "$WORK/l" --sparse-queries "$WORK/mix2.jsonl" --out "$WORK/x.run"
 for k in '"-1"' '"01"' '"4294967296"' '"x1"' '""'; do
     printf '{"id": "a", "term_ids": {%s: 1.0}}\n' "$k" >"$WORK/badid.jsonl"
     expect_fail "term id key $k refused" "is not a decimal integer" \
         S --index "$WORK/i" --sparse-queries "$WORK/badid.jsonl" --out "$WORK/x.run"
 done
 printf '{"id": "a", "term_ids": {"4294967295": 1.0, "0": 2.0}}\n' >"$WORK/edge.jsonl"
-expect_ok "ids 0 and 2^32-1 accepted without a vocabulary" S --index "$WORK/i" \
+expect_ok "ids 0 and 2^32-1 accepted without a vocabulary" S --index "$WORK/l" \
     --sparse-queries "$WORK/edge.jsonl" --out "$WORK/x.run"
 printf '{"id": "a", "term_ids": {"7": NaN}}\n' >"$WORK/nan.jsonl"
 expect_fail "a NaN weight" "nan.jsonl:1" S --index "$WORK/i" --sparse-queries "$WORK/nan.jsonl" --out "$WORK/x.run"

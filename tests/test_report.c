@@ -406,6 +406,59 @@ START_TEST(svg_series) {
 }
 END_TEST
 
+/* Dense, sparse and hybrid (rp_report.hybrid): an S and an H marker per variant at its
+ * storage (the D point's x), S below and H above D for S < D < H values, the axis
+ * grown to hold them, the D points (class "point") still one per variant. */
+START_TEST(svg_hybrid) {
+    rp_report r;
+    rp_variant v[3];
+    make_report(&r, v);
+    r.hybrid = true;
+    for (int i = 0; i < 3; i++) {
+        v[i].s_value[0] = 0.3;
+        v[i].h_value[0] = 0.6 + 0.01 * i;
+    }
+    char *s = render(rp_write_svg, &r);
+    ck_assert_uint_eq(count(s, "class=\"point\""), 3);
+    ck_assert_uint_eq(count(s, "class=\"point-s\""), 3);
+    ck_assert_uint_eq(count(s, "class=\"point-h\""), 3);
+    ck_assert_ptr_nonnull(strstr(s, ">S: sparse</text>"));
+    ck_assert_ptr_nonnull(strstr(s, ">H: hybrid (fused)</text>"));
+    ck_assert_ptr_nonnull(strstr(s, "dense (D), sparse (S) and hybrid (H)"));
+    ck_assert_ptr_null(strstr(s, "nan"));
+    python_check(s,
+        "import re, sys, xml.etree.ElementTree as E\n"
+        "t = E.parse(sys.argv[1])\n"
+        "def centre(e):\n"
+        "    tag = e.tag.split(\"}\")[1]\n"
+        "    if tag == \"circle\": return float(e.get(\"cx\")), float(e.get(\"cy\"))\n"
+        "    if tag == \"rect\": return float(e.get(\"x\")) + 5, float(e.get(\"y\")) + 5\n"
+        "    x, y = map(float, re.match(r\"M([-0-9.]+) ([-0-9.]+)\", e.get(\"d\")).groups())\n"
+        "    c = e.get(\"class\")\n"
+        "    return (x + 5, y + 5) if c == \"point-s\" else (x + 6, y) if c == \"point-h\" else (x, y + 7)\n"
+        "pts = {}\n"
+        "for e in t.iter():\n"
+        "    if e.get(\"class\") in (\"point\", \"point-s\", \"point-h\"):\n"
+        "        pts[(e.get(\"data-variant\"), e.get(\"class\"))] = centre(e)\n"
+        "names = [\"original\", \"2bit-perdim\", \"2bit-shared\"]\n"
+        "assert len(pts) == 9, pts\n"
+        "for n in names:\n"
+        "    (dx, dy), (sx, sy), (hx, hy) = (pts[(n, c)] for c in (\"point\", \"point-s\", \"point-h\"))\n"
+        "    assert abs(dx - sx) < 0.11 and abs(dx - hx) < 0.11, (n, dx, sx, hx)\n"
+        "    assert hy < dy < sy, (n, hy, dy, sy)\n"
+        "ys = [pts[(n, \"point-s\")][1] for n in names]\n"
+        "assert max(ys) - min(ys) < 0.11, ys\n"
+        "hy = [pts[(n, \"point-h\")][1] for n in names]\n"
+        "assert hy[0] > hy[1] > hy[2], hy\n");
+    free(s);
+    r.hybrid = false; /* without: no S or H marker */
+    s = render(rp_write_svg, &r);
+    ck_assert_uint_eq(count(s, "class=\"point-s\""), 0);
+    ck_assert_ptr_null(strstr(s, "S: sparse"));
+    free(s);
+}
+END_TEST
+
 START_TEST(svg_degenerate) {
     /* Every variant with the same value and one variant alone: finite coordinates. */
     rp_report r;
@@ -442,6 +495,7 @@ int main(void) {
     tcase_add_test(tc, svg);
     tcase_add_test(tc, svg_series);
     tcase_add_test(tc, svg_degenerate);
+    tcase_add_test(tc, svg_hybrid);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -986,6 +986,147 @@ START_TEST(term_ids) {
 }
 END_TEST
 
+/* The stored vocabulary (vocab.tt; src/sparse/vocab.c, store/vocab.c): the payload
+ * written and read back, damage refused, words mapped to ids by hand, and through an
+ * index: stored by the build, tt_index_add's checks, kept by a compaction. */
+static tt_sparse_set *ids_with_vocab(const char *vocab, uint64_t n, uint64_t r0, uint32_t maxid) {
+    tt_sparse_set *s;
+    ck_assert_int_eq(tt_sparse_set_new(&s, TT_SPARSE_KIND_IDS), TT_OK);
+    if (vocab)
+        ck_assert_int_eq(tt_sparse_vocab_parse(s, vocab, strlen(vocab), "v"), TT_OK);
+    for (uint64_t d = r0; d < r0 + n; d++) {
+        uint32_t ids[2] = {(uint32_t)(d % 3), (uint32_t)(d % maxid)};
+        float w[2] = {1.0f, 0.5f};
+        char id[32];
+        snprintf(id, sizeof id, "d%llu", (unsigned long long)d);
+        ck_assert_msg(tt_sparse_set_append_ids(s, id, strlen(id), 2, ids, w, "t") == TT_OK, "%s",
+                      tt_last_error());
+    }
+    return s;
+}
+
+START_TEST(stored_vocabulary) {
+    const char *voc = "alpha\nb\ncharlie\nd\n";
+    tt_sparse_set *s = ids_with_vocab(voc, 1, 0, 4);
+    uint8_t *p;
+    uint64_t len, a, b;
+    ck_assert_int_eq(tt_sparse_vocab_payload(&s->vocab, &p, &len, &a, &b), TT_OK);
+    /* 4 terms, 5 offsets, the 14 bytes "alphabcharlied" */
+    ck_assert_uint_eq(a, 4);
+    ck_assert_uint_eq(b, 14);
+    ck_assert_uint_eq(len, 8 * 5 + 14);
+    ck_assert(!memcmp(p + 40, "alphabcharlied", 14));
+    ck_assert_uint_eq(tt_rd64(p + 8 * 2), 6);
+    tt_strtab v;
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, p, len, a, b, 0, "m"), TT_OK);
+    char why[200];
+    ck_assert_int_eq(tt_sparse_vocab_compare(&v, &s->vocab, why, sizeof why), 0);
+    ck_assert_str_eq(tt_st_str(&v, 2), "charlie");
+    tt_st_free(&v);
+    /* damage: c, counts, sizes, offsets, an empty, repeated or NUL-holding term */
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, p, len, a, b, 1, "m"), TT_ECORRUPT);
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, p, len, 0, b, 0, "m"), TT_ECORRUPT);
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, p, len - 1, a, b, 0, "m"), TT_ECORRUPT);
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, p, len, a, b - 1, 0, "m"), TT_ECORRUPT);
+    uint8_t *q = malloc(len);
+    memcpy(q, p, len);
+    tt_wr64(q + 8, 7); /* offsets 0, 7, 6: decreasing */
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, q, len, a, b, 0, "m"), TT_ECORRUPT);
+    memcpy(q, p, len);
+    tt_wr64(q + 8, 0); /* term 0 empty */
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, q, len, a, b, 0, "m"), TT_ECORRUPT);
+    memcpy(q, p, len);
+    q[40 + 13] = 'b'; /* term 3 "d" becomes "b", term 1's */
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, q, len, a, b, 0, "m"), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "repeats"));
+    memcpy(q, p, len);
+    q[41] = 0; /* a NUL in "alpha" */
+    ck_assert_int_eq(tt_sparse_vocab_read(&v, q, len, a, b, 0, "m"), TT_ECORRUPT);
+    free(q);
+    free(p);
+    /* words to ids by hand: "b b zz alpha" -> {0: 1, 1: 2}, zz dropped; "zz" alone: none */
+    tt_sparse_set *words, *ids;
+    ck_assert_int_eq(tt_sparse_set_new(&words, TT_SPARSE_KIND_BM25), TT_OK);
+    ck_assert_int_eq(tt_sparse_set_append_text(words, "q1", 2, "B b zz ALPHA", 12, "t"), TT_OK);
+    ck_assert_int_eq(tt_sparse_set_append_text(words, "q2", 2, "zz", 2, "t"), TT_OK);
+    ck_assert_int_eq(tt_sparse_set_to_ids(words, &s->vocab, &ids), TT_OK);
+    ck_assert_uint_eq(ids->n, 2);
+    ck_assert_uint_eq(ids->off[1], 2);
+    ck_assert_uint_eq(ids->off[2], 2);
+    for (int e = 0; e < 2; e++) { /* entries in the set's term order: b first */
+        uint32_t id = tt_sparse_key_id(tt_st_str(&ids->terms, ids->term[e]));
+        ck_assert(id <= 1);
+        ck_assert(ids->value[e] == (id == 0 ? 1.0f : 2.0f));
+        ck_assert(e == 0 || id != tt_sparse_key_id(tt_st_str(&ids->terms, ids->term[0])));
+    }
+    ck_assert_uint_eq(ids->vocab_size, 4);
+    tt_sparse_set_free(words);
+    tt_sparse_set_free(ids);
+    tt_sparse_set_free(s);
+
+    /* through an index */
+    char *dir = tu_tmpdir();
+    char idx[600];
+    snprintf(idx, sizeof idx, "%s/v", dir);
+    tt_input *in1 = vectors_for(dir, "one", 40, 3, "d");
+    tt_sparse_set *s1 = ids_with_vocab(voc, 40, 0, 4);
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.memory_bytes = 128ull << 20;
+    o.num_centroids = 8;
+    o.sparse = s1;
+    ck_assert_msg(tt_build(idx, in1, &o, NULL) == TT_OK, "%s", tt_last_error());
+    tt_index *x;
+    ck_assert_int_eq(tt_index_open(&x, idx, NULL), TT_OK);
+    ck_assert_uint_eq(tt_index_vocab_size(x), 4);
+    ck_assert_str_eq(tt_index_vocab_term(x, 3), "d");
+    ck_assert_ptr_null(tt_index_vocab_term(x, 4));
+    tt_index_close(x);
+    /* adds: the documents d40.. (vectors with those ids) */
+    char i2[600];
+    tt_input *tmp = vectors_for(dir, "two", 10, 4, "d");
+    tt_input_free(tmp);
+    snprintf(i2, sizeof i2, "%s/two.ids.txt", dir);
+    FILE *f = fopen(i2, "w");
+    for (int d = 40; d < 50; d++)
+        fprintf(f, "d%d\n", d);
+    fclose(f);
+    char v2[600], l2[600];
+    snprintf(v2, sizeof v2, "%s/two.vectors.npy", dir);
+    snprintf(l2, sizeof l2, "%s/two.doclens.npy", dir);
+    const char *vp[] = {v2}, *lp[] = {l2};
+    tt_input *in2;
+    ck_assert_int_eq(tt_input_open(&in2, 1, vp, lp, i2, NULL), TT_OK);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    tt_sparse_set *other = ids_with_vocab("alpha\nb\ncharlie\ne\n", 10, 40, 4);
+    co.sparse = other;
+    ck_assert_int_eq(tt_index_add(idx, in2, &co, NULL), TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "term id 3 is 'e' in one and 'd' in the other"));
+    tt_sparse_set *past = ids_with_vocab(NULL, 10, 40, 5); /* ids up to 4: past 4 terms */
+    co.sparse = past;
+    ck_assert_int_eq(tt_index_add(idx, in2, &co, NULL), TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "term id 4 of the documents to add is past"));
+    tt_sparse_set *fine = ids_with_vocab(NULL, 10, 40, 4); /* no vocabulary, ids below 4 */
+    co.sparse = fine;
+    ck_assert_msg(tt_index_add(idx, in2, &co, NULL) == TT_OK, "%s", tt_last_error());
+    ck_assert_msg(tt_index_compact(idx, NULL, NULL) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(tt_index_open(&x, idx, NULL), TT_OK);
+    ck_assert_uint_eq(tt_index_vocab_size(x), 4);
+    ck_assert_uint_eq(x->num_docs, 50);
+    tt_index_close(x);
+    tt_sparse_set_free(s1);
+    tt_sparse_set_free(other);
+    tt_sparse_set_free(past);
+    tt_sparse_set_free(fine);
+    tt_input_free(in1);
+    tt_input_free(in2);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sparse");
     TCase *tc = tcase_create("core");
@@ -997,6 +1138,7 @@ int main(void) {
     tcase_add_test(tc, fusion_hand_worked);
     tcase_add_test(tc, jsonl_input);
     tcase_add_test(tc, term_ids);
+    tcase_add_test(tc, stored_vocabulary);
     tcase_add_test(tc, filtered_sparse_and_hybrid);
     suite_add_tcase(s, tc);
     return tu_run(s);

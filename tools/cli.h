@@ -113,5 +113,11 @@ void cli_sigbus_install(const char *cmd, const tt_index *idx);
  * is asked for. Returns CLI_OK or the exit code (message printed). */
 int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
                     const char *corpus, const char *vocab, tt_sparse_set **out);
+/* The same for documents added to index_dir: --sparse without --vocab reads string
+ * terms through the index's stored vocabulary (tt_sparse_set_load_jsonl_index) when it
+ * has one. */
+int cli_sparse_load_for(const char *cmd, int bm25, const char *text, const char *sparse,
+                        const char *corpus, const char *vocab, const char *index_dir,
+                        tt_sparse_set **out);
 
 #endif

@@ -158,7 +158,7 @@ int cmd_add(int argc, char **argv) {
         return cli_usage_error("add", "unexpected argument '%s'", argv[optind]);
     if (!index || !*index)
         return cli_usage_error("add", "--index is required");
-    int rc_sp = cli_sparse_load("add", bm25, text, sparse, corpus, vocab, &sp_set);
+    int rc_sp = cli_sparse_load_for("add", bm25, text, sparse, corpus, vocab, index, &sp_set);
     if (rc_sp)
         return rc_sp;
     o.sparse = sp_set;

@@ -75,7 +75,7 @@ static void usage(FILE *f) {
         "                       or {\"id\", \"term_ids\": {\"2023\": weight}} (integer term ids)\n"
         "  --vocab FILE         with --sparse: the term ids' vocabulary (one term per line,\n"
         "                       id = line - 1): ids must be below its size; string terms are\n"
-        "                       mapped to ids through it\n");
+        "                       mapped to ids through it; stored in the index (vocab.tt)\n");
 }
 
 /* Calibration after the build (tartan tune): on unless --no-tune. */
@@ -153,10 +153,7 @@ static int build_with_encoder(const char *encoder, const char *corpus, uint32_t 
     if (rc == CLI_OK) {
         if (!o->encoder)
             o->encoder = sp.description;
-        if (!o->sparse && sp.sparse && o->shards > 1) /* not in a sharded index yet */
-            fprintf(stderr, "tartan build: the encoder's sparse vectors are not indexed: a "
-                    "sharded index holds no sparse postings yet\n");
-        else if (!o->sparse && sp.sparse) /* the encoder's, unless --bm25/--sparse */
+        if (!o->sparse && sp.sparse) /* the encoder's, unless --bm25/--sparse */
             o->sparse = sp.sparse;
         rc = run_build(sp.in, out, o);
     }
@@ -311,9 +308,9 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         return cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
     if (!out || !*out)
         return cli_usage_error("build", "--out is required (a directory to create)");
-    if ((bm25 || sparse) && (o.shards > 1 || group))
-        return cli_usage_error("build", "--bm25 and --sparse are not supported with --shards "
-                               "yet (sparse postings need an unsharded index)");
+    if ((bm25 || sparse) && group)
+        return cli_usage_error("build", "--bm25 and --sparse are not supported in a group "
+                               "(MPI) build yet; --shards in one process supports them");
     if ((rc_arg = cli_sparse_load("build", bm25, text, sparse, corpus, vocab, &sp_set)))
         return rc_arg;
     o.sparse = sp_set;

@@ -85,6 +85,8 @@ static void usage(FILE *f) {
         "  --sparse FILE        instead: precomputed document sparse vectors (JSON Lines\n"
         "                       {\"id\", \"terms\": {t: w}} or \"term_ids\"), with\n"
         "                       --sparse-queries FILE (and --vocab FILE for term ids)\n"
+        "  --encoder-sparse     instead: the encoder's own sparse parts (protocol 2) of the\n"
+        "                       --corpus and --query-text records (with --encoder)\n"
         "  --fusion minmax|rrf  hybrid fusion (default minmax), --fusion-depth N (default\n"
         "                       1000), --alpha A (dense weight in minmax, default 0.5)\n");
 }
@@ -531,7 +533,7 @@ static char *path_join(const char *a, const char *b, const char *c) {
  * four files are there (tt_encode_to_npy publishes them only on success). *prefix
  * receives the malloc'd path prefix. */
 static int encode_cached(const char *enc_dir, const char *what, const char *command,
-                         const char *input, int mode, char **prefix) {
+                         const char *input, int mode, tt_sparse_set *sparse_out, char **prefix) {
     char name[64], buf[64];
     uint64_t h = fnv1a(0xcbf29ce484222325ull, "tartan-report-encode-1\n");
     h = fnv1a(h, command);
@@ -552,7 +554,7 @@ static int encode_cached(const char *enc_dir, const char *what, const char *comm
         all = stat(p, &st) == 0;
         free(p);
     }
-    if (all) {
+    if (all && !sparse_out) {
         fprintf(stderr, "tartan report: %s: reused %s.*\n", what, *prefix);
         return TT_OK;
     }
@@ -560,6 +562,7 @@ static int encode_cached(const char *enc_dir, const char *what, const char *comm
     tt_encoder_options eo;
     tt_encoder_options_init(&eo);
     eo.force = 1;
+    eo.sparse_out = sparse_out;
     eo.cancel = (const volatile int *)&cli_cancel;
     cli_progress_state ps;
     cli_progress_init(&ps);
@@ -582,7 +585,7 @@ enum {
     O_VECTORS = 256, O_DOCLENS, O_IDS, O_QUERIES, O_QLENS, O_QIDS, O_QRELS, O_OUT, O_VARIANTS,
     O_METRICS, O_K, O_SCORE, O_NPROBE, O_THRESHOLD, O_NDOCS, O_LATQ, O_THREADS, O_CENTROIDS,
     O_SEED, O_NONORM, O_BF16, O_REBUILD, O_ENCODER, O_CORPUS, O_QTEXT,
-    O_BM25, O_TEXT, O_SPARSE, O_SPARSEQ, O_FUSION, O_FDEPTH, O_ALPHA, O_VOCAB
+    O_BM25, O_TEXT, O_SPARSE, O_SPARSEQ, O_FUSION, O_FDEPTH, O_ALPHA, O_VOCAB, O_ENCSPARSE
 };
 
 int cmd_report(int argc, char **argv) {
@@ -603,6 +606,7 @@ int cmd_report(int argc, char **argv) {
         {"bf16", no_argument, 0, O_BF16},             {"rebuild", no_argument, 0, O_REBUILD},
         {"encoder", required_argument, 0, O_ENCODER}, {"corpus", required_argument, 0, O_CORPUS},
         {"query-text", required_argument, 0, O_QTEXT},
+        {"encoder-sparse", no_argument, 0, O_ENCSPARSE},
         {"bm25", no_argument, 0, O_BM25},             {"text", required_argument, 0, O_TEXT},
         {"sparse", required_argument, 0, O_SPARSE},
         {"sparse-queries", required_argument, 0, O_SPARSEQ},
@@ -620,7 +624,7 @@ int cmd_report(int argc, char **argv) {
     build_cfg cfg = {.normalize = 1, .seed = 42};
     tt_search_options so;
     tt_search_options_init(&so);
-    int bm25 = 0;
+    int bm25 = 0, enc_sparse = 0;
     bool fusion_set = false;
     const char *text = NULL, *sparse_path = NULL, *sparse_qpath = NULL, *vocab = NULL;
     tt_sparse_options spo;
@@ -693,6 +697,7 @@ int cmd_report(int argc, char **argv) {
         case O_CORPUS: corpus = optarg; break;
         case O_QTEXT: qtext = optarg; break;
         case O_BM25: bm25 = 1; break;
+        case O_ENCSPARSE: enc_sparse = 1; break;
         case O_TEXT: text = optarg; break;
         case O_SPARSE: sparse_path = optarg; break;
         case O_SPARSEQ: sparse_qpath = optarg; break;
@@ -755,10 +760,13 @@ int cmd_report(int argc, char **argv) {
         return cli_usage_error(CMD, "--text goes with --bm25");
     if (!sparse_path != !sparse_qpath)
         return cli_usage_error(CMD, "--sparse and --sparse-queries go together");
-    if (fusion_set && !bm25 && !sparse_path)
-        return cli_usage_error(CMD, "--fusion, --fusion-depth and --alpha go with --bm25 or "
-                               "--sparse");
-    const bool hybrid = bm25 || sparse_path;
+    if (enc_sparse && (!encoder || bm25 || sparse_path))
+        return cli_usage_error(CMD, "--encoder-sparse takes the sparse vectors from --encoder "
+                               "(not with --bm25 or --sparse)");
+    if (fusion_set && !bm25 && !sparse_path && !enc_sparse)
+        return cli_usage_error(CMD, "--fusion, --fusion-depth and --alpha go with --bm25, "
+                               "--sparse or --encoder-sparse");
+    const bool hybrid = bm25 || sparse_path || enc_sparse;
     /* An interrupt stops a build or encoder at once and the report after the current
      * search; its temporary files are removed either way. */
     cli_signals_install(true);
@@ -865,9 +873,22 @@ int cmd_report(int argc, char **argv) {
     if (encoder) {
         if (make_dir(out) || !(dir_enc = path_join(out, "encoded", NULL)) || make_dir(dir_enc))
             goto done;
-        if ((st = encode_cached(dir_enc, "corpus", encoder, corpus, TT_ENC_PASSAGE, &enc_docs)) ||
-            (st = encode_cached(dir_enc, "queries", encoder, qtext, TT_ENC_QUERY, &enc_queries)))
+        /* --encoder-sparse: the sparse parts come with the vectors (not cached: encoded
+         * again every run) */
+        if (enc_sparse &&
+            ((st = tt_sparse_set_new_weights(&sp_docs)) || (st = tt_sparse_set_new_weights(&sq))))
             goto fail;
+        if ((st = encode_cached(dir_enc, "corpus", encoder, corpus, TT_ENC_PASSAGE, sp_docs,
+                                &enc_docs)) ||
+            (st = encode_cached(dir_enc, "queries", encoder, qtext, TT_ENC_QUERY, sq,
+                                &enc_queries)))
+            goto fail;
+        if (enc_sparse && (!tt_sparse_set_size(sp_docs) || !tt_sparse_set_size(sq))) {
+            fprintf(stderr, "tartan report: error: --encoder-sparse: the encoder '%s' sent no "
+                    "sparse parts (it speaks protocol 1; doc/encoder-protocol.md, protocol 2)\n",
+                    encoder);
+            goto done;
+        }
         static const char *const sfx[] = {".vectors.npy", ".doclens.npy", ".ids.txt"};
         for (int j = 0; j < 6; j++)
             if (!(enc_paths[j] = concat(j < 3 ? enc_docs : enc_queries, sfx[j % 3])))
@@ -916,12 +937,13 @@ int cmd_report(int argc, char **argv) {
     }
     const uint64_t nq = qs->num_queries;
     if (hybrid) { /* the sparse vectors of the documents and of the queries (by query id) */
-        if ((rc_arg = cli_sparse_load(CMD, bm25, text, sparse_path, corpus, vocab, &sp_docs))) {
+        if (!enc_sparse &&
+            (rc_arg = cli_sparse_load(CMD, bm25, text, sparse_path, corpus, vocab, &sp_docs))) {
             rc = rc_arg;
             goto done;
         }
-        if ((st = bm25 ? tt_sparse_set_load_text(&sq, qtext, 1)
-                       : tt_sparse_set_load_jsonl_vocab(&sq, sparse_qpath, vocab)))
+        if (!enc_sparse && (st = bm25 ? tt_sparse_set_load_text(&sq, qtext, 1)
+                                      : tt_sparse_set_load_jsonl_vocab(&sq, sparse_qpath, vocab)))
             goto fail;
         if (!(sparse_of = malloc((nq ? nq : 1) * sizeof *sparse_of)))
             goto nomem;
@@ -932,16 +954,16 @@ int cmd_report(int argc, char **argv) {
         }
         if (rep.no_sparse == nq) {
             fprintf(stderr, "tartan report: error: no query id of %s is in %s\n",
-                    bm25 ? qtext : sparse_qpath, qids ? qids : queries);
+                    sparse_qpath ? sparse_qpath : qtext, qids ? qids : queries);
             goto done;
         }
         if (rep.no_sparse)
             fprintf(stderr, "tartan report: warning: %zu of %llu queries have no sparse query in "
                     "%s: no sparse hits, their dense list in hybrid\n", rep.no_sparse,
-                    (unsigned long long)nq, bm25 ? qtext : sparse_qpath);
+                    (unsigned long long)nq, sparse_qpath ? sparse_qpath : qtext);
         cfg.sparse = sp_docs;
         cfg.sparse_kind = tt_sparse_set_kind(sp_docs);
-        cfg.sparse_file = bm25 ? (text ? text : corpus) : sparse_path;
+        cfg.sparse_file = bm25 ? (text ? text : corpus) : enc_sparse ? corpus : sparse_path;
     }
     {
         /* Which queries the evaluation will count: a run naming every query once. */
@@ -1170,9 +1192,9 @@ int cmd_report(int argc, char **argv) {
     rep.nvariants = nvar;
     if (hybrid) {
         rep.hybrid = true;
-        rep.sparse_kind = bm25 ? "bm25" : "weights";
+        rep.sparse_kind = bm25 ? "bm25" : enc_sparse ? "encoder" : "weights";
         rep.sparse_docs = cfg.sparse_file;
-        rep.sparse_queries = bm25 ? qtext : sparse_qpath;
+        rep.sparse_queries = sparse_qpath ? sparse_qpath : qtext;
         rep.fusion = fo.method;
         rep.fusion_depth = fo.depth;
         rep.fusion_alpha = fo.alpha;

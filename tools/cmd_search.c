@@ -41,7 +41,8 @@ static void usage(FILE *f) {
         "  --sparse-queries F   sparse queries, JSON Lines {\"id\", \"terms\": {t: w}}\n"
         "                       (or \"term_ids\": {\"2023\": w} for an index of term ids)\n"
         "  --vocab FILE         the term ids' vocabulary (one term per line, id = line - 1):\n"
-        "                       maps --sparse-queries string terms to ids\n"
+        "                       maps --sparse-queries string terms to ids (default: the\n"
+        "                       vocabulary stored in the index, which also maps --query-text)\n"
         "  --query-text F       query texts (BEIR queries.jsonl or TSV) for the sparse part,\n"
         "                       BM25-tokenized (default with --mode sparse: --queries when it\n"
         "                       is not .npy; with --mode hybrid and --encoder: --queries)\n"
@@ -710,13 +711,9 @@ int cmd_search(int argc, char **argv) {
         rc = cli_fail("search", st);
         goto done;
     }
-    /* Sparse postings live in an unsharded index only (tt_build refuses them sharded). */
-    if (retriever != R_DENSE && tt_sharded_num_shards(sh) > 1) {
-        fprintf(stderr, "tartan search: error: %s is a sharded index (%u shards): --mode %s "
-                "needs an unsharded index with sparse postings\n", index,
-                tt_sharded_num_shards(sh), retriever == R_HYBRID ? "hybrid" : "sparse");
-        goto done;
-    }
+    /* A sharded index: every shard has sparse postings or none (a sharded build writes
+     * them in each); its sparse and hybrid searches use the whole collection's BM25
+     * statistics (tt_sharded_hybrid_search_batch), so they equal the unsharded index's. */
     /* --mode sparse with --encoder: the encoder's sparse parts (a weighted index) or the
      * texts (BM25); its dense vectors are not searched. */
     if (retriever == R_SPARSE && encoder && tt_index_sparse_kind(idx) != TT_SPARSE_WEIGHTS)
@@ -729,8 +726,9 @@ int cmd_search(int argc, char **argv) {
           (st = tt_queries_check(qs, idx)))) ||
         (retriever != R_DENSE && !sq &&
          !(text_default && tt_index_sparse_kind(idx) == TT_SPARSE_WEIGHTS) &&
-         (st = sparse_queries ? tt_sparse_set_load_jsonl_vocab(&sq, sparse_queries, vocab)
-                              : tt_sparse_set_load_text(&sq, query_text, 1)))) {
+         (st = sparse_queries
+                   ? tt_sparse_set_load_jsonl_index(&sq, sparse_queries, vocab, idx)
+                              : tt_sparse_set_load_text_index(&sq, query_text, 1, idx)))) {
         rc = cli_fail("search", st);
         goto done;
     }
@@ -912,13 +910,15 @@ int cmd_search(int argc, char **argv) {
             }
             for (uint64_t i = 0; i < m; i++)
                 rows[i] = q0 + i;
-            st = tt_hybrid_search_batch(idx, NULL, NULL, NULL, NULL, sq, rows, &spo, &fo, m,
-                                        (uint32_t)k, threads, hits + q0 * k, nhits + q0, secs + q0);
+            st = tt_sharded_hybrid_search_batch(sh, NULL, NULL, NULL, NULL, sq, rows, &spo, &fo,
+                                                m, (uint32_t)k, threads, hits + q0 * k,
+                                                nhits + q0, secs + q0);
             free(rows);
         } else
-            st = tt_hybrid_search_batch(idx, qs->vectors, qs->offsets + q0, qs->lens + q0, &so,
-                                        sq, sparse_of + q0, &spo, &fo, m, (uint32_t)k, threads,
-                                        hits + q0 * k, nhits + q0, secs + q0);
+            st = tt_sharded_hybrid_search_batch(sh, qs->vectors, qs->offsets + q0,
+                                                qs->lens + q0, &so, sq, sparse_of + q0, &spo,
+                                                &fo, m, (uint32_t)k, threads, hits + q0 * k,
+                                                nhits + q0, secs + q0);
         if (st) {
             cli_progress_done(&ps);
             if (m == nq) {

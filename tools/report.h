@@ -76,7 +76,7 @@ typedef struct rp_report {
     int threads;
     /* sparse and hybrid columns (D / S / H), with --bm25 or --sparse */
     bool hybrid;
-    const char *sparse_kind;    /* "bm25" or "weights" */
+    const char *sparse_kind;    /* "bm25", "weights" or "encoder" (its sparse parts) */
     const char *sparse_docs;    /* the documents' texts (BM25) or sparse JSON Lines */
     const char *sparse_queries; /* the query texts (BM25) or sparse JSON Lines */
     int fusion;                 /* TT_FUSION_MINMAX or TT_FUSION_RRF */

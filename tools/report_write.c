@@ -239,6 +239,8 @@ int rp_write_markdown(FILE *f, const rp_report *r) {
         fprintf(f, "D: dense (the variant's own search, as above); S: sparse (");
         if (!strcmp(r->sparse_kind, "bm25"))
             fprintf(f, "BM25, k1 0.9, b 0.4, of `");
+        else if (!strcmp(r->sparse_kind, "encoder"))
+            fprintf(f, "the encoder's own sparse vectors, 8-bit quantized, of `");
         else
             fprintf(f, "precomputed weights, 8-bit quantized, of `");
         md_text(f, r->sparse_docs);
@@ -742,6 +744,20 @@ static void svg_shape(FILE *f, const char *cls, const char *variant, int series,
         fprintf(f, " fill=\"%s\"/>", c);
 }
 
+/* The sparse (m 0: a cross) or hybrid (m 1: a plus) marker centred on (x, y); cls is
+ * "point-s", "point-h" or "legend-mark". */
+static void svg_sh_marker(FILE *f, const char *cls, const char *variant, int m,
+                          const char *colour, double x, double y) {
+    fprintf(f, "<path class=\"%s\"", cls);
+    if (variant)
+        fprintf(f, " data-variant=\"%s\"", variant);
+    if (m == 0)
+        fprintf(f, " d=\"M%.1f %.1fl10 10m0 -10l-10 10\"", x - 5, y - 5);
+    else
+        fprintf(f, " d=\"M%.1f %.1fh12m-6 -6v12\"", x - 6, y);
+    fprintf(f, " fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"/>", colour);
+}
+
 static void svg_marker(FILE *f, const rp_variant *v, double x, double y) {
     svg_shape(f, "point", v->name, series_of(v), v->pool > 1, x, y);
 }
@@ -755,6 +771,10 @@ int rp_write_svg(FILE *f, const rp_report *r) {
         bmax = fmax(bmax, b);
         vmin = fmin(vmin, r->variants[i].value[0]);
         vmax = fmax(vmax, r->variants[i].value[0]);
+        if (r->hybrid) { /* the sparse (S) and hybrid (H) values share the axis */
+            vmin = fmin(vmin, fmin(r->variants[i].s_value[0], r->variants[i].h_value[0]));
+            vmax = fmax(vmax, fmax(r->variants[i].s_value[0], r->variants[i].h_value[0]));
+        }
     }
     if (n == 0)
         bmin = bmax = 1, vmin = vmax = 0;
@@ -783,6 +803,8 @@ int rp_write_svg(FILE *f, const rp_report *r) {
     fprintf(f, "<text x=\"%d\" y=\"30\" font-size=\"18\" font-weight=\"bold\">Storage vs ",
             PX0);
     xml_text(f, r->metric[0]);
+    if (r->hybrid)
+        fputs(": dense (D), sparse (S) and hybrid (H)", f);
     fprintf(f, "</text>\n<text x=\"%d\" y=\"50\" font-size=\"12\" fill=\"#555\">%llu documents, "
             "%llu vectors %s %u dims; %zu evaluated queries; top %u, %s MaxSim</text>\n",
             PX0, (unsigned long long)r->num_docs, (unsigned long long)r->num_vectors, TIMES, r->dim,
@@ -806,6 +828,19 @@ int rp_write_svg(FILE *f, const rp_report *r) {
         fprintf(f, "<text x=\"%.1f\" y=\"76\" font-size=\"12\">%s</text></g>\n",
                 s < SERIES ? lx + 18 : lx, text);
         lx += (s < SERIES ? 18 : 0) + CHAR_W * 0.93 * (double)strlen(text) + 24;
+    }
+    if (r->hybrid) { /* the S and H markers, in a second legend row */
+        static const char *const sh_legend[2] = {"S: sparse", "H: hybrid (fused)"};
+        double hx = PX0;
+        for (int m = 0; m < 2; m++) {
+            fputs("<g class=\"legend\">", f);
+            svg_sh_marker(f, "legend-mark", NULL, m, "#222", hx + 6, 90);
+            fprintf(f, "<text x=\"%.1f\" y=\"94\" font-size=\"12\">%s</text></g>\n", hx + 18,
+                    sh_legend[m]);
+            hx += 18 + CHAR_W * 0.93 * (double)strlen(sh_legend[m]) + 24;
+        }
+        fprintf(f, "<text x=\"%.1f\" y=\"94\" font-size=\"12\" fill=\"#555\">(D: the codec's "
+                "marker; S and H at the same storage, joined to D)</text>\n", hx);
     }
 
     /* Grid, ticks and tick labels. */
@@ -884,6 +919,21 @@ int rp_write_svg(FILE *f, const rp_report *r) {
     if (n > 0 && r->variants[0].original) /* the original's level, for reading drops */
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#888\" "
                 "stroke-width=\"1\" stroke-dasharray=\"2 4\"/>\n", PX0, py[0], PX1, py[0]);
+    /* Sparse (S, a cross) and hybrid (H, a plus) of each variant at its storage, joined
+     * to its dense point by a thin line, in the variant's series colour. */
+    for (size_t i = 0; i < n && r->hybrid; i++) {
+        const rp_variant *v = &r->variants[i];
+        const char *c = series_colour[series_of(v)];
+        double ys = YP(v->s_value[0]), yh = YP(v->h_value[0]);
+        double y0 = fmin(py[i], fmin(ys, yh)), y1 = fmax(py[i], fmax(ys, yh));
+        fprintf(f, "<g><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"1\" stroke-opacity=\"0.5\"/>", px[i], y0, px[i], y1, c);
+        fprintf(f, "<title>%s: %s D %.4f, S %.4f, H %.4f</title>", v->name, r->metric[0],
+                v->value[0], v->s_value[0], v->h_value[0]);
+        svg_sh_marker(f, "point-s", v->name, 0, c, px[i], ys);
+        svg_sh_marker(f, "point-h", v->name, 1, c, px[i], yh);
+        fputs("</g>\n", f);
+    }
     place_labels(px, py, text, n, tx, ty, anc, lead);
     static const char *const anchors[] = {"start", "middle", "end"};
     for (size_t i = 0; i < n; i++) {

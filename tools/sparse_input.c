@@ -4,8 +4,9 @@
 
 #include <string.h>
 
-int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
-                    const char *corpus, const char *vocab, tt_sparse_set **out) {
+int cli_sparse_load_for(const char *cmd, int bm25, const char *text, const char *sparse,
+                        const char *corpus, const char *vocab, const char *index_dir,
+                        tt_sparse_set **out) {
     *out = NULL;
     if (vocab && !sparse)
         return cli_usage_error(cmd, "--vocab goes with --sparse (term ids)");
@@ -24,7 +25,23 @@ int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *spa
         return cli_usage_error(cmd, "--bm25 needs the documents' texts: --text FILE (BEIR "
                                "corpus.jsonl or TSV, in the order of the vectors), or "
                                "--encoder with --corpus");
+    /* An index with a stored vocabulary reads string terms through it (an index that
+     * does not open is left to the command itself to report). */
+    tt_index *idx = NULL;
+    if (sparse && index_dir) {
+        tt_open_options oo;
+        tt_open_options_init(&oo);
+        oo.io = TT_IO_MMAP;
+        if (tt_index_open(&idx, index_dir, &oo) != TT_OK)
+            idx = NULL;
+    }
     int st = bm25 ? tt_sparse_set_load_text(out, text, 0)
-                  : tt_sparse_set_load_jsonl_vocab(out, sparse, vocab);
+                  : tt_sparse_set_load_jsonl_index(out, sparse, vocab, idx);
+    tt_index_close(idx);
     return st ? cli_fail(cmd, st) : CLI_OK;
+}
+
+int cli_sparse_load(const char *cmd, int bm25, const char *text, const char *sparse,
+                    const char *corpus, const char *vocab, tt_sparse_set **out) {
+    return cli_sparse_load_for(cmd, bm25, text, sparse, corpus, vocab, NULL, out);
 }

@@ -307,9 +307,10 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
                       "(shards %u) yet; build one index, or leave the metadata out",
                       o->metadata, o->shards);
 
-    if (o->sparse && (o->shards > 1 || o->group))
+    if (o->sparse && o->group)
         return tt_err(TT_EUNSUPPORTED, "%s: sparse postings (BM25 or sparse weights) are not "
-                      "supported in a sharded index yet; build it unsharded", out_dir);
+                      "supported in a group (MPI) build yet; build it in one process "
+                      "(--shards works)", out_dir);
     if (o->sparse && (st = tt_build_check_sparse(o->sparse, in, true)))
         return st;
     /* A codebook taken from another index fixes what training would choose. */
@@ -383,7 +384,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         goto published;
     }
     if ((st = tt_build_write_codebook(&b)) || (st = tt_build_segment(&b)) ||
-        (o->sparse && (st = tt_build_write_sparse(&b, o->sparse))))
+        (o->sparse && (st = tt_build_write_sparse(&b, o->sparse))) ||
+        (o->sparse && (st = tt_build_write_vocab(&b, o->sparse))))
         goto fail;
     b.st.seconds_total = tt_now() - t0;
     if ((st = tt_build_write_meta(&b, b.st.seconds_total)))

@@ -139,6 +139,12 @@ void tt_pooled_free(tt_pooled *p);
  * sparse.tt from it. */
 int tt_build_check_sparse(const tt_sparse_set *set, const tt_input *in, bool check_ids);
 int tt_build_write_sparse(builder *b, const tt_sparse_set *set);
+/* The sparse.tt of a shard: records [r0, r0 + n) of set, each term's quantization
+ * scale the whole set's (so that a sharded index scores as the unsharded one). */
+int tt_build_write_sparse_range(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n);
+/* The index's vocab.tt (named with b's prefix) from set's vocabulary; nothing when
+ * the set has none. Written by a build (every shard of a sharded one). */
+int tt_build_write_vocab(builder *b, const tt_sparse_set *set);
 /* publish.c: resolves and locks OUT, checks what is there (before any work), removes
  * killed builds' leftovers and creates the build directory; publishes it; and at the
  * end (status: the build's result, whose message is kept) removes what is left of the

@@ -100,7 +100,12 @@ struct tt_index {
     uint32_t sparse_kind;
     uint64_t sparse_live;      /* live documents */
     double sparse_avgdl;       /* their mean length (BM25's avgdl) */
+    uint64_t sparse_total_len; /* the sum of their lengths */
     uint64_t sparse_bytes;     /* the sparse.tt files */
+    /* The stored vocabulary of an index of term ids (vocab.tt, one per generation, when
+     * the build was given one): vocab.n terms, id = entry number. */
+    tt_fmap f_vocab;           /* fd -1 without */
+    tt_strtab vocab;
 };
 
 /* Centroid id of vector v. */

@@ -537,9 +537,40 @@ static int join_sparse(tt_index *idx) {
                 total += tt_sparse_seg_len(&sg->sparse, d);
             }
     }
+    idx->sparse_total_len = total;
     idx->sparse_avgdl = idx->sparse_live ? (double)total / (double)idx->sparse_live : 1.0;
     if (!(idx->sparse_avgdl > 0))
         idx->sparse_avgdl = 1.0;
+    return TT_OK;
+}
+
+/* The stored vocabulary (vocab.tt), when the generation has one: only beside term-id
+ * postings, and every segment's ids below its size. */
+static int open_vocab(tt_index *idx) {
+    const tt_manifest_entry *e = NULL;
+    for (uint32_t i = 0; i < idx->man.n && !e; i++)
+        if (!memcmp(idx->man.e[i].kind, TT_VOCAB_KIND, 4))
+            e = &idx->man.e[i];
+    if (!e)
+        return TT_OK;
+    int st = open_file(idx, &idx->f_vocab, e->name, TT_VOCAB_KIND, TT_MAP_WHOLE, RESIDENT);
+    if (st)
+        return st;
+    if (idx->sparse_kind != TT_SPARSE_KIND_IDS)
+        return tt_err(TT_ECORRUPT, "%s: a vocabulary in an index without term-id postings",
+                      idx->f_vocab.path);
+    idx->sparse_bytes += idx->f_vocab.size; /* counted with the postings it goes with */
+    if ((st = tt_sparse_vocab_read(&idx->vocab, idx->f_vocab.payload,
+                                   idx->f_vocab.h.payload_bytes, idx->f_vocab.h.a,
+                                   idx->f_vocab.h.b, idx->f_vocab.h.c, idx->f_vocab.path)))
+        return st;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const tt_sparse_seg *sp = &idx->seg[s].sparse;
+        if (sp->T && tt_sparse_key_id(sp->blob + tt_rd64(sp->term_off + 8 * (sp->T - 1))) >=
+                         idx->vocab.n)
+            return tt_err(TT_ECORRUPT, "%s: term ids past the vocabulary %s (%u terms)",
+                          idx->seg[s].f_sparse.path, idx->f_vocab.path, idx->vocab.n);
+    }
     return TT_OK;
 }
 
@@ -838,7 +869,8 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
                 goto check_stale;
             break;
         }
-    if ((st = load_tombstones(idx)) || (st = join_segments(idx)) || (st = setup_io(idx, opt)))
+    if ((st = load_tombstones(idx)) || (st = join_segments(idx)) || (st = open_vocab(idx)) ||
+        (st = setup_io(idx, opt)))
         goto check_stale;
     return TT_OK;
 check_stale:
@@ -888,7 +920,7 @@ int tt_index_open(tt_index **out, const char *dir, const tt_open_options *opt) {
         if (!idx)
             return tt_err(TT_ENOMEM, "%s: out of memory", dir);
         tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune,
-                             &idx->f_metadata};
+                             &idx->f_metadata, &idx->f_vocab};
         for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
             shared[i]->fd = -1;
         if (!(idx->dir = strdup(dir))) {
@@ -917,7 +949,7 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
         return tt_err(TT_ENOMEM, "%s: out of memory", dir);
     }
     idx->f_meta.fd = idx->f_centroids.fd = idx->f_codec.fd = idx->f_tune.fd = -1;
-    idx->f_metadata.fd = -1;
+    idx->f_metadata.fd = idx->f_vocab.fd = -1;
     uint64_t meta_docs, meta_vectors;
     int st = tt_manifest_copy(&idx->man, man);
     if (!st)
@@ -937,7 +969,7 @@ void tt_index_close(tt_index *idx) {
     if (!idx)
         return;
     tt_fmap *shared[] = {&idx->f_meta, &idx->f_centroids, &idx->f_codec, &idx->f_tune,
-                         &idx->f_metadata};
+                         &idx->f_metadata, &idx->f_vocab};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
         if (shared[i]->path || shared[i]->fd >= 0)
             tt_fmap_close(shared[i]);
@@ -954,6 +986,7 @@ void tt_index_close(tt_index *idx) {
         free(sg->ids_made);
     }
     free(idx->seg);
+    tt_st_free(&idx->vocab);
     tt_codec_free(&idx->codec);
     tt_cq_free(&idx->cq);
     tt_manifest_free(&idx->man);

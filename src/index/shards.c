@@ -234,6 +234,8 @@ static int write_shard(builder *b, tt_input *all, uint32_t s, uint32_t S, double
     b->wdir = path;
     b->in = &v.in;
     if ((st = tt_build_write_codebook(b)) || (st = tt_build_segment(b)) ||
+        (b->o->sparse && (st = tt_build_write_sparse_range(b, b->o->sparse, d0, d1 - d0))) ||
+        (b->o->sparse && (st = tt_build_write_vocab(b, b->o->sparse))) ||
         (st = tt_build_write_meta(b, tt_now() - t0)))
         goto done;
     tt_manifest_segment seg = {.id = 0, .num_docs = v.in.num_docs,

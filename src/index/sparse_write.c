@@ -24,11 +24,27 @@ int tt_build_check_sparse(const tt_sparse_set *set, const tt_input *in, bool che
 }
 
 int tt_build_write_sparse(builder *b, const tt_sparse_set *set) {
+    return tt_build_write_sparse_range(b, set, 0, set->n);
+}
+
+int tt_build_write_sparse_range(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n) {
     uint8_t *p = NULL;
     uint64_t len, a, bb, c;
-    int st = tt_sparse_payload(set, 0, set->n, &p, &len, &a, &bb, &c);
+    int st = tt_sparse_payload_scaled(set, r0, n, n != set->n, &p, &len, &a, &bb, &c);
     if (!st)
         st = tt_build_write_small(b, TT_F_SPARSE, "SPRS", p, (size_t)len, a, bb, c);
+    free(p);
+    return st;
+}
+
+int tt_build_write_vocab(builder *b, const tt_sparse_set *set) {
+    if (!set->vocab_size)
+        return TT_OK;
+    uint8_t *p = NULL;
+    uint64_t len, a, bb;
+    int st = tt_sparse_vocab_payload(&set->vocab, &p, &len, &a, &bb);
+    if (!st)
+        st = tt_build_write_small(b, TT_F_VOCAB, TT_VOCAB_KIND, p, (size_t)len, a, bb, 0);
     free(p);
     return st;
 }

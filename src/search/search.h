@@ -141,4 +141,23 @@ int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);
 int tt_scan_decompressed(tt_search_ctx *c);
 int tt_scan_exact(tt_search_ctx *c);
 
+/* sparse_search.c: the sparse search of a shard of a sharded index with the whole
+ * collection's BM25 statistics (shard/hybrid.c): N live documents, avgdl, and per query
+ * term its live document frequency over every shard (tt_sparse_query_df of each shard,
+ * summed; a query of n terms, df[n]). */
+typedef struct tt_sparse_global {
+    uint64_t N;
+    double avgdl;
+    const uint64_t *df;
+} tt_sparse_global;
+/* The live document frequency in idx of each term of query qi of q (0 for every term
+ * of weighted postings), into df (one per query term). */
+int tt_sparse_query_df(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, uint64_t *df);
+/* tt_sparse_search with g's statistics (NULL: idx's own), and (scores, may be NULL)
+ * each hit's score as a double. */
+int tt_sparse_search_global(const tt_index *idx, const tt_sparse_set *q, uint64_t qi,
+                            uint32_t k, const tt_sparse_options *opt,
+                            const tt_sparse_global *g, tt_hit *hits, double *scores,
+                            uint32_t *nhits);
+
 #endif

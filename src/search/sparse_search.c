@@ -98,8 +98,35 @@ static uint64_t live_df(const tt_index *idx, const tt_segment *sg, uint64_t t) {
     return n;
 }
 
+int tt_sparse_query_df(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, uint64_t *df) {
+    if (qi >= q->n)
+        return tt_err(TT_EINVAL, "tt_sparse_search: query %llu of %llu", (unsigned long long)qi,
+                      (unsigned long long)q->n);
+    uint64_t e0 = q->off[qi], e1 = q->off[qi + 1];
+    for (uint64_t i = 0; i < e1 - e0; i++) {
+        df[i] = 0;
+        if (idx->sparse_kind != TT_SPARSE_KIND_BM25)
+            continue;
+        const char *ts = tt_st_str(&q->terms, q->term[e0 + i]);
+        size_t tl = tt_st_len(&q->terms, q->term[e0 + i]);
+        for (uint32_t s = 0; s < idx->nseg; s++) {
+            int64_t t = tt_sparse_seg_find(&idx->seg[s].sparse, ts, tl);
+            if (t >= 0)
+                df[i] += live_df(idx, &idx->seg[s], (uint64_t)t);
+        }
+    }
+    return TT_OK;
+}
+
 int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, uint32_t k,
                      const tt_sparse_options *opt, tt_hit *hits, uint32_t *nhits) {
+    return tt_sparse_search_global(idx, q, qi, k, opt, NULL, hits, NULL, nhits);
+}
+
+int tt_sparse_search_global(const tt_index *idx, const tt_sparse_set *q, uint64_t qi,
+                            uint32_t k, const tt_sparse_options *opt,
+                            const tt_sparse_global *g, tt_hit *hits, double *scores,
+                            uint32_t *nhits) {
     tt_sparse_options defaults;
     if (!opt) {
         tt_sparse_options_init(&defaults);
@@ -135,7 +162,7 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
     uint64_t e0 = q->off[qi], e1 = q->off[qi + 1];
     uint32_t nq = (uint32_t)(e1 - e0);
     tt_sparse_scoring sc = {.kind = idx->sparse_kind, .k1 = opt->k1, .b = opt->b,
-                            .avgdl = idx->sparse_avgdl};
+                            .avgdl = g ? g->avgdl : idx->sparse_avgdl};
     tt_sparse_term *terms = tt_alloc(nq ? nq : 1, sizeof *terms, "sparse search");
     int64_t *tid = tt_alloc((uint64_t)(nq ? nq : 1) * idx->nseg, sizeof *tid, "sparse search");
     double *idf = tt_alloc(nq ? nq : 1, sizeof *idf, "sparse search");
@@ -151,10 +178,12 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
         uint64_t df = 0;
         for (uint32_t s = 0; s < idx->nseg; s++) {
             tid[(uint64_t)i * idx->nseg + s] = tt_sparse_seg_find(&idx->seg[s].sparse, ts, tl);
-            if (tid[(uint64_t)i * idx->nseg + s] >= 0 && sc.kind == TT_SPARSE_KIND_BM25)
+            if (!g && tid[(uint64_t)i * idx->nseg + s] >= 0 && sc.kind == TT_SPARSE_KIND_BM25)
                 df += live_df(idx, &idx->seg[s], (uint64_t)tid[(uint64_t)i * idx->nseg + s]);
         }
-        double N = (double)idx->sparse_live;
+        if (g) /* a sharded index: the whole collection's statistics */
+            df = g->df[i];
+        double N = g ? (double)g->N : (double)idx->sparse_live;
         idf[i] = df ? log(1.0 + (N - (double)df + 0.5) / ((double)df + 0.5)) : 0;
     }
     for (uint32_t s = 0; s < idx->nseg; s++) {
@@ -183,8 +212,11 @@ int tt_sparse_search(const tt_index *idx, const tt_sparse_set *q, uint64_t qi, u
             goto done;
     }
     tt_sparse_heap_sort(&h);
-    for (uint32_t i = 0; i < h.n; i++)
+    for (uint32_t i = 0; i < h.n; i++) {
         hits[i] = (tt_hit){.doc = h.row[i], .score = (float)h.score[i]};
+        if (scores)
+            scores[i] = h.score[i];
+    }
     *nhits = h.n;
 done:
     tt_sparse_heap_free(&h);

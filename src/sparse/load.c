@@ -526,16 +526,31 @@ int tt_sparse_vocab_parse(tt_sparse_set *s, const char *data, size_t n, const ch
 }
 
 int tt_sparse_set_load_jsonl_vocab(tt_sparse_set **out, const char *path, const char *vocab) {
+    return tt_sparse_set_load_jsonl_stored(out, path, vocab, NULL, NULL);
+}
+
+int tt_sparse_set_load_jsonl_stored(tt_sparse_set **out, const char *path, const char *vocab,
+                                    const tt_strtab *stored, const char *stored_path) {
     if (!out || !path)
         return tt_err(TT_EINVAL, "tt_sparse_set_load_jsonl: NULL argument");
     *out = NULL;
     tt_sbuf b = {0};
     int st = TT_OK;
     tt_sparse_set *s = NULL;
-    if (!(st = tt_sparse_set_new(&s, vocab ? TT_SPARSE_KIND_IDS : TT_SPARSE_KIND_WEIGHTS)) &&
+    if (stored && !stored->n)
+        stored = NULL;
+    if (!(st = tt_sparse_set_new(&s, vocab || stored ? TT_SPARSE_KIND_IDS
+                                                     : TT_SPARSE_KIND_WEIGHTS)) &&
         vocab && !(st = slurp(vocab, &b))) {
         st = tt_sparse_vocab_parse(s, b.p ? b.p : "", b.len, vocab);
         b.len = 0;
+        char why[300];
+        if (!st && stored && tt_sparse_vocab_compare(&s->vocab, stored, why, sizeof why))
+            st = tt_err(TT_EVALUE, "%s is not the vocabulary stored in %s (%s); leave --vocab "
+                        "out to use the stored one", vocab, stored_path ? stored_path : "the index",
+                        why);
+    } else if (!st && stored) {
+        st = tt_sparse_vocab_copy(s, stored);
     }
     if (!st)
         st = slurp(path, &b);

@@ -72,6 +72,36 @@ int tt_sparse_vocab_parse(tt_sparse_set *s, const char *data, size_t n, const ch
 typedef int (*tt_token_fn)(void *user, const char *tok, size_t len);
 int tt_sparse_tokenize(const char *text, size_t n, tt_token_fn fn, void *user, uint64_t *ntok);
 
+/* ------------------------------------------------------------- vocab.tt */
+
+/* vocab.tt (vocab.c; doc/format.md, "Stored vocabulary"): an index's vocabulary of term
+ * ids, kind VOCB, a = V terms, b = L term bytes, c = 0; payload u64 term_off[V+1] then
+ * the L term bytes; term i (its id) is blob[term_off[i] .. term_off[i+1]). */
+#define TT_F_VOCAB "vocab.tt"
+#define TT_VOCAB_KIND "VOCB"
+/* The payload of v (one allocation, *out; free it) and header fields a, b. */
+int tt_sparse_vocab_payload(const tt_strtab *v, uint8_t **out, uint64_t *len, uint64_t *a,
+                            uint64_t *b);
+/* Validates a vocab.tt payload completely (offsets, 1..256-byte UTF-8 terms without NUL,
+ * all distinct) and interns its terms into v in id order (v zeroed first; freed on
+ * error). TT_ECORRUPT naming path. */
+int tt_sparse_vocab_read(tt_strtab *v, const uint8_t *payload, uint64_t len, uint64_t a,
+                         uint64_t b, uint64_t c, const char *path);
+/* 0 when x and y hold the same terms in the same order, else 1 with the first
+ * difference described in why[0..n). */
+int tt_sparse_vocab_compare(const tt_strtab *x, const tt_strtab *y, char *why, size_t n);
+/* s's vocabulary (vocab, vocab_size) replaced by a copy of v. */
+int tt_sparse_vocab_copy(tt_sparse_set *s, const tt_strtab *v);
+/* A kind-IDS set (with v as its vocabulary) of in's records (string terms, BM25 counts
+ * or weights): each term looked up in v, terms v lacks dropped (they match no
+ * document), values kept. */
+int tt_sparse_set_to_ids(const tt_sparse_set *in, const tt_strtab *v, tt_sparse_set **out);
+/* tt_sparse_set_load_jsonl_vocab with an index's stored vocabulary (stored, NULL or
+ * empty: none; stored_path names it in errors): without a vocabulary file the stored
+ * one maps string terms and bounds the ids; with one, it must equal the stored one. */
+int tt_sparse_set_load_jsonl_stored(tt_sparse_set **out, const char *path, const char *vocab,
+                                    const tt_strtab *stored, const char *stored_path);
+
 /* ------------------------------------------------------------- sparse.tt */
 
 /* A validated sparse.tt payload (read.c), read in place. D documents (local rows),
@@ -124,6 +154,12 @@ uint32_t tt_sparse_block_decode(const tt_sparse_seg *s, uint64_t first, uint32_t
  * to 1..255 with scale = max weight / 255; BM25 counts are capped at 255. */
 int tt_sparse_payload(const tt_sparse_set *set, uint64_t r0, uint64_t n, uint8_t **out,
                       uint64_t *len, uint64_t *a, uint64_t *b, uint64_t *c);
+/* The same with, when global_scale, each term's scale taken over all of set's records
+ * (not only [r0, r0 + n)): a shard's file then quantizes every weight exactly as the
+ * unsharded index's one segment does. */
+int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                             bool global_scale, uint8_t **out, uint64_t *len, uint64_t *a,
+                             uint64_t *b, uint64_t *c);
 /* Appends the documents of seg whose local rows are not marked in dead (a bitmap of
  * seg->D bits, or NULL) to set (same kind), with ids from id(user, row): what
  * a compaction merges. Weights come back dequantized (q * scale). */

@@ -33,6 +33,12 @@ static uint64_t pad8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
 
 int tt_sparse_payload(const tt_sparse_set *set, uint64_t r0, uint64_t n, uint8_t **out,
                       uint64_t *len, uint64_t *a, uint64_t *b, uint64_t *c) {
+    return tt_sparse_payload_scaled(set, r0, n, false, out, len, a, b, c);
+}
+
+int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                             bool global_scale, uint8_t **out, uint64_t *len, uint64_t *a,
+                             uint64_t *b, uint64_t *c) {
     *out = NULL;
     if (r0 + n > set->n)
         return tt_err(TT_EINVAL, "sparse payload: records out of range");
@@ -54,6 +60,10 @@ int tt_sparse_payload(const tt_sparse_set *set, uint64_t r0, uint64_t n, uint8_t
         df[set->term[e]]++;
         maxw[set->term[e]] = TT_MAX(maxw[set->term[e]], set->value[e]);
     }
+    /* a shard of a sharded build: every term's scale is the whole set's, so that the
+     * quantized weights are those of the unsharded index */
+    for (uint64_t e = 0; global_scale && e < set->nent; e++)
+        maxw[set->term[e]] = TT_MAX(maxw[set->term[e]], set->value[e]);
     /* the terms this segment uses, sorted bytewise */
     uint32_t T = 0;
     for (uint32_t t = 0; t < V; t++)

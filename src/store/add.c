@@ -118,6 +118,9 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     }
     if (s.o.sparse && (st = tt_build_check_sparse(s.o.sparse, in, true)))
         goto done;
+    if (s.o.sparse && s.o.sparse->kind == TT_SPARSE_KIND_IDS &&
+        (st = tt_store_check_vocab(&s, s.o.sparse)))
+        goto done;
     /* Ids: the input's, each new to the index unless it replaces (upsert); or made. */
     next_auto = s.man.next_auto_id;
     if (in->ids_blob) {

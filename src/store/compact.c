@@ -365,6 +365,9 @@ int tt_index_compact(const char *dir, const tt_change_options *opt, tt_change_st
         if (!s.o.retrain && (!memcmp(k, "META", 4) || !memcmp(k, "CENT", 4) ||
                              !memcmp(k, "CODC", 4) || !memcmp(k, "TUNE", 4)))
             st = tt_manifest_add(&keep, &next.e[i]);
+        /* The stored vocabulary goes with the term ids, whatever the codebook. */
+        else if (!memcmp(k, TT_VOCAB_KIND, 4))
+            st = tt_manifest_add(&keep, &next.e[i]);
     }
     free(next.e);
     next.e = keep.e;

@@ -116,6 +116,10 @@ void tt_store_live_free(live_set *l);
 /* compact_sparse.c: the live documents' sparse postings of every segment merged into
  * the new segment's sparse.tt (nothing when the index has none). */
 int tt_store_compact_sparse(tt_store *s, builder *b);
+/* vocab.c: an add's term-id set checked against the index's stored vocabulary (the
+ * same vocabulary, or ids below its size); refused with a vocabulary when the index has
+ * none. */
+int tt_store_check_vocab(tt_store *s, const tt_sparse_set *set);
 /* Progress and the cancel flag, as tt_build_progress. */
 int tt_store_progress(tt_store *s, const char *phase, uint64_t done, uint64_t total);
 

@@ -1,7 +1,11 @@
 /* Fuzz target: the sparse postings reader (sparse.tt, src/sparse/read.c) and the JSON
  * Lines sparse vector parser (src/sparse/load.c).
  *
- *   byte 0 even: the rest is a sparse.tt file. Its header must pass tt_header_decode
+ *   byte 0 & 3 == 2: the rest is a vocab.tt file (kind VOCB, src/sparse/vocab.c), its
+ *          header decoded as for sparse.tt; if the payload validates, every term must
+ *          be found under its id, and writing the table again must give the same
+ *          payload back.
+ *   byte 0 & 3 == 0: the rest is a sparse.tt file. Its header must pass tt_header_decode
  *          (magic, header checksum, version, kind SPRS) and give the file's size; the
  *          payload checksum is not required, as an attacker recomputes it. If the
  *          payload validates, every term is searched alone and all terms together by
@@ -12,8 +16,8 @@
  *          JSON Lines: every term id of a record must then be below the vocabulary's
  *          size, and a kind-3 set's terms are 4-byte ids.
  *
- * Seeds: tests/fuzz/corpus/sparse (sparse.tt files of a BM25 and a weighted index, and
- * JSON Lines files). */
+ * Seeds: tests/fuzz/corpus/sparse (sparse.tt files of a BM25 and a weighted index, a
+ * vocab.tt, and JSON Lines files). */
 #include "fuzz.h"
 #include "io/file.h"
 #include "sparse/sparse.h"
@@ -75,6 +79,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     const uint8_t *p = data + 1;
     size_t n = size - 1;
+    if ((data[0] & 3) == 2) {
+        tt_header h;
+        if (n < TT_HEADER_SIZE || tt_header_decode(p, "fuzz", TT_VOCAB_KIND, &h) != TT_OK)
+            return 0;
+        if (h.payload_bytes != n - TT_HEADER_SIZE)
+            return 0;
+        uint8_t *pl = malloc(n - TT_HEADER_SIZE + 1);
+        if (!pl)
+            abort();
+        memcpy(pl, p + TT_HEADER_SIZE, n - TT_HEADER_SIZE);
+        tt_strtab v;
+        if (tt_sparse_vocab_read(&v, pl, h.payload_bytes, h.a, h.b, h.c, "fuzz") == TT_OK) {
+            if (v.n != h.a)
+                abort();
+            for (uint32_t i = 0; i < v.n; i++)
+                if (tt_st_find(&v, tt_st_str(&v, i), tt_st_len(&v, i)) != i)
+                    abort();
+            uint8_t *again;
+            uint64_t len, a, b;
+            if (tt_sparse_vocab_payload(&v, &again, &len, &a, &b))
+                abort();
+            if (len != h.payload_bytes || a != h.a || b != h.b || memcmp(again, pl, len))
+                abort();
+            free(again);
+            tt_st_free(&v);
+        }
+        free(pl);
+        return 0;
+    }
     if ((data[0] & 1) == 0) {
         tt_header h;
         if (n < TT_HEADER_SIZE || tt_header_decode(p, "fuzz", "SPRS", &h) != TT_OK)

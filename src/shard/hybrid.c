@@ -1,0 +1,282 @@
+/* Sparse and hybrid search over a sharded index in one process: every shard's sparse
+ * postings searched with the WHOLE collection's BM25 statistics (live documents, mean
+ * length, and each query term's live document frequency summed over the shards), the
+ * per-shard lists merged by (score, then lower global row) on the double scores, so the
+ * sparse results are exactly the unsharded index's (a sharded build quantizes weights
+ * with the whole set's scales: index/shards.c); hybrid fuses that with the sharded
+ * dense search (tt_sharded_search_batch) as tt_hybrid_search_batch does. */
+#include "search/search.h"
+#include "shard/shard.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct shit {
+    uint64_t doc;
+    double score;
+} shit;
+
+static int by_score(const void *x, const void *y) {
+    const shit *a = x, *b = y;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return a->doc < b->doc ? -1 : a->doc > b->doc;
+}
+
+typedef struct sjob {
+    const tt_sharded *sh;
+    const tt_sparse_set *sq;
+    const uint64_t *sparse_of;
+    const tt_sparse_options *sopt;
+    tt_filter **filters;        /* per shard, or NULL */
+    uint64_t N;
+    double avgdl;
+    uint64_t nqueries;
+    uint32_t depth;
+    tt_hit *out;                /* nqueries * depth */
+    uint32_t *nout;
+    double *seconds;            /* may be NULL: added to */
+    atomic_uint_fast64_t next;
+    atomic_int failed;
+    pthread_mutex_t mu;
+    int status;
+    char msg[1024];
+} sjob;
+
+static void job_fail(sjob *j, int st, uint64_t q) {
+    pthread_mutex_lock(&j->mu);
+    if (j->status == TT_OK) {
+        j->status = st;
+        snprintf(j->msg, sizeof j->msg, "query %llu: %s", (unsigned long long)q,
+                 tt_last_error());
+    }
+    pthread_mutex_unlock(&j->mu);
+    atomic_store(&j->failed, 1);
+}
+
+/* One query: global df, each shard's top depth, the merge. */
+static int one_query(sjob *j, uint64_t r, tt_hit *out, uint32_t *nout, uint64_t *df,
+                     uint64_t *part, tt_hit *hits, double *scores, shit *all) {
+    const tt_sharded *sh = j->sh;
+    const uint32_t S = sh->nopen;
+    uint64_t nt = j->sq->off[r + 1] - j->sq->off[r];
+    int st;
+    for (uint64_t i = 0; i < nt; i++)
+        df[i] = 0;
+    for (uint32_t s = 0; s < S; s++) {
+        if ((st = tt_sparse_query_df(sh->idx[s], j->sq, r, part)))
+            return st;
+        for (uint64_t i = 0; i < nt; i++)
+            df[i] += part[i];
+    }
+    tt_sparse_global g = {.N = j->N, .avgdl = j->avgdl, .df = df};
+    tt_sparse_options so = *j->sopt;
+    uint64_t n = 0;
+    for (uint32_t s = 0; s < S; s++) {
+        uint32_t m = 0;
+        so.filter = j->filters ? j->filters[s] : NULL;
+        if ((st = tt_sparse_search_global(sh->idx[s], j->sq, r, j->depth, &so, &g, hits, scores,
+                                          &m)))
+            return tt_err_prefix(st, "%s", sh->idx[s]->dir);
+        const uint64_t base = sh->first_row[sh->open_id[s]];
+        for (uint32_t i = 0; i < m; i++)
+            all[n++] = (shit){.doc = hits[i].doc + base, .score = scores[i]};
+    }
+    qsort(all, n, sizeof *all, by_score);
+    uint32_t m = (uint32_t)TT_MIN(n, (uint64_t)j->depth);
+    for (uint32_t i = 0; i < m; i++)
+        out[i] = (tt_hit){.doc = all[i].doc, .score = (float)all[i].score};
+    *nout = m;
+    return TT_OK;
+}
+
+static void sparse_worker(void *arg, int t, int nthreads) {
+    (void)t;
+    (void)nthreads;
+    sjob *j = arg;
+    const uint32_t S = j->sh->nopen;
+    uint64_t maxnt = 1;
+    for (uint64_t r = 0; r < j->sq->n; r++)
+        maxnt = TT_MAX(maxnt, j->sq->off[r + 1] - j->sq->off[r]);
+    uint64_t *df = tt_alloc(maxnt, sizeof *df, "sparse search");
+    uint64_t *part = tt_alloc(maxnt, sizeof *part, "sparse search");
+    tt_hit *hits = tt_alloc(j->depth, sizeof *hits, "sparse search");
+    double *scores = tt_alloc(j->depth, sizeof *scores, "sparse search");
+    shit *all = tt_alloc((uint64_t)S * j->depth, sizeof *all, "sparse search");
+    if (!df || !part || !hits || !scores || !all) {
+        job_fail(j, TT_ENOMEM, 0);
+        goto out;
+    }
+    while (!atomic_load(&j->failed)) {
+        uint64_t q = atomic_fetch_add(&j->next, 1);
+        if (q >= j->nqueries)
+            break;
+        double t0 = tt_now();
+        uint64_t r = j->sparse_of ? j->sparse_of[q] : q;
+        j->nout[q] = 0;
+        int st = r == UINT64_MAX ? TT_OK
+                                 : one_query(j, r, j->out + q * j->depth, &j->nout[q], df, part,
+                                             hits, scores, all);
+        if (j->seconds)
+            j->seconds[q] += tt_now() - t0;
+        if (st) {
+            job_fail(j, st, q);
+            break;
+        }
+    }
+out:
+    free(df);
+    free(part);
+    free(hits);
+    free(scores);
+    free(all);
+}
+
+int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const uint64_t *qoffs,
+                                   const uint32_t *qlens, const tt_search_options *dopt,
+                                   const tt_sparse_set *sq, const uint64_t *sparse_of,
+                                   const tt_sparse_options *sopt, const tt_fusion_options *fopt,
+                                   uint64_t nqueries, uint32_t k, int threads, tt_hit *hits,
+                                   uint32_t *nhits, double *seconds) {
+    if (!sh || !sq || (nqueries && (!hits || !nhits)) || (Q && (!qoffs || !qlens)))
+        return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: NULL argument");
+    if (k == 0)
+        return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: k must be at least 1");
+    if (sh->nopen == 1 && sh->num_shards == 1) /* a plain index */
+        return tt_hybrid_search_batch(sh->idx[0], Q, qoffs, qlens, dopt, sq, sparse_of, sopt,
+                                      fopt, nqueries, k, threads, hits, nhits, seconds);
+    if (sh->nopen != sh->num_shards)
+        return tt_err(TT_EUNSUPPORTED, "%s: a sparse or hybrid search needs every shard open "
+                      "(the BM25 statistics are the whole collection's); this process opened "
+                      "%u of %u", sh->dir, sh->nopen, sh->num_shards);
+    tt_sparse_options sdef, so;
+    tt_fusion_options fdef;
+    if (!sopt) {
+        tt_sparse_options_init(&sdef);
+        sopt = &sdef;
+    }
+    if (!fopt) {
+        tt_fusion_options_init(&fdef);
+        fopt = &fdef;
+    }
+    tt_sparse_options_init(&so);
+    memcpy(&so, sopt, TT_MIN((size_t)sopt->struct_size, sizeof so));
+    so.struct_size = sizeof so;
+    tt_search_options dso;
+    tt_search_options_init(&dso);
+    if (dopt) {
+        memcpy(&dso, dopt, TT_MIN((size_t)dopt->struct_size, sizeof dso));
+        dso.struct_size = sizeof dso;
+    }
+    /* one filter over the global rows for both retrievers */
+    const tt_filter *gf = Q ? dso.filter : NULL;
+    if (gf && so.filter && gf != so.filter)
+        return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: the dense and the sparse "
+                      "options name different filters (give one, or the same)");
+    if (!gf)
+        gf = so.filter;
+    dso.filter = gf;
+    so.filter = NULL;
+    if (gf && gf->num_rows != sh->num_docs)
+        return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: the filter is over %llu "
+                      "rows, the index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
+                      (unsigned long long)sh->num_docs);
+    const uint32_t S = sh->nopen;
+    uint32_t kind = sh->idx[0]->sparse_kind;
+    uint64_t N = 0, total = 0;
+    for (uint32_t s = 0; s < S; s++) {
+        const tt_index *x = sh->idx[s];
+        if (!x->sparse_kind)
+            return tt_err(TT_EUNSUPPORTED, "%s: the shard has no sparse postings (build with "
+                          "--bm25 or --sparse)", x->dir);
+        if (x->sparse_kind != kind)
+            return tt_err(TT_ECORRUPT, "%s: sparse postings of another kind than %s's", x->dir,
+                          sh->idx[0]->dir);
+        N += x->sparse_live;
+        total += x->sparse_total_len;
+    }
+    if (!sparse_of && sq->n < nqueries)
+        return tt_err(TT_EDIM, "tt_sharded_hybrid_search_batch: %llu sparse queries for %llu "
+                      "queries", (unsigned long long)sq->n, (unsigned long long)nqueries);
+    int st = TT_OK;
+    if (Q) { /* check the fusion options once */
+        uint32_t dummy;
+        tt_hit h;
+        if ((st = tt_fuse(NULL, 0, NULL, 0, fopt, 1, &h, &dummy)))
+            return st;
+    }
+    /* as index/open.c computes avgdl for one index */
+    double avgdl = N ? (double)total / (double)N : 1.0;
+    if (!(avgdl > 0))
+        avgdl = 1.0;
+    const uint32_t depth = Q ? TT_MAX(k, fopt->depth) : k;
+    uint64_t nq1 = nqueries ? nqueries : 1;
+    tt_hit *sh_hits = tt_alloc(nq1 * depth, sizeof *sh_hits, "sparse results");
+    uint32_t *sh_n = tt_calloc(nq1, sizeof *sh_n, "sparse results");
+    tt_hit *dh = Q ? tt_alloc(nq1 * depth, sizeof *dh, "dense results") : NULL;
+    uint32_t *dn = Q ? tt_calloc(nq1, sizeof *dn, "dense results") : NULL;
+    tt_filter **filters = gf ? tt_calloc(S, sizeof *filters, "shard filters") : NULL;
+    if (!sh_hits || !sh_n || (Q && (!dh || !dn)) || (gf && !filters)) {
+        st = TT_ENOMEM;
+        goto done;
+    }
+    for (uint32_t s = 0; s < S && gf; s++) { /* each shard's part of the filter */
+        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
+        if ((st = tt_filter_new(&filters[s], n)))
+            goto done;
+        for (uint64_t r = 0; r < n; r++)
+            if (tt_filter_bit(gf, base + r))
+                filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
+    }
+    if (seconds)
+        memset(seconds, 0, nq1 * sizeof *seconds);
+    /* the dense lists to the fusion depth (their latency: tt_sharded_search_batch's) */
+    if (Q && (st = tt_sharded_search_batch(sh, Q, qoffs, qlens, nqueries, depth, &dso, threads,
+                                           dh, dn, seconds)))
+        goto done;
+    sjob j = {.sh = sh, .sq = sq, .sparse_of = sparse_of, .sopt = &so, .filters = filters,
+              .N = N, .avgdl = avgdl, .nqueries = nqueries, .depth = depth, .out = sh_hits,
+              .nout = sh_n, .seconds = seconds};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.failed, 0);
+    pthread_mutex_init(&j.mu, NULL);
+    if (threads <= 0)
+        threads = tt_default_threads();
+    if ((uint64_t)threads > nqueries)
+        threads = nqueries ? (int)nqueries : 1;
+    tt_parallel(threads, sparse_worker, &j);
+    pthread_mutex_destroy(&j.mu);
+    if (j.status) {
+        st = tt_err(j.status, "%s", j.msg);
+        goto done;
+    }
+    for (uint64_t q = 0; q < nqueries && !st; q++) {
+        tt_hit *out = hits + q * k;
+        const tt_hit *sp = sh_hits + q * depth;
+        if (Q) {
+            double t0 = tt_now();
+            st = tt_fuse(dh + q * depth, dn[q], sp, sh_n[q], fopt, k, out, &nhits[q]);
+            if (st) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", tt_last_error());
+                st = tt_err(st, "query %llu: %s", (unsigned long long)q, msg);
+            }
+            if (seconds)
+                seconds[q] += tt_now() - t0;
+        } else {
+            nhits[q] = TT_MIN(sh_n[q], k);
+            memcpy(out, sp, nhits[q] * sizeof *out);
+        }
+    }
+done:
+    free(sh_hits);
+    free(sh_n);
+    free(dh);
+    free(dn);
+    for (uint32_t s = 0; filters && s < S; s++)
+        tt_filter_free(filters[s]);
+    free(filters);
+    return st;
+}
