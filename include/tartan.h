@@ -231,8 +231,9 @@ typedef struct tt_build_group {
      * non-zero if it failed (the build then fails with TT_EIO). With it, each member
      * reads its own slice of the training sample and assigns it, and each Lloyd
      * iteration sums the members' per-centroid partial sums (integers, exact): the
-     * centroids are those of a one-process build, bit for bit (doc/scale.md). Flat
-     * k-means only: from TT_KMEANS_HIER_MIN_K (4096) centroids on rank 0 trains alone. */
+     * centroids are those of a one-process build, bit for bit (doc/scale.md). Flat and
+     * hierarchical k-means (from 4096 centroids) alike: there each coarse cluster's
+     * fine k-means runs on one member, which receives its vectors through the sum. */
     int (*reduce)(void *user, int64_t *buf, size_t n, int op);
 } tt_build_group;
 

@@ -102,6 +102,18 @@ for n in 2 3; do
         && ok "300 centroids, $n ranks: the one-process centroids, codec and codes" \
         || bad "300 centroids, $n ranks differ ($(tail -c 300 "$WORK/log"))"
 done
+# hierarchical k-means (4096 centroids: every large index) on 2..4 ranks: the coarse
+# k-means and refine distributed, each fine k-means on one rank; the same files again
+"$SYNTH" --out "$WORK/h" --docs 1500 --doclen 1-15 --dim 8 --queries 3 --qlen 4 2>/dev/null
+hargs="--vectors $WORK/h.vectors.npy --doclens $WORK/h.doclens.npy --centroids 4096 --shards 2"
+"$T" build $hargs --out "$WORK/h1" >/dev/null 2>&1 || bad "build --centroids 4096"
+for n in 2 4; do
+    $MPIRUN -n $n "$TM" build $hargs --out "$WORK/h$n" >"$WORK/log" 2>&1
+    grep -q "k-means distributed" "$WORK/log" && same_tree "$WORK/h1" "$WORK/h$n" \
+        && ok "4096 centroids (hierarchical), $n ranks: the one-process centroids, codec and codes" \
+        || bad "4096 centroids, $n ranks differ ($(tail -c 300 "$WORK/log"))"
+done
+rm -rf "$WORK"/h[124]
 bfails() { # DESC PATTERN FAULT N
     rm -rf "$WORK/e"
     TARTAN_MPI_FAULT=$3 $MPIRUN -n $4 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1

@@ -75,7 +75,7 @@ int mpi_cmd_build(int argc, char **argv) {
     double t0 = MPI_Wtime();
     int rc = cmd_build_group(argc, argv, &g);
     /* The training's share of the exchange: more than the two status agreements means
-     * k-means ran on every rank (else rank 0 trained alone: hierarchical, tiny sample). */
+     * k-means ran on every rank (else rank 0 trained alone: a sample under 20 documents). */
     if (rc == CLI_OK && mpi_rank == 0)
         fprintf(stderr, "tartan-mpi build: %s; %llu reduces (MPI_Allreduce) of %.1f MiB in "
                 "all, %.3f s in them on rank 0; build %.3f s\n",
