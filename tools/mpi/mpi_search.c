@@ -11,6 +11,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -366,6 +367,8 @@ int mpi_cmd_search(int argc, char **argv) {
             int f = mpi_fault("search", b);
             if (f == 2)
                 _exit(3); /* a crash: mpirun ends the job */
+            if (f == 3)
+                raise(SIGKILL);
             st = f ? TT_EIO
                    : tt_sharded_num_open(sh)
                          ? tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0,
@@ -421,6 +424,8 @@ int mpi_cmd_search(int argc, char **argv) {
         int f = mpi_fault("search", b);
         if (f == 2)
             _exit(3);
+        if (f == 3)
+            raise(SIGKILL);
         st = f ? TT_EIO
                : tt_sharded_num_open(sh)
                      ? tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0,
