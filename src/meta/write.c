@@ -99,6 +99,37 @@ int tt_mdb_create(tt_mdb *m) {
     return st;
 }
 
+/* m (connected) takes the database image buf[0..n) (sqlite3_malloc'd; freed by SQLite
+ * whatever happens) as its own, writable, with its columns. Frees m on failure. */
+static int adopt_image(tt_mdb *m, unsigned char *buf, uint64_t n, const char *path) {
+    int st = TT_OK;
+    if (sqlite3_deserialize(m->db, "main", buf, (sqlite3_int64)n, (sqlite3_int64)n,
+                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)) {
+        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", path,
+                    sqlite3_errmsg(m->db));
+        goto fail;
+    }
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(m->db, "SELECT name, type FROM tartan_columns ORDER BY pos", -1, &q,
+                           NULL)) {
+        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", path,
+                    sqlite3_errmsg(m->db));
+        goto fail;
+    }
+    int rc;
+    while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        st = add_col(m, (const char *)sqlite3_column_text(q, 0),
+                     (const char *)sqlite3_column_text(q, 1));
+    sqlite3_finalize(q);
+    if (!st)
+        st = prepare_insert(m);
+    if (!st)
+        return TT_OK;
+fail:
+    tt_mdb_free(m);
+    return st;
+}
+
 int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uint64_t hash) {
     tt_fmap f;
     int st = tt_fmap_open(&f, dir, name, TT_METADATA_KIND, TT_MAP_WHOLE);
@@ -122,33 +153,33 @@ int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uin
         return tt_err(TT_ENOMEM, "%s: out of memory", name);
     }
     memcpy(buf, f.payload, (size_t)n);
-    if (sqlite3_deserialize(m->db, "main", buf, (sqlite3_int64)n, (sqlite3_int64)n,
-                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)) {
-        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", f.path,
-                    sqlite3_errmsg(m->db));
-        goto fail;
-    }
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(m->db, "SELECT name, type FROM tartan_columns ORDER BY pos", -1, &q,
-                           NULL)) {
-        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", f.path,
-                    sqlite3_errmsg(m->db));
-        goto fail;
-    }
-    int rc;
-    while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW)
-        st = add_col(m, (const char *)sqlite3_column_text(q, 0),
-                     (const char *)sqlite3_column_text(q, 1));
-    sqlite3_finalize(q);
-    if (!st)
-        st = prepare_insert(m);
-    if (st)
-        goto fail;
+    st = adopt_image(m, buf, n, f.path);
     tt_fmap_close(&f);
-    return TT_OK;
-fail:
-    tt_fmap_close(&f);
-    tt_mdb_free(m);
+    return st;
+}
+
+int tt_mdb_slice(tt_mdb *src, uint64_t row0, uint64_t n, tt_mdb *dst) {
+    int st;
+    if (src->in_txn) {
+        if ((st = exec(src, "COMMIT")))
+            return st;
+        src->in_txn = false;
+    }
+    sqlite3_int64 size = 0;
+    unsigned char *img = sqlite3_serialize(src->db, "main", &size, 0);
+    if (!img)
+        return tt_err(TT_ENOMEM, "metadata: cannot serialize the database (out of memory)");
+    if ((st = connect(dst))) {
+        sqlite3_free(img);
+        return st;
+    }
+    if ((st = adopt_image(dst, img, (uint64_t)size, "metadata (a copy)")))
+        return st;
+    char sql[128];
+    snprintf(sql, sizeof sql, "DELETE FROM meta WHERE row < %llu OR row >= %llu",
+             (unsigned long long)row0, (unsigned long long)(row0 + n));
+    if ((st = begin(dst)) || (st = exec(dst, sql)) || (st = tt_mdb_renumber(dst)))
+        tt_mdb_free(dst);
     return st;
 }
 
