@@ -45,6 +45,48 @@ $MPIRUN -n 2 "$TM" search --index "$WORK/one" --queries "$Q" --k 15 --mode exhau
     --out "$WORK/p2" >/dev/null 2>&1
 cmp -s "$WORK/p1" "$WORK/p2" && ok "a plain index under 2 ranks: its own run" || bad "plain index differs"
 
+# filters: --where over each shard's metadata and --filter-ids, every rank its own
+# shards: the one-process run over the sharded index, and in exhaustive mode the
+# unsharded index's filtered run
+"$PY" - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+with open(w + "/c.meta.jsonl", "w") as f:
+    for i in range(300):
+        f.write(json.dumps({"year": 1990 + (i * 7) % 31, "lang": ["en", "de", "fr"][i % 3]}) + "\n")
+PY
+awk 'NR % 2 == 0' "$WORK/c.ids.txt" >"$WORK/even.ids"; echo no-such-id >>"$WORK/even.ids"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 --shards 3 \
+    --metadata "$WORK/c.meta.jsonl" --out "$WORK/shm" >/dev/null 2>&1 || bad "build --shards 3 --metadata"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 \
+    --metadata "$WORK/c.meta.jsonl" --out "$WORK/onem" >/dev/null 2>&1 || bad "build --metadata"
+for fl in "--where year>2005" "--filter-ids $WORK/even.ids" "--where lang<>'de' --filter-ids $WORK/even.ids"; do
+    "$T" search --index "$WORK/onem" --queries "$Q" --query-ids "$WORK/c.qids.txt" --k 15 \
+        --mode exhaustive $fl --out "$WORK/fu" 2>/dev/null
+    "$T" search --index "$WORK/shm" --queries "$Q" --query-ids "$WORK/c.qids.txt" --k 15 \
+        --mode exhaustive $fl --out "$WORK/fs" 2>/dev/null
+    [ -s "$WORK/fu" ] && cmp -s "$WORK/fu" "$WORK/fs" || bad "$fl: sharded tartan search differs"
+    for n in 1 2 4; do
+        $MPIRUN -n $n "$TM" search --index "$WORK/shm" --queries "$Q" --query-ids "$WORK/c.qids.txt" \
+            --k 15 --mode exhaustive --batch 4 $fl --out "$WORK/fm" >"$WORK/log" 2>&1
+        cmp -s "$WORK/fu" "$WORK/fm" && grep -q "documents allowed" "$WORK/log" \
+            && ok "$fl, $n ranks: the unsharded index's filtered run" \
+            || bad "$fl, $n ranks differs ($(tail -c 300 "$WORK/log"))"
+    done
+done
+grep -q "1 of them name no live document" "$WORK/log" && ok "... unknown ids counted over every rank" \
+    || bad "unknown ids not counted ($(head -c 300 "$WORK/log"))"
+rm -f "$WORK/fm"
+$MPIRUN -n 2 "$TM" search --index "$WORK/shm" --queries "$Q" --where "nosuch > 1" \
+    --out "$WORK/fm" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "rank 1: error: .*nosuch" "$WORK/log" && [ ! -e "$WORK/fm" ] \
+    && ok "--where naming no column: each rank's error, no run" || bad "bad --where ($(head -c 300 "$WORK/log"))"
+$MPIRUN -n 2 "$TM" search --index "$WORK/sh" --queries "$Q" --where "year > 1" \
+    --out "$WORK/fm" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "has no metadata" "$WORK/log" && [ ! -e "$WORK/fm" ] \
+    && ok "--where on shards without metadata: refused, no run" || bad "no metadata ($(head -c 300 "$WORK/log"))"
+rm -rf "$WORK/shm" "$WORK/onem"
+
 # failures: an error reported by a rank, a rank that dies, a shard that is missing
 fails() { # DESC PATTERN FAULT N
     rm -f "$WORK"/f.run*
