@@ -153,6 +153,20 @@ for n in 2 3; do
         && ok "300 centroids, $n ranks: the one-process centroids, codec and codes" \
         || bad "300 centroids, $n ranks differ ($(tail -c 300 "$WORK/log"))"
 done
+# with --metadata (every rank reads the file; each shard gets its documents' rows): the
+# one-process sharded build's files, metadata.tt included
+"$T" build $bargs --metadata "$WORK/c.meta.jsonl" --out "$WORK/md1" >/dev/null 2>&1 || bad "build --metadata"
+$MPIRUN -n 2 "$TM" build $bargs --metadata "$WORK/c.meta.jsonl" --out "$WORK/md2" >"$WORK/log" 2>&1
+[ -e "$WORK/md2/shard-0002/metadata.tt" ] && same_tree "$WORK/md1" "$WORK/md2" \
+    && ok "--metadata, 2 ranks: the one-process files, each shard's metadata.tt included" \
+    || bad "--metadata under 2 ranks differs ($(tail -c 300 "$WORK/log"))"
+head -3 "$WORK/c.meta.jsonl" >"$WORK/short.jsonl"
+rm -rf "$WORK/md2"
+$MPIRUN -n 2 "$TM" build $bargs --metadata "$WORK/short.jsonl" --out "$WORK/md2" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "short.jsonl" "$WORK/log" && [ -z "$(ls "$WORK" | grep '^md2')" ] \
+    && ok "bad --metadata under 2 ranks: named, nothing published" \
+    || bad "bad --metadata under 2 ranks ($(head -c 300 "$WORK/log"))"
+rm -rf "$WORK/md1"
 # hierarchical k-means (4096 centroids: every large index) on 2..4 ranks: the coarse
 # k-means and refine distributed, each fine k-means on one rank; the same files again
 "$SYNTH" --out "$WORK/h" --docs 1500 --doclen 1-15 --dim 8 --queries 3 --qlen 4 2>/dev/null

@@ -4,7 +4,8 @@
 # index's for every shard count; PLAID runs equal those of an index built with the same
 # layout (1 shard: the plain build without calibration, file for file; 3 shards: the
 # sharded build); deleted documents are left out; metadata follows the documents (--where
-# runs equal the source's); the source is never changed; an
+# runs equal the source's), and so do calibrations (tune.tt); the source is never
+# changed; an
 # existing --out is refused (with --force only an index is replaced); a damaged source
 # fails naming the file, and nothing is published.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
@@ -113,6 +114,23 @@ for x in "shm 2" "shm 1" "pm 3"; do
 done
 grep -q '"extra":"x3"' "$WORK/pm.3.w" && ok "... the added documents' own column carried" \
     || bad "added documents' column lost"
+
+# calibrations follow too: each new shard gets the tune.tt of the source part holding
+# most of its documents; searches then use the source's calibrated parameters
+"$T" build $B --out "$WORK/pt" >/dev/null 2>&1 || bad "build (calibrated)"
+for s in 1 2; do
+    "$T" reshard --index "$WORK/pt" --shards $s --out "$WORK/pt$s" >/dev/null 2>&1 || bad "reshard pt"
+done
+for i in pt pt1 pt2; do
+    "$T" search --index "$WORK/$i" --queries "$WORK/c.queries.npy" --k 10 --out "$WORK/$i.pl" \
+        2>"$WORK/$i.err"
+    sed -n 's/.*\(plaid k=.*\)); residuals.*/\1/p' "$WORK/$i.err" | head -1 >"$WORK/$i.par"
+done
+grep -q "calibrated for k=10" "$WORK/pt.par" && cmp -s "$WORK/pt.par" "$WORK/pt1.par" \
+    && cmp -s "$WORK/pt.par" "$WORK/pt2.par" && cmp -s "$WORK/pt.pl" "$WORK/pt1.pl" \
+    && [ -e "$WORK/pt2/shard-0001/tune.tt" ] \
+    && ok "tune.tt carried: the source's calibrated parameters, the same PLAID run (1 shard)" \
+    || bad "calibration not carried ($(cat "$WORK/pt.par" "$WORK/pt2.par"))"
 
 # publishing: never over something that exists unless --force, and then only an index
 expect_fail "existing --out refused" "already exists" \

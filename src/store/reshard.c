@@ -62,6 +62,47 @@ static int open_part(src_part *p, const char *dir, const tt_change_options *co) 
     return TT_OK;
 }
 
+/* The new shard's calibration (tune.tt): that of the source part holding most of its
+ * documents [g0, g1), among the parts that have one, written into wdir. Nothing when
+ * none has. The parameters were measured on that part: tartan tune re-measures them. */
+static int write_tune_part(reshard *rs, builder *b, const char *wdir, uint64_t g0,
+                           uint64_t g1) {
+    int best = -1;
+    uint64_t most = 0;
+    for (uint32_t k = 0; k < rs->np; k++) {
+        const src_part *p = &rs->p[k];
+        uint64_t lo = TT_MAX(g0, p->first), hi = TT_MIN(g1, p->first + p->l.ndocs);
+        if (lo < hi && p->cb->f_tune.base && hi - lo > most) {
+            most = hi - lo;
+            best = (int)k;
+        }
+    }
+    if (best < 0)
+        return TT_OK;
+    char text[1024];
+    int n = tt_tune_format(&rs->p[best].cb->tuned, text, sizeof text);
+    if (n < 0)
+        return n;
+    tt_fwriter w;
+    uint64_t size;
+    int st = tt_fw_open(&w, wdir, TT_F_TUNE, "TUNE");
+    if (!st)
+        st = tt_fw_write(&w, text, (size_t)n);
+    if (!st)
+        st = tt_fw_finish(&w, 0, 0, 0, &size);
+    if (!st) {
+        tt_manifest_entry e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.name, sizeof e.name, "%s", TT_F_TUNE);
+        memcpy(e.kind, "TUNE", 4);
+        e.size = size;
+        e.payload_hash = w.h.payload_hash;
+        st = tt_manifest_add(&b->man, &e);
+    }
+    tt_fw_abort(&w);
+    return st;
+}
+
 /* The new shard's metadata: the rows of the live documents [g0, g1) from the parts that
  * hold them (rows of NULLs from a part without metadata), written into wdir. */
 static int write_meta_part(reshard *rs, builder *b, const char *wdir, uint64_t g0,
@@ -238,7 +279,8 @@ static int write_part(reshard *rs, builder *b, const char *wdir, uint64_t g0, ui
     if ((st = tt_build_write_codebook(b)) || (st = tt_build_ivf_alloc(b)) ||
         (st = copy_range(rs, b, g0, g1)) || (st = tt_build_write_ivf(b)) ||
         (st = tt_build_segment_tables(b)) || (st = tt_build_write_meta(b, 0)) ||
-        (rs->has_md && (st = write_meta_part(rs, b, wdir, g0, g1))))
+        (rs->has_md && (st = write_meta_part(rs, b, wdir, g0, g1))) ||
+        (st = write_tune_part(rs, b, wdir, g0, g1)))
         goto done;
     tt_manifest_segment seg = {.id = 0, .num_docs = r.in.num_docs,
                                .num_vectors = r.in.num_vectors};
