@@ -1,6 +1,7 @@
 #!/bin/sh
 # Distributed k-means in `tartan-mpi build` (doc/benchmarks.md, "Distributed k-means
-# training"): one synthetic corpus, flat k-means (KM_CENTROIDS < 4096), built by
+# training"): one synthetic corpus, flat k-means (KM_CENTROIDS < 4096; hierarchical from
+# 4096, whose fine k-means are spread over the ranks), built by
 # `tartan build --shards 2` in one process and by `tartan-mpi build` on 1 and 2 ranks,
 # one thread each. Reports each build's wall time and its training time (rank 0's
 # "train" figure: sample reading + k-means + codec), the reduce volume, and checks

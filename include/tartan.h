@@ -214,7 +214,9 @@ typedef struct tt_build_options {
     const char *metadata;       /* NULL, or a JSON Lines file of document metadata
                                  * (doc/metadata.md): one object per document, in document
                                  * order or keyed by "id"; stored in the index as an SQLite
-                                 * database (metadata.tt) for filtered search */
+                                 * database (metadata.tt) for filtered search; with
+                                 * shards >= 2 each shard gets its documents' rows
+                                 * (every column) as its own metadata.tt */
 } tt_build_options;
 
 /* The members of a group build (tt_build_options.group). */
@@ -233,8 +235,9 @@ typedef struct tt_build_group {
      * non-zero if it failed (the build then fails with TT_EIO). With it, each member
      * reads its own slice of the training sample and assigns it, and each Lloyd
      * iteration sums the members' per-centroid partial sums (integers, exact): the
-     * centroids are those of a one-process build, bit for bit (doc/scale.md). Flat
-     * k-means only: from TT_KMEANS_HIER_MIN_K (4096) centroids on rank 0 trains alone. */
+     * centroids are those of a one-process build, bit for bit (doc/scale.md). Flat and
+     * hierarchical k-means (from 4096 centroids) alike: there each coarse cluster's
+     * fine k-means runs on one member, which receives its vectors through the sum. */
     int (*reduce)(void *user, int64_t *buf, size_t n, int op);
 } tt_build_group;
 
@@ -496,8 +499,11 @@ TT_API void tt_reshard_options_init(tt_reshard_options *opt);
  * each of its parts is held during the copy, so no change runs meanwhile); out_dir is
  * written and published as tt_build writes an index (OUT.tmp-*, atomic rename; without
  * force an existing out_dir is TT_EEXIST; with force only a plain index's own files are
- * replaced). Calibrations (tune.tt) are not copied: tune the new shards. Not supported
- * yet (TT_EUNSUPPORTED): sources with metadata or sparse postings.
+ * replaced). Metadata is copied with the documents (each new shard's metadata.tt holds its
+ * documents' rows; columns merged by name, a column of two incompatible types is
+ * TT_EUNSUPPORTED), and each new shard gets the calibration (tune.tt) of the source
+ * part holding most of its documents. Not supported yet (TT_EUNSUPPORTED): sources with
+ * sparse postings.
  * Errors: TT_EINVAL (shards 0 or > 4096, fewer live documents than shards, out_dir the
  * source), TT_ENOTFOUND, TT_ECORRUPT (naming the damaged file), TT_EBUSY, TT_EEXIST,
  * TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED, TT_EUNSUPPORTED. */

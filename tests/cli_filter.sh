@@ -160,14 +160,47 @@ done
 # (--where with --mode sparse and hybrid: tests/cli_hybrid.sh, whose index has BM25
 # postings and metadata)
 
-# ------------------------------------------------ sharded indexes (--filter-ids only)
-expect_fail "build --shards refuses --metadata" "not supported in a sharded build" "$T" build \
-    --vectors "$W/s.vectors.npy" --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" \
-    --out "$W/shm" --metadata "$W/m.jsonl" --centroids 64 --shards 2
-[ -e "$W/shm" ] && bad "build --shards --metadata: something left at the output"
+# ------------------------------------------------ sharded indexes
+# A sharded build with --metadata gives each shard its documents' part (metadata.tt,
+# rows renumbered, every column); --where over the top directory is each shard's --where
+# at the global rows: in exhaustive mode the unsharded index's filtered run, also with
+# --filter-ids and --with-metadata.
+expect_ok "build --shards 3 --metadata" "$T" build --vectors "$W/s.vectors.npy" \
+    --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" --out "$W/shm" --metadata "$W/m.jsonl" \
+    --centroids 64 --shards 3
+expect_ok "verify checks every shard's metadata" "$T" verify "$W/shm"
+awk 'NR % 3 == 1' "$W/s.ids.txt" >"$W/third.ids"
+for wh in "year > 2010" "lang = 'fr' AND good" "note IS NOT NULL OR bucket < 50"; do
+    for f in shm idx; do
+        "$T" search --index "$W/$f" --queries "$W/s.queries.npy" --mode exhaustive --k 20 \
+            --where "$wh" --out "$W/$f.wrun" 2>/dev/null
+        "$T" search --index "$W/$f" --queries "$W/s.queries.npy" --mode exhaustive --k 20 \
+            --where "$wh" --filter-ids "$W/third.ids" --json --with-metadata \
+            --out "$W/$f.wjrun" 2>/dev/null
+    done
+    [ -s "$W/shm.wrun" ] && cmp -s "$W/shm.wrun" "$W/idx.wrun" && cmp -s "$W/shm.wjrun" "$W/idx.wjrun" \
+        && ok "sharded --where \"$wh\" (and with --filter-ids, --with-metadata): the unsharded run" \
+        || bad "sharded --where \"$wh\" differs from the unsharded index's"
+done
+"$T" search --index "$W/shm/shard-0002" --queries "$W/s.queries.npy" --mode exhaustive \
+    --where "year > 2010" --json --with-metadata --k 3 --out "$W/one.wj" 2>/dev/null
+"$PY" - "$W" <<'PY' && ok "a shard alone: --where on its own metadata" || bad "a shard's --where"
+import json, sys
+w = sys.argv[1]
+meta = {d: json.loads(l) for d, l in zip((l.strip() for l in open(w + "/s.ids.txt")), open(w + "/m.jsonl"))}
+ids = [l.strip() for l in open(w + "/s.ids.txt")]
+mine = set(ids[2 * 1200 // 3:])
+n = 0
+for line in open(w + "/one.wj"):
+    for r in json.loads(line)["results"]:
+        assert r["docid"] in mine and r["metadata"] == meta[r["docid"]], r
+        assert r["metadata"]["year"] > 2010
+        n += 1
+assert n > 0
+PY
 expect_ok "build --shards 2 (no metadata)" "$T" build --vectors "$W/s.vectors.npy" \
     --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" --out "$W/sh" --centroids 64 --shards 2
-expect_fail "a sharded index refuses --where (it has no metadata)" "need an unsharded index" \
+expect_fail "a sharded index without metadata refuses --where" "has no metadata" \
     "$T" search --index "$W/sh" --queries "$W/s.queries.npy" --out "$W/sh.run" --where "year > 0"
 [ -e "$W/sh.run" ] && bad "sharded --where: a run appeared"
 # --filter-ids on a sharded index: each shard searches its part of the global filter; in

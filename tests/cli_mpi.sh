@@ -2,8 +2,11 @@
 # tartan-mpi (doc/scale.md) under mpirun -n 1..4 on one machine (oversubscribed):
 # distributed search gives the run of one-process `tartan search` over the same sharded
 # index, byte for byte, in PLAID and exhaustive modes, for every rank count and batch
-# size; a rank that reports an error or dies mid-search fails the job with a message
-# naming the rank, and no run is written. Skips (77) when tartan-mpi was not built
+# size; a rank that reports an error, dies or is killed mid-search fails the job with a
+# message naming the rank, and no run is written. Distributed builds (flat and
+# hierarchical k-means) give the one-process files; a rank killed mid-k-means, or one
+# that meets bad input in its slice, fails the build, publishes nothing and leaves an
+# existing index as it was (every failure bounded by timeout: no hang). Skips (77) when tartan-mpi was not built
 # (configure found no MPI) and in sanitizer builds (OpenMPI's own allocations show up
 # as leaks under LeakSanitizer: the MPI tests run in the plain build).
 . "${TT_SRCDIR:-.}/tests/lib.sh"
@@ -42,10 +45,52 @@ $MPIRUN -n 2 "$TM" search --index "$WORK/one" --queries "$Q" --k 15 --mode exhau
     --out "$WORK/p2" >/dev/null 2>&1
 cmp -s "$WORK/p1" "$WORK/p2" && ok "a plain index under 2 ranks: its own run" || bad "plain index differs"
 
+# filters: --where over each shard's metadata and --filter-ids, every rank its own
+# shards: the one-process run over the sharded index, and in exhaustive mode the
+# unsharded index's filtered run
+"$PY" - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+with open(w + "/c.meta.jsonl", "w") as f:
+    for i in range(300):
+        f.write(json.dumps({"year": 1990 + (i * 7) % 31, "lang": ["en", "de", "fr"][i % 3]}) + "\n")
+PY
+awk 'NR % 2 == 0' "$WORK/c.ids.txt" >"$WORK/even.ids"; echo no-such-id >>"$WORK/even.ids"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 --shards 3 \
+    --metadata "$WORK/c.meta.jsonl" --out "$WORK/shm" >/dev/null 2>&1 || bad "build --shards 3 --metadata"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 \
+    --metadata "$WORK/c.meta.jsonl" --out "$WORK/onem" >/dev/null 2>&1 || bad "build --metadata"
+for fl in "--where year>2005" "--filter-ids $WORK/even.ids" "--where lang<>'de' --filter-ids $WORK/even.ids"; do
+    "$T" search --index "$WORK/onem" --queries "$Q" --query-ids "$WORK/c.qids.txt" --k 15 \
+        --mode exhaustive $fl --out "$WORK/fu" 2>/dev/null
+    "$T" search --index "$WORK/shm" --queries "$Q" --query-ids "$WORK/c.qids.txt" --k 15 \
+        --mode exhaustive $fl --out "$WORK/fs" 2>/dev/null
+    [ -s "$WORK/fu" ] && cmp -s "$WORK/fu" "$WORK/fs" || bad "$fl: sharded tartan search differs"
+    for n in 1 2 4; do
+        $MPIRUN -n $n "$TM" search --index "$WORK/shm" --queries "$Q" --query-ids "$WORK/c.qids.txt" \
+            --k 15 --mode exhaustive --batch 4 $fl --out "$WORK/fm" >"$WORK/log" 2>&1
+        cmp -s "$WORK/fu" "$WORK/fm" && grep -q "documents allowed" "$WORK/log" \
+            && ok "$fl, $n ranks: the unsharded index's filtered run" \
+            || bad "$fl, $n ranks differs ($(tail -c 300 "$WORK/log"))"
+    done
+done
+grep -q "1 of them name no live document" "$WORK/log" && ok "... unknown ids counted over every rank" \
+    || bad "unknown ids not counted ($(head -c 300 "$WORK/log"))"
+rm -f "$WORK/fm"
+$MPIRUN -n 2 "$TM" search --index "$WORK/shm" --queries "$Q" --where "nosuch > 1" \
+    --out "$WORK/fm" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "rank 1: error: .*nosuch" "$WORK/log" && [ ! -e "$WORK/fm" ] \
+    && ok "--where naming no column: each rank's error, no run" || bad "bad --where ($(head -c 300 "$WORK/log"))"
+$MPIRUN -n 2 "$TM" search --index "$WORK/sh" --queries "$Q" --where "year > 1" \
+    --out "$WORK/fm" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "has no metadata" "$WORK/log" && [ ! -e "$WORK/fm" ] \
+    && ok "--where on shards without metadata: refused, no run" || bad "no metadata ($(head -c 300 "$WORK/log"))"
+rm -rf "$WORK/shm" "$WORK/onem"
+
 # failures: an error reported by a rank, a rank that dies, a shard that is missing
 fails() { # DESC PATTERN FAULT N
     rm -f "$WORK"/f.run*
-    TARTAN_MPI_FAULT=$3 $MPIRUN -n $4 "$TM" search --index "$WORK/sh" --queries "$Q" --batch 5 \
+    TARTAN_MPI_FAULT=$3 timeout 120 $MPIRUN -n $4 "$TM" search --index "$WORK/sh" --queries "$Q" --batch 5 \
         --out "$WORK/f.run" >"$WORK/log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && grep -q -- "$2" "$WORK/log" && [ -z "$(ls "$WORK" | grep f.run)" ]; then
@@ -57,6 +102,12 @@ fails() { # DESC PATTERN FAULT N
 fails "rank 2 reports an error at batch 1: named, no run" "rank 2: error: injected" search-error:2:1 3
 fails "rank 0 fails at batch 0: named, no run" "rank 0: error: .*injected" search-error:0:0 2
 fails "rank 1 dies before batch 2: the job fails, no run" "exit\|terminated\|abort" search-die:1:2 4
+fails "rank 2 killed (SIGKILL) at batch 1: the job fails, no run" "signal 9\|Killed" search-kill:2:1 3
+"$T" verify "$WORK/sh" >/dev/null 2>&1 && "$T" search --index "$WORK/sh" --queries "$Q" \
+    --query-ids "$WORK/c.qids.txt" --k 15 --mode exhaustive --out "$WORK/again" 2>/dev/null \
+    && cmp -s "$WORK/again" "$WORK/one.exhaustive" \
+    && ok "... the index searched by the failed jobs verifies and gives the same run" \
+    || bad "index damaged by a failed distributed search"
 cp -r "$WORK/sh" "$WORK/sh2"
 rm -r "$WORK/sh2/shard-0002"
 TARTAN_MPI_FAULT= $MPIRUN -n 3 "$TM" search --index "$WORK/sh2" --queries "$Q" \
@@ -102,6 +153,46 @@ for n in 2 3; do
         && ok "300 centroids, $n ranks: the one-process centroids, codec and codes" \
         || bad "300 centroids, $n ranks differ ($(tail -c 300 "$WORK/log"))"
 done
+# with --metadata (every rank reads the file; each shard gets its documents' rows): the
+# one-process sharded build's files, metadata.tt included
+"$T" build $bargs --metadata "$WORK/c.meta.jsonl" --out "$WORK/md1" >/dev/null 2>&1 || bad "build --metadata"
+$MPIRUN -n 2 "$TM" build $bargs --metadata "$WORK/c.meta.jsonl" --out "$WORK/md2" >"$WORK/log" 2>&1
+[ -e "$WORK/md2/shard-0002/metadata.tt" ] && same_tree "$WORK/md1" "$WORK/md2" \
+    && ok "--metadata, 2 ranks: the one-process files, each shard's metadata.tt included" \
+    || bad "--metadata under 2 ranks differs ($(tail -c 300 "$WORK/log"))"
+head -3 "$WORK/c.meta.jsonl" >"$WORK/short.jsonl"
+rm -rf "$WORK/md2"
+$MPIRUN -n 2 "$TM" build $bargs --metadata "$WORK/short.jsonl" --out "$WORK/md2" >"$WORK/log" 2>&1
+[ $? -ne 0 ] && grep -q "short.jsonl" "$WORK/log" && [ -z "$(ls "$WORK" | grep '^md2')" ] \
+    && ok "bad --metadata under 2 ranks: named, nothing published" \
+    || bad "bad --metadata under 2 ranks ($(head -c 300 "$WORK/log"))"
+rm -rf "$WORK/md1"
+# hierarchical k-means (4096 centroids: every large index) on 2..4 ranks: the coarse
+# k-means and refine distributed, each fine k-means on one rank; the same files again
+"$SYNTH" --out "$WORK/h" --docs 1500 --doclen 1-15 --dim 8 --queries 3 --qlen 4 2>/dev/null
+hargs="--vectors $WORK/h.vectors.npy --doclens $WORK/h.doclens.npy --centroids 4096 --shards 2"
+"$T" build $hargs --out "$WORK/h1" >/dev/null 2>&1 || bad "build --centroids 4096"
+for n in 2 4; do
+    $MPIRUN -n $n "$TM" build $hargs --out "$WORK/h$n" >"$WORK/log" 2>&1
+    grep -q "k-means distributed" "$WORK/log" && same_tree "$WORK/h1" "$WORK/h$n" \
+        && ok "4096 centroids (hierarchical), $n ranks: the one-process centroids, codec and codes" \
+        || bad "4096 centroids, $n ranks differ ($(tail -c 300 "$WORK/log"))"
+done
+# a rank killed (SIGKILL) mid-way through the hierarchical k-means (its 40th reduce: the
+# fine clusters' exchange) and mid-way through a flat one (6th: a Lloyd iteration):
+# the job ends (no hang: bounded by timeout), nothing is published
+for kf in "kmeans-kill:1:40 2 h" "kmeans-kill:2:6 3 c"; do
+    set -- $kf
+    if [ $3 = h ]; then a=$hargs; else a=$bargs; fi
+    rm -rf "$WORK/e"
+    TARTAN_MPI_FAULT=$1 timeout 120 $MPIRUN -n $2 "$TM" build $a --out "$WORK/e" >"$WORK/log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "signal 9\|Killed\|terminated" "$WORK/log" \
+        && [ ! -e "$WORK/e" ] \
+        && ok "$1 of $2 ranks ($3): the job fails, nothing published" \
+        || bad "$1: exit $rc, $(ls "$WORK" | grep '^e'), $(head -c 300 "$WORK/log")"
+done
+rm -rf "$WORK"/h[124] "$WORK"/e.tmp-*
 bfails() { # DESC PATTERN FAULT N
     rm -rf "$WORK/e"
     TARTAN_MPI_FAULT=$3 $MPIRUN -n $4 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1
@@ -123,4 +214,27 @@ $MPIRUN -n 2 "$TM" build $bargs --out "$WORK/e" >"$WORK/log" 2>&1 && same_tree "
     && [ -z "$(ls "$WORK" | grep '^e.tmp-')" ] \
     && ok "the next build publishes and removes the dead build's directory" \
     || bad "rebuild after a dead rank ($(ls "$WORK" | grep '^e'))"
+# a rank that meets bad input in its slice of the sample (a NaN in document 298):
+# every rank fails, the error names the file and document, nothing is published
+/usr/bin/python3 -c "
+import numpy as np, sys
+v = np.load(sys.argv[1]).copy(); l = np.load(sys.argv[2])
+v[int(l[:298].sum()), 3] = np.nan; np.save(sys.argv[3], v)" "$V" "$L" "$WORK/nan.npy"
+timeout 120 $MPIRUN -n 2 "$TM" build --vectors "$WORK/nan.npy" --doclens "$L" --centroids 32 \
+    --shards 3 --out "$WORK/x9" >"$WORK/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "nan.npy: vector .* (document 298) contains NaN" "$WORK/log" \
+    && grep -q "rank 1 failed" "$WORK/log" && [ -z "$(ls "$WORK" | grep '^x9')" ] \
+    && ok "NaN in rank 1's slice of the sample: named, every rank fails, nothing left" \
+    || bad "NaN in a slice: exit $rc, $(ls "$WORK" | grep '^x9'), $(head -c 400 "$WORK/log")"
+# an existing index under --force survives a build whose rank is killed mid-k-means
+cp -r "$WORK/one" "$WORK/keep"
+TARTAN_MPI_FAULT=kmeans-kill:1:7 timeout 120 $MPIRUN -n 2 "$TM" build $bargs --force \
+    --out "$WORK/one" >"$WORK/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && diff -r "$WORK/keep" "$WORK/one" >/dev/null \
+    && "$T" verify "$WORK/one" >/dev/null 2>&1 \
+    && ok "--force over an index, a rank killed mid-k-means: the index is untouched" \
+    || bad "--force, killed rank: exit $rc, index changed or broken"
+rm -rf "$WORK/keep" "$WORK"/one.tmp-*
 finish

@@ -287,7 +287,8 @@ static void fake_train(const float *x, uint32_t dim, const uint64_t *b, int part
         m[r] = (fake_member){.g = &g, .rank = r, .x = x + b[r] * dim, .n = b[r + 1] - b[r],
                              .c = c[r]};
         m[r].part = (tt_kmeans_part){.first = b[r], .total = b[parts], .reduce = fake_reduce,
-                                     .user = &m[r]};
+                                     .user = &m[r], .rank = (uint32_t)r,
+                                     .size = (uint32_t)parts};
         m[r].p = *p;
         m[r].p.part = &m[r].part;
         if (r == 1 && cancel_of_1)
@@ -346,13 +347,68 @@ START_TEST(distributed_parts) {
         for (int r = 0; r < 3; r++)
             free(c[r]);
     }
-    /* hierarchical training is not distributed */
+    /* hierarchical training without the part's rank and size is refused */
     tt_kmeans_part part = {.first = 0, .total = n, .reduce = fake_reduce};
     tt_kmeans_params p = {.k = 16, .dim = dim, .iters = 2, .method = TT_KMEANS_HIER,
                           .part = &part};
     float *c = malloc((size_t)16 * dim * sizeof *c);
-    ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_EUNSUPPORTED);
+    ck_assert_int_eq(tt_kmeans_train(x, n, &p, c), TT_EINVAL);
     free(c);
+    free(x);
+    free(labels);
+}
+END_TEST
+
+/* Distributed hierarchical training (coarse k-means over the parts, each fine k-means
+ * on one member, refine over the parts) gives the one-process centroids, bit for bit:
+ * forced (k = 90, 3 coarse clusters over 1..4 parts of a clustered set, with and
+ * without refinement, spherical or not) and by default from TT_KMEANS_HIER_MIN_K; a
+ * part with no rows is fine; a cancelled part fails every part. */
+START_TEST(distributed_hier) {
+    const uint32_t dim = 8;
+    const uint64_t n = 9000;
+    float *x = malloc(n * dim * sizeof *x);
+    uint32_t *labels = malloc(n * sizeof *labels);
+    ck_assert(x && labels);
+    tu_clustered(x, n, dim, 40, 0.08f, 5, labels);
+    const uint64_t A = TT_KMEANS_PART_ROWS;
+    const uint64_t two[3] = {0, 2 * A, n}, three[4] = {0, A, 3 * A, n},
+                   empty[5] = {0, A, A, 4 * A, n}, whole[2] = {0, n};
+    const uint64_t *splits[4] = {two, three, empty, whole};
+    const int parts[4] = {2, 3, 4, 1};
+    const struct { uint32_t k; int method, refine, spherical; } cases[3] = {
+        {90, TT_KMEANS_HIER, 0, 1}, {90, TT_KMEANS_HIER, -1, 0},
+        {TT_KMEANS_HIER_MIN_K, TT_KMEANS_AUTO, 1, 1}};
+    for (int v = 0; v < 3; v++) {
+        const uint32_t k = cases[v].k;
+        size_t cb = (size_t)k * dim * sizeof(float);
+        float *ref = malloc(cb), *c[4] = {malloc(cb), malloc(cb), malloc(cb), malloc(cb)};
+        ck_assert(ref && c[0] && c[1] && c[2] && c[3]);
+        tt_kmeans_params p = {.k = k, .dim = dim, .iters = 4, .seed = 33, .threads = 2,
+                              .spherical = cases[v].spherical, .method = cases[v].method,
+                              .refine = cases[v].refine};
+        ck_assert_int_eq(tt_kmeans_train(x, n, &p, ref), TT_OK);
+        int st[4];
+        int64_t calls;
+        for (int s = 0; s < 4; s++) {
+            p.threads = 1 + s % 2;
+            fake_train(x, dim, splits[s], parts[s], &p, NULL, c, st, &calls);
+            for (int r = 0; r < parts[s]; r++) {
+                ck_assert_int_eq(st[r], TT_OK);
+                ck_assert_msg(memcmp(ref, c[r], cb) == 0, "k=%u case %d split %d: part %d "
+                              "differs", k, v, s, r);
+            }
+            ck_assert_int_ge(calls, p.iters); /* the coarse iterations at least */
+        }
+        static volatile int cancelled = 1;
+        fake_train(x, dim, three, 3, &p, &cancelled, c, st, &calls);
+        ck_assert_int_eq(st[1], TT_ECANCELED);
+        ck_assert_int_eq(st[0], TT_EIO);
+        ck_assert_int_eq(st[2], TT_EIO);
+        free(ref);
+        for (int r = 0; r < 4; r++)
+            free(c[r]);
+    }
     free(x);
     free(labels);
 }
@@ -763,6 +819,7 @@ int main(void) {
     tcase_add_test(tc, determinism);
     tcase_add_test(tc, fixed_point_sums);
     tcase_add_test(tc, distributed_parts);
+    tcase_add_test(tc, distributed_hier);
     tcase_add_test(tc, empty_clusters);
     tcase_add_test(tc, exact_matches_naive);
     tcase_add_test(tc, ties_lowest_index);

@@ -33,6 +33,22 @@ int cmd_serve(int argc, char **argv);
 int cli_tune_index(const char *cmd, const char *index, tt_tune_options *o);
 void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool published);
 
+/* Filters over a sharded (or plain: one shard) index, tools/shard_filter.c: `who`
+ * prefixes the messages ("WHO: error: ..."); each returns 0, or -1 with the error
+ * printed. cli_smeta: the metadata of every open shard (tt_metadata_open each). */
+typedef struct cli_smeta cli_smeta;
+int cli_smeta_open(const char *who, const tt_sharded *sh, cli_smeta **out);
+void cli_smeta_close(cli_smeta *m);
+/* tt_metadata_json of a global row of an open shard (a tt status). */
+int cli_smeta_json(cli_smeta *m, uint64_t row, char **json);
+/* The allowed global rows of --where (over md's shards; md NULL when where is) and/or
+ * --filter-ids (a file of ids, one a line; with both: allowed by both) over the open
+ * shards; *nids: the ids read, *found: those naming a live document of the open
+ * shards. */
+int cli_shard_filter(const char *who, const tt_sharded *sh, cli_smeta *md, const char *where,
+                     const char *ids_path, tt_filter **out, size_t *nids, uint64_t *found);
+void cli_free_ids(char **ids, size_t n);
+
 /* Prints "tartan <cmd>: error: <tt_last_error() or tt_strerror(status)>" to stderr
  * and returns CLI_FAIL. */
 int cli_fail(const char *cmd, int status);

@@ -125,7 +125,7 @@ static const char *io_name(int io) {
  * magnitude (raw inner products) stay distinct. */
 static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
                          const tt_hit *hits, uint32_t n, bool jsonl, const char *tag,
-                         tt_metadata *md) {
+                         cli_smeta *md) {
     if (jsonl) {
         fputs("{\"qid\": ", f);
         cli_json_string(f, qid);
@@ -144,7 +144,7 @@ static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
             fprintf(f, ", \"rank\": %u, \"score\": %.9g", r + 1, hits[r].score);
             if (md) {
                 char *js = NULL;
-                if (tt_metadata_json(md, hits[r].doc, &js) != TT_OK) {
+                if (cli_smeta_json(md, hits[r].doc, &js) != TT_OK) {
                     fprintf(stderr, "tartan search: error: %s\n", tt_last_error());
                     return -1;
                 }
@@ -165,117 +165,17 @@ static int write_results(FILE *f, const tt_sharded *idx, const char *qid,
 /* ------------------------------------------------------------- filters */
 
 /* The allowed documents of --where and/or --filter-ids (both: those allowed by both),
- * reported on stderr. Returns 0, or -1 with the error printed. */
-/* tt_filter_from_ids over every shard of sh, as one filter over the global rows (a
- * plain index: its own). */
-static int filter_from_ids_sharded(const tt_sharded *sh, const char *const *ids, size_t n,
-                                   tt_filter **out, uint64_t *unknown) {
-    const uint32_t S = tt_sharded_num_open(sh);
-    if (S == 1 && tt_sharded_num_shards(sh) == 1)
-        return tt_filter_from_ids(tt_sharded_shard(sh, 0, NULL, NULL), ids, n, out, unknown);
-    tt_filter *g = NULL;
-    int st = tt_filter_new(&g, tt_sharded_num_docs(sh));
-    uint64_t found = 0;
-    for (uint32_t i = 0; i < S && !st; i++) {
-        uint64_t first = 0, unk = 0;
-        const tt_index *idx = tt_sharded_shard(sh, i, NULL, &first);
-        tt_filter *f = NULL;
-        if ((st = tt_filter_from_ids(idx, ids, n, &f, &unk)))
-            break;
-        found += n - unk; /* ids are unique across the shards */
-        for (uint64_t r = 0; r < tt_filter_num_rows(f) && !st; r++)
-            if (tt_filter_has(f, r))
-                st = tt_filter_add(g, first + r);
-        tt_filter_free(f);
-    }
-    if (st) {
-        tt_filter_free(g);
-        return st;
-    }
-    *out = g;
-    *unknown = n - found;
-    return TT_OK;
-}
-
-static int make_filter(const tt_sharded *sh, tt_metadata *md, const char *where,
+ * over every shard (tools/shard_filter.c), reported on stderr. Returns 0, or -1 with
+ * the error printed. */
+static int make_filter(const tt_sharded *sh, cli_smeta *md, const char *where,
                        const char *ids_path, tt_filter **out) {
-    tt_filter *w = NULL, *f = NULL;
-    int st;
-    if (where && (st = tt_metadata_where(md, where, &w))) {
-        cli_fail("search", st);
+    size_t n = 0;
+    uint64_t found = 0;
+    if (cli_shard_filter("tartan search", sh, md, where, ids_path, out, &n, &found))
         return -1;
-    }
-    if (ids_path) {
-        FILE *fp = fopen(ids_path, "r");
-        if (!fp) {
-            fprintf(stderr, "tartan search: error: %s: %s\n", ids_path, strerror(errno));
-            tt_filter_free(w);
-            return -1;
-        }
-        char **ids = NULL, *line = NULL;
-        size_t n = 0, cap = 0, lcap = 0;
-        ssize_t len;
-        int bad = 0;
-        while (!bad && (len = getline(&line, &lcap, fp)) >= 0) {
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                line[--len] = 0;
-            if (len == 0)
-                continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 1024;
-                char **g = realloc(ids, cap * sizeof *ids);
-                if (!g) {
-                    bad = 1;
-                    break;
-                }
-                ids = g;
-            }
-            if (!(ids[n] = strdup(line)))
-                bad = 1;
-            else
-                n++;
-        }
-        if (!bad && ferror(fp))
-            bad = 2;
-        fclose(fp);
-        free(line);
-        uint64_t unknown = 0;
-        if (bad) {
-            fprintf(stderr, "tartan search: error: %s: %s\n", ids_path,
-                    bad == 2 ? strerror(errno) : "out of memory");
-        } else if ((st = filter_from_ids_sharded(sh, (const char *const *)ids, n, &f,
-                                                 &unknown))) {
-            cli_fail("search", st);
-            bad = 1;
-        } else {
-            fprintf(stderr, "tartan search: --filter-ids %s: %zu ids, %llu of them name no live "
-                    "document\n", ids_path, n, (unsigned long long)unknown);
-        }
-        for (size_t i = 0; i < n; i++)
-            free(ids[i]);
-        free(ids);
-        if (bad) {
-            tt_filter_free(w);
-            return -1;
-        }
-    }
-    if (w && f) {
-        tt_filter *both = NULL;
-        if ((st = tt_filter_new(&both, tt_filter_num_rows(f)))) {
-            cli_fail("search", st);
-            tt_filter_free(w);
-            tt_filter_free(f);
-            return -1;
-        }
-        for (uint64_t r = 0; r < tt_filter_num_rows(f); r++)
-            if (tt_filter_has(f, r) && tt_filter_has(w, r))
-                tt_filter_add(both, r);
-        tt_filter_free(w);
-        tt_filter_free(f);
-        w = both;
-        f = NULL;
-    }
-    *out = w ? w : f;
+    if (ids_path)
+        fprintf(stderr, "tartan search: --filter-ids %s: %zu ids, %llu of them name no live "
+                "document\n", ids_path, n, (unsigned long long)(n - found));
     uint64_t allowed = tt_filter_count(*out);
     if (allowed == 0)
         fprintf(stderr, "tartan search: note: the filter matches no document: every query "
@@ -702,7 +602,7 @@ int cmd_search(int argc, char **argv) {
     tt_hit *hits = NULL;
     uint32_t *nhits = NULL;
     double *secs = NULL;
-    tt_metadata *md = NULL;
+    cli_smeta *md = NULL;
     tt_filter *filter = NULL;
     FILE *f = NULL;
     char *tmp = NULL;
@@ -757,18 +657,10 @@ int cmd_search(int argc, char **argv) {
     cli_sigbus_install("search", idx);
     tt_index_info info;
     tt_index_get_info(idx, &info);
-    /* Metadata is one index's rows: a sharded index has none (its build refuses it).
-     * --filter-ids works on the global rows: each shard searches its own part. */
-    if ((where || with_md) && tt_sharded_num_shards(sh) > 1) {
-        fprintf(stderr, "tartan search: error: %s: --where and --with-metadata need an "
-                "unsharded index (this one has %u shards and no metadata); --filter-ids "
-                "works on it\n", index, tt_sharded_num_shards(sh));
+    /* Metadata: each shard's own metadata.tt, its rows offset to the global rows;
+     * --filter-ids works on the global rows too: each shard searches its own part. */
+    if ((where || with_md) && cli_smeta_open("tartan search", sh, &md))
         goto done;
-    }
-    if ((where || with_md) && (st = tt_metadata_open(idx, &md))) {
-        rc = cli_fail("search", st);
-        goto done;
-    }
     if ((where || filter_ids) && make_filter(sh, md, where, filter_ids, &filter)) {
         rc = CLI_FAIL;
         goto done;
@@ -976,7 +868,7 @@ done:
     free(nhits);
     free(secs);
     tt_filter_free(filter);
-    tt_metadata_close(md);
+    cli_smeta_close(md);
     tt_sharded_close(sh);
     tt_queries_free(qs);
     tt_sparse_set_free(sq);

@@ -302,10 +302,6 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
     if (o->shards > TT_MAX_SHARDS)
         return tt_err(TT_EINVAL, "at most %u shards (got %u)", TT_MAX_SHARDS, o->shards);
-    if (o->metadata && o->shards > 1)
-        return tt_err(TT_EINVAL, "%s: document metadata is not supported in a sharded build "
-                      "(shards %u) yet; build one index, or leave the metadata out",
-                      o->metadata, o->shards);
 
     if (o->sparse && o->group)
         return tt_err(TT_EUNSUPPORTED, "%s: sparse postings (BM25 or sparse weights) are not "
@@ -352,7 +348,16 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     b.chunk_vectors = TT_MAX((uint64_t)1024, TT_MIN((uint64_t)1 << 18, o->memory_bytes / 4 / per_vec));
 
     if (o->group) { /* one process of several writing one sharded index: index/shards.c */
-        if ((st = tt_build_in_group(&b, out_dir, in, &pool, t0)))
+        /* every process reads the metadata (its shards' parts); a failure is agreed on
+         * at the group's first sync point */
+        int mst = TT_OK;
+        if (o->metadata && !(mst = tt_mdb_create(&mdb))) {
+            mdb_open = true;
+            b.mdb = &mdb;
+            mst = tt_mdb_read_jsonl(&mdb, o->metadata, 0, in->num_docs, in->ids_blob,
+                                    in->id_off);
+        }
+        if ((st = tt_build_in_group(&b, out_dir, in, &pool, t0, mst)))
             goto fail;
         goto published;
     }
@@ -367,6 +372,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         if ((st = tt_mdb_read_jsonl(&mdb, o->metadata, 0, in->num_docs, in->ids_blob,
                                     in->id_off)))
             goto fail;
+        if (o->shards > 1)
+            b.mdb = &mdb;
     }
     /* Token pooling: the build reads the pooled documents (index/pooled.c). */
     if (o->pool_factor > 1 &&

@@ -40,6 +40,9 @@ typedef struct builder {
     int measure;
     double err_sum;             /* squared reconstruction errors, summed */
     uint64_t err_values;        /* values they are over */
+    /* A sharded build's document metadata (global rows), or NULL: each shard gets its
+     * rows' part as its own metadata.tt (index/shards.c) */
+    tt_mdb *mdb;
 } builder;
 
 /* Reports progress; TT_ECANCELED (with a message) once the caller's cancel flag is set,
@@ -170,7 +173,9 @@ void tt_build_shards_discard(builder *b);
  * sharded build's directory `name` in pfd (path for messages), so that the removal of
  * the directory itself can follow. Best effort. */
 void tt_shards_remove_stale(int pfd, const char *name, const char *path);
+/* (tt_build_in_group) st0: this process's status so far (reading the metadata), agreed
+ * on at the first sync point. */
 int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled **pool,
-                      double t0);
+                      double t0, int st0);
 
 #endif

@@ -238,6 +238,16 @@ static int write_shard(builder *b, tt_input *all, uint32_t s, uint32_t S, double
         (b->o->sparse && (st = tt_build_write_vocab(b, b->o->sparse))) ||
         (st = tt_build_write_meta(b, tt_now() - t0)))
         goto done;
+    if (b->mdb) { /* the documents' metadata, renumbered as the shard's rows */
+        tt_mdb part;
+        tt_manifest_entry me;
+        if ((st = tt_mdb_slice(b->mdb, d0, d1 - d0, &part)))
+            goto done;
+        st = tt_mdb_write(&part, path, TT_F_METADATA, &me);
+        tt_mdb_free(&part);
+        if (st || (st = tt_manifest_add(&b->man, &me)))
+            goto done;
+    }
     tt_manifest_segment seg = {.id = 0, .num_docs = v.in.num_docs,
                                .num_vectors = v.in.num_vectors};
     b->man.generation = 1;
@@ -350,12 +360,12 @@ static int collect_shard(builder *b, uint32_t s, tt_shard_entry *e) {
 }
 
 int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled **pool,
-                      double t0) {
+                      double t0, int st0) {
     const tt_build_group *g = b->o->group;
     const bool root = g->rank == 0;
     const uint32_t S = b->o->shards;
     char path[4096] = "";
-    int st = root ? tt_build_prepare_output(b, out_dir) : TT_OK;
+    int st = !st0 && root ? tt_build_prepare_output(b, out_dir) : st0;
     if (!st && root && snprintf(path, sizeof path, "%s", b->tmp) >= (int)sizeof path)
         st = tt_err(TT_EINVAL, "%s: path too long", b->tmp);
     if ((st = group_sync(b, st, path, sizeof path, out_dir)))

@@ -212,7 +212,8 @@ static int train(builder *b, plan *pl, const tt_build_group *g) {
 
     b->centroids = tt_alloc((uint64_t)b->K, (uint64_t)dim * sizeof(float), "centroids");
     tt_kmeans_part part = {.first = r0, .total = ntrain, .reduce = g ? g->reduce : NULL,
-                           .user = g ? g->user : NULL};
+                           .user = g ? g->user : NULL, .rank = g ? g->rank : 0,
+                           .size = g ? g->size : 0};
     tt_kmeans_params kp = {.k = b->K, .dim = dim, .iters = o->kmeans_iters, .seed = o->seed,
                            .threads = b->threads, .spherical = o->normalize,
                            .progress = o->progress, .progress_user = o->progress_user,
@@ -329,9 +330,10 @@ int tt_build_train_group(builder *b, int st) {
     if ((st = agree(g, st)))
         return st;
     st = agree(g, make_plan(b, &pl));
-    /* Distributed where the plan allows (every process decides alike): flat k-means and
-     * held-out documents for the codec; else rank 0 trains alone. */
-    if (!st && pl.ndocs >= 20 && pl.nheld > 0 && b->K < TT_KMEANS_HIER_MIN_K)
+    /* Distributed where the plan allows (every process decides alike): held-out
+     * documents for the codec; else rank 0 trains alone. k-means, flat or hierarchical,
+     * runs on every process. */
+    if (!st && pl.ndocs >= 20 && pl.nheld > 0)
         st = train(b, &pl, g);
     else if (!st && g->rank == 0)
         st = train(b, &pl, NULL);

@@ -47,6 +47,16 @@ int tt_mdb_create(tt_mdb *m);
 /* A writable copy of the database at dir/name, checked against the manifest's size and
  * payload hash (the published file itself is never written). */
 int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uint64_t hash);
+/* dst: a new database holding src's rows [row0, row0 + n), renumbered from 0, with all
+ * of src's columns (even those only other rows use): a shard's part of a build's
+ * metadata. src is committed first, otherwise unchanged. */
+int tt_mdb_slice(tt_mdb *src, uint64_t row0, uint64_t n, tt_mdb *dst);
+/* Appends src's rows [r0, r0 + n) (each present) to dst as rows row0, row0 + 1, ...,
+ * with their values by column name: columns dst lacks are added, types combine as the
+ * JSON reader's (null takes the other; integer and real make real), other mixes are
+ * TT_EUNSUPPORTED. src NULL: rows of NULLs. (Resharding: a new shard's rows from the
+ * source's parts.) */
+int tt_mdb_append(tt_mdb *dst, tt_mdb *src, uint64_t r0, uint64_t n, uint64_t row0);
 /* Rows row0 .. row0 + n with every column NULL. */
 int tt_mdb_insert_null(tt_mdb *m, uint64_t row0, uint64_t n);
 /* Rows row0 .. row0 + ndocs from the JSON Lines file `path`: one object per document,

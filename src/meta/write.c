@@ -99,6 +99,37 @@ int tt_mdb_create(tt_mdb *m) {
     return st;
 }
 
+/* m (connected) takes the database image buf[0..n) (sqlite3_malloc'd; freed by SQLite
+ * whatever happens) as its own, writable, with its columns. Frees m on failure. */
+static int adopt_image(tt_mdb *m, unsigned char *buf, uint64_t n, const char *path) {
+    int st = TT_OK;
+    if (sqlite3_deserialize(m->db, "main", buf, (sqlite3_int64)n, (sqlite3_int64)n,
+                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)) {
+        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", path,
+                    sqlite3_errmsg(m->db));
+        goto fail;
+    }
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(m->db, "SELECT name, type FROM tartan_columns ORDER BY pos", -1, &q,
+                           NULL)) {
+        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", path,
+                    sqlite3_errmsg(m->db));
+        goto fail;
+    }
+    int rc;
+    while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        st = add_col(m, (const char *)sqlite3_column_text(q, 0),
+                     (const char *)sqlite3_column_text(q, 1));
+    sqlite3_finalize(q);
+    if (!st)
+        st = prepare_insert(m);
+    if (!st)
+        return TT_OK;
+fail:
+    tt_mdb_free(m);
+    return st;
+}
+
 int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uint64_t hash) {
     tt_fmap f;
     int st = tt_fmap_open(&f, dir, name, TT_METADATA_KIND, TT_MAP_WHOLE);
@@ -122,33 +153,33 @@ int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uin
         return tt_err(TT_ENOMEM, "%s: out of memory", name);
     }
     memcpy(buf, f.payload, (size_t)n);
-    if (sqlite3_deserialize(m->db, "main", buf, (sqlite3_int64)n, (sqlite3_int64)n,
-                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)) {
-        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", f.path,
-                    sqlite3_errmsg(m->db));
-        goto fail;
-    }
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(m->db, "SELECT name, type FROM tartan_columns ORDER BY pos", -1, &q,
-                           NULL)) {
-        st = tt_err(TT_ECORRUPT, "%s: not a metadata database: %s", f.path,
-                    sqlite3_errmsg(m->db));
-        goto fail;
-    }
-    int rc;
-    while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW)
-        st = add_col(m, (const char *)sqlite3_column_text(q, 0),
-                     (const char *)sqlite3_column_text(q, 1));
-    sqlite3_finalize(q);
-    if (!st)
-        st = prepare_insert(m);
-    if (st)
-        goto fail;
+    st = adopt_image(m, buf, n, f.path);
     tt_fmap_close(&f);
-    return TT_OK;
-fail:
-    tt_fmap_close(&f);
-    tt_mdb_free(m);
+    return st;
+}
+
+int tt_mdb_slice(tt_mdb *src, uint64_t row0, uint64_t n, tt_mdb *dst) {
+    int st;
+    if (src->in_txn) {
+        if ((st = exec(src, "COMMIT")))
+            return st;
+        src->in_txn = false;
+    }
+    sqlite3_int64 size = 0;
+    unsigned char *img = sqlite3_serialize(src->db, "main", &size, 0);
+    if (!img)
+        return tt_err(TT_ENOMEM, "metadata: cannot serialize the database (out of memory)");
+    if ((st = connect(dst))) {
+        sqlite3_free(img);
+        return st;
+    }
+    if ((st = adopt_image(dst, img, (uint64_t)size, "metadata (a copy)")))
+        return st;
+    char sql[128];
+    snprintf(sql, sizeof sql, "DELETE FROM meta WHERE row < %llu OR row >= %llu",
+             (unsigned long long)row0, (unsigned long long)(row0 + n));
+    if ((st = begin(dst)) || (st = exec(dst, sql)) || (st = tt_mdb_renumber(dst)))
+        tt_mdb_free(dst);
     return st;
 }
 
@@ -536,6 +567,120 @@ int tt_mdb_write(tt_mdb *m, const char *dir, const char *name, tt_manifest_entry
         tt_fw_abort(&w);
     }
     sqlite3_free(img);
+    return st;
+}
+
+/* dst's column `name` of src's type, created if missing; the types combine as the
+ * JSON reader's do (null takes the other; integer and real make real); others refuse. */
+static int merge_col(tt_mdb *dst, const char *name, const char *type, size_t *out) {
+    size_t c = 0;
+    while (c < dst->ncol && sqlite3_stricmp(dst->col[c].name, name))
+        c++;
+    *out = c;
+    if (c == dst->ncol) {
+        if (dst->ncol >= MAX_COLUMNS)
+            return tt_err(TT_EVALUE, "metadata: more than %d columns", MAX_COLUMNS);
+        char q[2 * MAX_NAME + 3], sql[2 * MAX_NAME + 64];
+        quote_ident(q, name);
+        snprintf(sql, sizeof sql, "ALTER TABLE meta ADD COLUMN %s", q);
+        int st = exec(dst, sql);
+        if (st)
+            return st;
+        sqlite3_stmt *ins;
+        if (sqlite3_prepare_v2(dst->db, "INSERT INTO tartan_columns(pos, name, type) "
+                                        "VALUES (?1, ?2, ?3)", -1, &ins, NULL))
+            return sql_err(dst->db, TT_EIO, "tartan_columns");
+        sqlite3_bind_int64(ins, 1, (sqlite3_int64)dst->ncol);
+        sqlite3_bind_text(ins, 2, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(ins, 3, type, -1, SQLITE_TRANSIENT);
+        int rc = sqlite3_step(ins);
+        sqlite3_finalize(ins);
+        if (rc != SQLITE_DONE)
+            return sql_err(dst->db, TT_EIO, "tartan_columns");
+        return add_col(dst, name, type);
+    }
+    const char *have = dst->col[c].type, *t = NULL;
+    if (!strcmp(type, have) || !strcmp(type, "null"))
+        return TT_OK;
+    if (!strcmp(have, "null"))
+        t = type;
+    else if ((!strcmp(have, "integer") && !strcmp(type, "real")) ||
+             (!strcmp(have, "real") && !strcmp(type, "integer")))
+        t = "real";
+    else
+        return tt_err(TT_EUNSUPPORTED, "metadata: column '%s' holds %s values in one part and "
+                      "%s values in another: they cannot be merged", name, have, type);
+    if (!strcmp(t, have))
+        return TT_OK;
+    sqlite3_stmt *up;
+    if (sqlite3_prepare_v2(dst->db, "UPDATE tartan_columns SET type = ?1 WHERE pos = ?2", -1,
+                           &up, NULL))
+        return sql_err(dst->db, TT_EIO, "tartan_columns");
+    sqlite3_bind_text(up, 1, t, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(up, 2, (sqlite3_int64)c);
+    int rc = sqlite3_step(up);
+    sqlite3_finalize(up);
+    if (rc != SQLITE_DONE)
+        return sql_err(dst->db, TT_EIO, "tartan_columns");
+    snprintf(dst->col[c].type, sizeof dst->col[c].type, "%s", t);
+    return fix_reals(dst);
+}
+
+int tt_mdb_append(tt_mdb *dst, tt_mdb *src, uint64_t r0, uint64_t n, uint64_t row0) {
+    int st = begin(dst);
+    if (st)
+        return st;
+    if (!src)
+        return tt_mdb_insert_null(dst, row0, n);
+    size_t *map = calloc(src->ncol ? src->ncol : 1, sizeof *map);
+    if (!map)
+        return tt_err(TT_ENOMEM, "metadata: out of memory");
+    for (size_t c = 0; c < src->ncol && !st; c++)
+        st = merge_col(dst, src->col[c].name, src->col[c].type, &map[c]);
+    /* SELECT row, "c0", "c1", ... FROM meta WHERE row >= ?1 AND row < ?2 ORDER BY row */
+    size_t cap = 96 + src->ncol * (2 * MAX_NAME + 4);
+    char *sql = st ? NULL : malloc(cap);
+    if (!st && !sql)
+        st = tt_err(TT_ENOMEM, "metadata: out of memory");
+    sqlite3_stmt *q = NULL;
+    if (!st) {
+        size_t len = (size_t)snprintf(sql, cap, "SELECT row");
+        for (size_t c = 0; c < src->ncol; c++) {
+            char qn[2 * MAX_NAME + 3];
+            quote_ident(qn, src->col[c].name);
+            len += (size_t)snprintf(sql + len, cap - len, ", %s", qn);
+        }
+        snprintf(sql + len, cap - len, " FROM meta WHERE row >= ?1 AND row < ?2 ORDER BY row");
+        if (sqlite3_prepare_v2(src->db, sql, -1, &q, NULL))
+            st = sql_err(src->db, TT_EIO, "a copy of rows");
+    }
+    uint64_t got = 0;
+    if (!st) {
+        sqlite3_bind_int64(q, 1, (sqlite3_int64)r0);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)(r0 + n));
+        int rc;
+        while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+            const uint64_t row = row0 + got++;
+            if ((st = insert_row(dst, row, NULL, 0)))
+                break;
+            for (size_t c = 0; c < src->ncol && !st; c++) {
+                sqlite3_stmt *u = dst->col[map[c]].update;
+                sqlite3_reset(u);
+                sqlite3_bind_value(u, 1, sqlite3_column_value(q, (int)c + 1));
+                sqlite3_bind_int64(u, 2, (sqlite3_int64)row);
+                if (sqlite3_step(u) != SQLITE_DONE)
+                    st = sql_err(dst->db, TT_EIO, "update");
+            }
+        }
+        if (!st && got != n)
+            st = tt_err(TT_ECORRUPT, "metadata: %llu rows from row %llu, but %llu are there",
+                        (unsigned long long)n, (unsigned long long)r0, (unsigned long long)got);
+    }
+    sqlite3_finalize(q);
+    free(sql);
+    free(map);
+    if (!st)
+        st = fix_reals(dst);
     return st;
 }
 

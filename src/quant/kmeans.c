@@ -57,6 +57,10 @@ enum {
     GROUP_ITERS = 10,     /* Lloyd iterations when grouping the centroids */
     GROUP_MAX_SIZE = 64   /* average centroids per group, at most */
 };
+/* A part that starts at a multiple of TT_KMEANS_PART_ROWS starts a block of both
+ * assignments (tt_kmeans_part). */
+_Static_assert(TT_KMEANS_PART_ROWS % BLOCK_ROWS == 0 && TT_KMEANS_PART_ROWS % TWO_ROWS == 0,
+               "TT_KMEANS_PART_ROWS must be a multiple of the assignment blocks");
 
 /* -------------------------------------------------- OpenBLAS thread guard */
 
@@ -617,7 +621,7 @@ typedef struct lloyd_cfg {
     void *progress_user;
     uint64_t prog_base, prog_total;
     const volatile int *cancel;
-    const tt_kmeans_part *part; /* distributed flat training (not with two_level) */
+    const tt_kmeans_part *part; /* distributed training: x is this part's rows */
 } lloyd_cfg;
 
 /* Distributed: the parts agree on a status (sum of failure flags); a part that failed
@@ -697,14 +701,18 @@ static int lloyd(const float *x, uint64_t n, const lloyd_cfg *cf, float *centroi
         }
         if (lst) {
         } else if (cf->two_level) {
+            /* distributed: every part builds the same assigner from the same centroids
+             * and assigns its rows; a failure goes to the reduce below */
             tt_assigner *a = NULL;
-            if ((st = tt_assigner_new(centroids, k, dim, TT_ASSIGN_TWO_LEVEL,
-                                      cf->seed + (uint64_t)it, threads, &a)))
-                goto done;
-            st = tt_assign(a, x, n, ids, threads);
+            lst = tt_assigner_new(centroids, k, dim, TT_ASSIGN_TWO_LEVEL,
+                                  cf->seed + (uint64_t)it, threads, &a);
+            if (!lst)
+                lst = tt_assign(a, x, n, ids, threads);
             tt_assigner_free(a);
-            if (st)
+            if (lst && !part) {
+                st = lst;
                 goto done;
+            }
         } else {
             half_norms(centroids, k, dim, hn);
             lst = assign_exact(x, n, centroids, hn, k, dim, ids, threads, cf->cancel);
@@ -815,6 +823,8 @@ typedef struct hier_job {
     const uint64_t *perm;   /* vectors grouped by coarse cluster, increasing within */
     const uint64_t *voff;   /* G + 1 offsets into perm */
     const uint64_t *koff;   /* G + 1 offsets of each cluster's centroids */
+    const float *rows;      /* distributed: the owned clusters' rows, gathered, or NULL */
+    const uint64_t *rows_off; /* cluster c's first row in rows */
     const uint32_t *order;  /* coarse clusters, largest work first */
     uint32_t ntask;         /* clusters with k_c >= 1 */
     float *c;
@@ -838,10 +848,15 @@ static void hier_worker(void *arg, int t, int nt) {
         uint32_t c = j->order[i];
         uint64_t v0 = j->voff[c], nc = j->voff[c + 1] - v0;
         uint32_t kc = (uint32_t)(j->koff[c + 1] - j->koff[c]);
-        float *sub = tt_alloc(nc, (uint64_t)j->dim * sizeof(float), "kmeans: coarse cluster");
+        /* the cluster's vectors, in increasing index order: gathered (distributed), or
+         * copied here */
+        float *sub = j->rows ? NULL
+                             : tt_alloc(nc, (uint64_t)j->dim * sizeof(float),
+                                        "kmeans: coarse cluster");
+        const float *src = j->rows ? j->rows + j->rows_off[c] * j->dim : sub;
         int st = TT_ENOMEM;
-        if (sub) {
-            for (uint64_t m = 0; m < nc; m++)
+        if (src) {
+            for (uint64_t m = 0; sub && m < nc; m++)
                 memcpy(sub + m * j->dim, j->x + j->perm[v0 + m] * j->dim,
                        sizeof(float) * j->dim);
             /* splitmix-style decorrelation of the per-cluster seeds (tt_rng_seed mixes
@@ -850,7 +865,7 @@ static void hier_worker(void *arg, int t, int nt) {
                             .seed = j->seed ^ ((uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull),
                             .spherical = j->spherical, .threads = 1, .init = true,
                             .cancel = j->cancel};
-            st = lloyd(sub, nc, &cf, j->c + j->koff[c] * j->dim);
+            st = lloyd(src, nc, &cf, j->c + j->koff[c] * j->dim);
             free(sub);
         }
         if (st != TT_OK) {
@@ -903,54 +918,204 @@ static void apportion(const uint64_t *nc, uint32_t g, uint64_t n, uint32_t k, ui
     }
 }
 
+/* Distributed hierarchical training: the pieces that exchange data. */
+
+/* Member of the least load (lowest rank on ties) for each task of `order`, largest
+ * work first (LPT): owner[c] for the coarse clusters with k_c >= 1. */
+static void assign_owners(const uint32_t *order, uint32_t ntask, const uint64_t *nc,
+                          const uint64_t *kc, uint32_t size, double *load, uint32_t *owner) {
+    for (uint32_t r = 0; r < size; r++)
+        load[r] = 0;
+    for (uint32_t i = 0; i < ntask; i++) {
+        uint32_t c = order[i], best = 0;
+        for (uint32_t r = 1; r < size; r++)
+            if (load[r] < load[best])
+                best = r;
+        owner[c] = best;
+        load[best] += (double)nc[c] * (double)kc[c] + 1.0;
+    }
+}
+
+/* Rows [a, b) of a matrix of `rows` x dim floats that the members hold in pieces:
+ * `have(ctx, i)` says whether this member holds row i (at src(ctx, i)); after a sum of
+ * the bits (every row held by exactly one member) each member's `take(ctx, i, row)` is
+ * called for every row it wants. In pieces of at most TT_KMEANS_GATHER_WORDS words
+ * through buf. */
+typedef struct share_fns {
+    const float *(*src)(void *ctx, uint64_t i); /* NULL: not held here */
+    float *(*dst)(void *ctx, uint64_t i);       /* NULL: not wanted here */
+    void *ctx;
+} share_fns;
+
+static int share_rows(const tt_kmeans_part *part, uint64_t a, uint64_t b, uint32_t dim,
+                      const share_fns *f, int64_t *buf) {
+    const uint64_t step = TT_MAX((uint64_t)TT_KMEANS_GATHER_WORDS / dim, (uint64_t)1);
+    for (uint64_t r0 = a; r0 < b; r0 += step) {
+        uint64_t r1 = TT_MIN(b, r0 + step);
+        memset(buf, 0, sizeof *buf * (size_t)(r1 - r0) * dim);
+        for (uint64_t i = r0; i < r1; i++) {
+            const float *r = f->src(f->ctx, i);
+            for (uint32_t d = 0; r && d < dim; d++) {
+                uint32_t bits;
+                memcpy(&bits, &r[d], 4);
+                buf[(i - r0) * dim + d] = (int64_t)bits;
+            }
+        }
+        int st = part_reduce(part, buf, (size_t)(r1 - r0) * dim, TT_REDUCE_SUM);
+        if (st)
+            return st;
+        for (uint64_t i = r0; i < r1; i++) {
+            float *o = f->dst(f->ctx, i);
+            for (uint32_t d = 0; o && d < dim; d++) {
+                uint32_t bits = (uint32_t)buf[(i - r0) * dim + d];
+                memcpy(&o[d], &bits, 4);
+            }
+        }
+    }
+    return TT_OK;
+}
+
+/* The rows of coarse cluster c, in the whole's order: this part's members of c are
+ * rows [lo, lo + lcnt) of the cluster, at x rows lperm[lvoff[c]..]. */
+typedef struct gather_ctx {
+    const float *x;
+    uint32_t dim;
+    const uint64_t *lperm;
+    uint64_t lbase, lo, lcnt; /* lperm offset of c's local members, their cluster rows */
+    float *out;               /* the cluster's rows here (owner), or NULL */
+} gather_ctx;
+
+static const float *gather_src(void *ctx, uint64_t i) {
+    gather_ctx *g = ctx;
+    if (i < g->lo || i - g->lo >= g->lcnt)
+        return NULL;
+    return g->x + g->lperm[g->lbase + (i - g->lo)] * g->dim;
+}
+
+static float *gather_dst(void *ctx, uint64_t i) {
+    gather_ctx *g = ctx;
+    return g->out ? g->out + i * g->dim : NULL;
+}
+
+/* The fine centroids: row i belongs to the coarse cluster cof[i]'s owner. */
+typedef struct fine_ctx {
+    float *c;
+    uint32_t dim, rank;
+    const uint32_t *owner;
+    const uint64_t *koff;
+    uint32_t g;
+    uint32_t cur; /* cluster of the last row asked for (rows come in increasing order) */
+} fine_ctx;
+
+static uint32_t fine_cluster(fine_ctx *f, uint64_t i) {
+    if (f->cur >= f->g || i < f->koff[f->cur])
+        f->cur = 0;
+    while (f->koff[f->cur + 1] <= i)
+        f->cur++;
+    return f->cur;
+}
+
+static const float *fine_src(void *ctx, uint64_t i) {
+    fine_ctx *f = ctx;
+    return f->owner[fine_cluster(f, i)] == f->rank ? f->c + i * f->dim : NULL;
+}
+
+static float *fine_dst(void *ctx, uint64_t i) {
+    fine_ctx *f = ctx;
+    return f->owner[fine_cluster(f, i)] == f->rank ? NULL : f->c + i * f->dim;
+}
+
 static int train_hier(const float *x, uint64_t n, const tt_kmeans_params *p, int threads,
                       float *centroids) {
-    int st;
-    const uint32_t k = p->k, dim = p->dim;
+    int st, lst = TT_OK;
+    const tt_kmeans_part *part = p->part;
+    const uint64_t N = part ? part->total : n; /* rows of the whole */
+    const uint32_t k = p->k, dim = p->dim, size = part ? part->size : 1;
     const uint32_t g = TT_MIN(TT_MAX((uint32_t)lround(sqrt((double)k)), 1u), k);
     const int refine = p->refine == 0 ? TT_KMEANS_DEFAULT_REFINE : TT_MAX(p->refine, 0);
     const uint64_t total = (uint64_t)p->iters + g + (uint64_t)refine;
+    const uint64_t nal = TT_MAX(n, (uint64_t)1);
     float *gc = tt_alloc(g, (uint64_t)dim * sizeof(float), "kmeans: coarse centroids");
     float *ghn = tt_alloc(g, sizeof *ghn, "kmeans: coarse norms");
-    uint32_t *own = tt_alloc(n, sizeof *own, "kmeans: coarse assignment");
-    uint64_t *perm = tt_alloc(n, sizeof *perm, "kmeans: coarse members");
-    /* sizes, fine counts, fill cursors (g each), vector and centroid offsets (g + 1) */
-    uint64_t *nc = tt_alloc(5 * (uint64_t)g + 2, sizeof *nc, "kmeans: coarse sizes");
-    double *quota = tt_alloc(g, sizeof *quota, "kmeans: quotas");
-    uint32_t *order = tt_alloc(g, sizeof *order, "kmeans: order");
-    if (!gc || !ghn || !own || !perm || !nc || !quota || !order) {
-        st = TT_ENOMEM;
+    uint32_t *own = tt_alloc(nal, sizeof *own, "kmeans: coarse assignment");
+    uint64_t *perm = tt_alloc(nal, sizeof *perm, "kmeans: coarse members");
+    /* sizes, fine counts, fill cursors (g each), vector and centroid offsets (g + 1),
+     * and distributed: local sizes, local offsets (g each, g + 1) */
+    uint64_t *nc = tt_alloc(7 * (uint64_t)g + 3, sizeof *nc, "kmeans: coarse sizes");
+    double *quota = tt_alloc(g + (uint64_t)size, sizeof *quota, "kmeans: quotas");
+    /* the tasks by work, their owners, this part's own tasks (g each) */
+    uint32_t *order = tt_alloc(3 * (uint64_t)g, sizeof *order, "kmeans: order");
+    /* distributed: every part's first row and cluster sizes, then the gather buffer */
+    int64_t *xb = part ? tt_alloc(TT_MAX((uint64_t)size * (g + 1),
+                                         (uint64_t)TT_MIN((size_t)N * dim,
+                                                          TT_MAX(TT_KMEANS_GATHER_WORDS,
+                                                                 (size_t)dim))),
+                                  sizeof *xb, "kmeans: exchange buffer")
+                       : NULL;
+    float *mine = NULL; /* distributed: the coarse clusters this part trains, gathered */
+    uint64_t *moff = NULL;
+    st = !gc || !ghn || !own || !perm || !nc || !quota || !order || (part && !xb) ? TT_ENOMEM
+                                                                                 : TT_OK;
+    if ((st = part_agree(part, st)))
         goto done;
-    }
     uint64_t *kc = nc + g, *cur = kc + g, *voff = cur + g, *koff = voff + g + 1;
+    uint64_t *lnc = koff + g + 1, *lvoff = lnc + g; /* local sizes, local offsets */
+    uint32_t *owner = order + g;
+    double *load = quota + g;
 
     /* (1) coarse k-means of all vectors, then every vector to its coarse cluster */
     lloyd_cfg cf = {.k = g, .dim = dim, .iters = p->iters, .seed = p->seed,
                     .spherical = p->spherical, .threads = threads, .init = true,
                     .progress = p->progress, .progress_user = p->progress_user,
-                    .prog_base = 0, .prog_total = total, .cancel = p->cancel};
+                    .prog_base = 0, .prog_total = total, .cancel = p->cancel, .part = part};
     if ((st = lloyd(x, n, &cf, gc)))
         goto done;
     half_norms(gc, g, dim, ghn);
     blas_single_begin();
-    st = assign_exact(x, n, gc, ghn, g, dim, own, threads, p->cancel);
+    lst = assign_exact(x, n, gc, ghn, g, dim, own, threads, p->cancel);
     blas_single_end();
-    if (st)
+    if ((st = part_agree(part, lst)))
         goto done;
 
-    /* (2) sizes, apportionment of k, vectors grouped by coarse cluster */
-    memset(nc, 0, sizeof *nc * g);
+    /* (2) sizes, apportionment of k, vectors grouped by coarse cluster (this part's:
+     * lperm = perm, lvoff; the whole's sizes nc and offsets voff) */
+    memset(lnc, 0, sizeof *lnc * g);
     for (uint64_t i = 0; i < n; i++)
-        nc[own[i]]++;
-    apportion(nc, g, n, k, kc, quota);
+        lnc[own[i]]++;
+    lvoff[0] = 0;
+    for (uint32_t c = 0; c < g; c++)
+        lvoff[c + 1] = lvoff[c] + lnc[c];
+    memcpy(cur, lvoff, sizeof *cur * g);
+    for (uint64_t i = 0; i < n; i++)
+        perm[cur[own[i]]++] = i;
+    memcpy(nc, lnc, sizeof *nc * g);
+    if (part) {
+        /* every part's first row and sizes; this part's members of c come after those of
+         * the parts that start before it */
+        const size_t w = (size_t)size * (g + 1);
+        memset(xb, 0, sizeof *xb * w);
+        xb[(size_t)part->rank * (g + 1)] = (int64_t)part->first;
+        for (uint32_t c = 0; c < g; c++)
+            xb[(size_t)part->rank * (g + 1) + 1 + c] = (int64_t)lnc[c];
+        if ((st = part_reduce(part, xb, w, TT_REDUCE_SUM)))
+            goto done;
+        memset(nc, 0, sizeof *nc * g);
+        memset(cur, 0, sizeof *cur * g); /* cur[c]: this part's first row of cluster c */
+        for (uint32_t r = 0; r < size; r++) {
+            const int64_t *row = xb + (size_t)r * (g + 1);
+            for (uint32_t c = 0; c < g; c++) {
+                nc[c] += (uint64_t)row[1 + c];
+                if ((uint64_t)row[0] < part->first)
+                    cur[c] += (uint64_t)row[1 + c];
+            }
+        }
+    }
+    apportion(nc, g, N, k, kc, quota);
     voff[0] = koff[0] = 0;
     for (uint32_t c = 0; c < g; c++) {
         voff[c + 1] = voff[c] + nc[c];
         koff[c + 1] = koff[c] + kc[c];
     }
-    memcpy(cur, voff, sizeof *cur * g);
-    for (uint64_t i = 0; i < n; i++)
-        perm[cur[own[i]]++] = i;
     /* largest work (n_c * k_c) first, so the last fine k-means to start are short */
     uint32_t ntask = 0;
     for (uint32_t c = 0; c < g; c++)
@@ -966,21 +1131,63 @@ static int train_hier(const float *x, uint64_t n, const tt_kmeans_params *p, int
         order[m] = c;
     }
 
-    /* (3) fine k-means, one coarse cluster per thread at a time */
+    /* (3) fine k-means, one coarse cluster per thread at a time; distributed, each one
+     * on the member that owns it, on its cluster's rows gathered there */
     hier_job job = {.x = x, .dim = dim, .iters = p->iters, .spherical = p->spherical,
                     .seed = p->seed, .perm = perm, .voff = voff, .koff = koff,
                     .order = order, .ntask = ntask, .c = centroids,
                     .progress = p->progress, .progress_user = p->progress_user,
                     .prog_base = (uint64_t)p->iters, .prog_total = total, .cancel = p->cancel};
+    if (part) {
+        assign_owners(order, ntask, nc, kc, size, load, owner);
+        uint64_t rows = 0, mt = 0;
+        for (uint32_t i = 0; i < ntask; i++)
+            if (owner[order[i]] == part->rank)
+                rows += nc[order[i]];
+        moff = tt_alloc(g, sizeof *moff, "kmeans: gathered clusters");
+        mine = tt_alloc(TT_MAX(rows, (uint64_t)1), (uint64_t)dim * sizeof(float),
+                        "kmeans: gathered clusters");
+        if ((st = part_agree(part, moff && mine ? TT_OK : TT_ENOMEM)))
+            goto done;
+        rows = 0;
+        uint32_t *mo = owner + g; /* this part's tasks, largest first */
+        for (uint32_t i = 0; i < ntask; i++) {
+            uint32_t c = order[i];
+            const bool here = owner[c] == part->rank;
+            gather_ctx gx = {.x = x, .dim = dim, .lperm = perm, .lbase = lvoff[c],
+                             .lo = cur[c], .lcnt = lnc[c], .out = here ? mine + rows * dim : NULL};
+            if (here) {
+                moff[c] = rows;
+                rows += nc[c];
+                mo[mt++] = c;
+            }
+            share_fns f = {gather_src, gather_dst, &gx};
+            if ((st = share_rows(part, 0, nc[c], dim, &f, xb)))
+                goto done;
+        }
+        job.order = mo;
+        job.ntask = (uint32_t)mt;
+        job.rows = mine;
+        job.rows_off = moff;
+    }
     atomic_init(&job.next, 0);
     atomic_init(&job.finished, 0);
     atomic_init(&job.status, TT_OK);
     pthread_mutex_init(&job.mu, NULL);
-    (void)tt_parallel((int)TT_MIN((uint64_t)threads, (uint64_t)ntask), hier_worker, &job);
+    if (job.ntask)
+        (void)tt_parallel((int)TT_MIN((uint64_t)threads, (uint64_t)job.ntask), hier_worker,
+                          &job);
     pthread_mutex_destroy(&job.mu);
-    if ((st = atomic_load(&job.status))) {
-        st = tt_err(st, "%s", job.msg);
+    if ((lst = atomic_load(&job.status)))
+        lst = tt_err(lst, "%s", job.msg);
+    if ((st = part_agree(part, lst)))
         goto done;
+    if (part) { /* every part gets the fine centroids of every owner */
+        fine_ctx fx = {.c = centroids, .dim = dim, .rank = part->rank, .owner = owner,
+                       .koff = koff, .g = g, .cur = 0};
+        share_fns f = {fine_src, fine_dst, &fx};
+        if ((st = share_rows(part, 0, k, dim, &f, xb)))
+            goto done;
     }
     if (p->progress)
         p->progress(p->progress_user, "kmeans", (uint64_t)p->iters + g, total);
@@ -992,7 +1199,7 @@ static int train_hier(const float *x, uint64_t n, const tt_kmeans_params *p, int
                         .two_level = true, .progress = p->progress,
                         .progress_user = p->progress_user,
                         .prog_base = (uint64_t)p->iters + g, .prog_total = total,
-                        .cancel = p->cancel};
+                        .cancel = p->cancel, .part = part};
         if ((st = lloyd(x, n, &rf, centroids)))
             goto done;
     }
@@ -1005,6 +1212,9 @@ done:
     free(nc);
     free(quota);
     free(order);
+    free(xb);
+    free(mine);
+    free(moff);
     return st;
 }
 
@@ -1025,9 +1235,9 @@ int tt_kmeans_train(const float *x, uint64_t n, const tt_kmeans_params *p, float
     const int threads = resolve_threads(p->threads);
     const bool hier = p->method == TT_KMEANS_HIER ||
                       (p->method == TT_KMEANS_AUTO && p->k >= TT_KMEANS_HIER_MIN_K);
-    if (hier && p->part)
-        return tt_err(TT_EUNSUPPORTED, "kmeans: distributed training is flat only (k = %u)",
-                      p->k);
+    if (hier && p->part && (p->part->size == 0 || p->part->rank >= p->part->size))
+        return tt_err(TT_EINVAL, "kmeans: hierarchical distributed training needs the part's "
+                      "rank and size (rank %u of %u)", p->part->rank, p->part->size);
     if (hier)
         return train_hier(x, n, p, threads, centroids);
     lloyd_cfg cf = {.k = p->k, .dim = p->dim, .iters = p->iters, .seed = p->seed,

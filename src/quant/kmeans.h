@@ -35,31 +35,43 @@ typedef struct tt_kmeans_params {
     const volatile int *cancel; /* may be NULL; once *cancel != 0 training stops with
                                  * TT_ECANCELED within one block of vectors */
     const struct tt_kmeans_part *part; /* NULL: x is all the vectors. Else x is one part
-                                 * of them (flat training only; below) */
+                                 * of them (below) */
 } tt_kmeans_params;
 
-/* Distributed (partitioned) flat training. The vectors are cut into parts, one per
- * member of a group (MPI ranks, or threads in the tests); every member calls
- * tt_kmeans_train with its part as (x, n), the same params and a part naming where its
- * rows lie in the whole. The members exchange data only through `reduce`, which they
- * all call at the same points with the same n: it replaces buf[0..n) by the sum
- * (TT_REDUCE_SUM) or maximum (TT_REDUCE_MAX) over the members, element-wise; it
- * returns 0, or non-zero on failure. The initial centroids are gathered from their
- * owners through a sum (one member contributes each row's bits, the others zero), each
- * iteration's per-centroid sums are fixed-point integers (tt_fix_add), so their total
- * does not depend on how the rows are split, and the counts are summed. Every member
- * ends with the centroids of a one-process tt_kmeans_train over the whole, bit for bit,
- * when every part starts at a multiple of TT_KMEANS_PART_ROWS (the assignment's sgemm
- * blocks then see the same operands as in one process). A failure in one member
- * (TT_ENOMEM, TT_ECANCELED) fails every member at the next reduce (the others with
- * TT_EIO "another part failed"). Hierarchical training (TT_KMEANS_HIER, or AUTO from
- * TT_KMEANS_HIER_MIN_K) is TT_EUNSUPPORTED with a part. */
-#define TT_KMEANS_PART_ROWS 256u
+/* Distributed (partitioned) training. The vectors are cut into parts, one per member
+ * of a group (MPI ranks, or threads in the tests); every member calls tt_kmeans_train
+ * with its part as (x, n), the same params and a part naming where its rows lie in the
+ * whole. The members exchange data only through `reduce`, which they all call at the
+ * same points with the same n: it replaces buf[0..n) by the sum (TT_REDUCE_SUM) or
+ * maximum (TT_REDUCE_MAX) over the members, element-wise; it returns 0, or non-zero on
+ * failure. The initial centroids are gathered from their owners through a sum (one
+ * member contributes each row's bits, the others zero), each iteration's per-centroid
+ * sums are fixed-point integers (tt_fix_add), so their total does not depend on how the
+ * rows are split, and the counts are summed. Every member ends with the centroids of a
+ * one-process tt_kmeans_train over the whole, bit for bit, when every part starts at a
+ * multiple of TT_KMEANS_PART_ROWS (the assignment's sgemm blocks, exact and two-level,
+ * then see the same operands as in one process).
+ *
+ * Hierarchical training (TT_KMEANS_HIER, or AUTO from TT_KMEANS_HIER_MIN_K) needs rank
+ * and size: the coarse k-means is distributed as above; the coarse cluster sizes are
+ * summed; each fine k-means is given to one member (largest work first, to the least
+ * loaded member), which receives its coarse cluster's vectors (a sum of the parts' rows,
+ * in pieces of at most TT_KMEANS_GATHER_WORDS words) and runs it as one process would;
+ * the fine centroids are shared by a sum; the refine iterations are distributed like
+ * flat ones (two-level assignment of each part's rows). Each vector of the sample thus
+ * crosses the reduce once, in int64 words (8 bytes per component), and a member holds
+ * about its share of the sample twice (its rows and its coarse clusters).
+ *
+ * A failure in one member (TT_ENOMEM, TT_ECANCELED) fails every member at the next
+ * reduce (the others with TT_EIO "another part failed"). */
+#define TT_KMEANS_PART_ROWS 2048u
+#define TT_KMEANS_GATHER_WORDS ((size_t)1 << 24)
 typedef struct tt_kmeans_part {
     uint64_t first;  /* the whole's index of x's row 0 */
     uint64_t total;  /* rows in the whole (< 2^31) */
     int (*reduce)(void *user, int64_t *buf, size_t n, int op);
     void *user;
+    uint32_t rank, size; /* this member of size (hierarchical training; 0, 0 for flat) */
 } tt_kmeans_part;
 
 /* Exact, order-independent sums of floating-point values: each value is rounded to a

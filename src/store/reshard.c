@@ -26,6 +26,8 @@ typedef struct src_part {
     tt_index *cb;
     live_set l;
     uint64_t first;
+    tt_mdb md;         /* its metadata, rows renumbered as its live documents, if md_open */
+    bool md_open;
 } src_part;
 
 typedef struct reshard {
@@ -35,6 +37,7 @@ typedef struct reshard {
     int cur_part;      /* the part and segment mapped in f, or -1 */
     uint32_t cur_seg;
     seg_files f;
+    bool has_md;       /* some part has metadata: every new shard gets its rows' part */
 } reshard;
 
 static int open_part(src_part *p, const char *dir, const tt_change_options *co) {
@@ -44,13 +47,82 @@ static int open_part(src_part *p, const char *dir, const tt_change_options *co) 
     p->opened = true;
     for (uint32_t i = 0; i < p->s.man.n; i++) {
         const char *nm = p->s.man.e[i].name;
-        if (strstr(nm, TT_F_SPARSE) || strstr(nm, "metadata.tt"))
-            return tt_err(TT_EUNSUPPORTED, "%s/%s: indexes with sparse postings or metadata "
-                          "cannot be resharded yet", dir, nm);
+        if (strstr(nm, TT_F_SPARSE))
+            return tt_err(TT_EUNSUPPORTED, "%s/%s: indexes with sparse postings cannot be "
+                          "resharded yet", dir, nm);
     }
-    if ((st = tt_index_open_codebook(&p->cb, dir, &p->s.man)))
+    if ((st = tt_index_open_codebook(&p->cb, dir, &p->s.man)) ||
+        (st = tt_store_live_collect(&p->s, p->cb, &p->l)))
         return st;
-    return tt_store_live_collect(&p->s, p->cb, &p->l);
+    /* The metadata: a row for each live document, in row order; renumbered, row i is
+     * the part's i-th live document (as a compaction numbers them). */
+    if ((st = tt_store_meta_load(&p->s, &p->md, &p->md_open)) ||
+        (p->md_open && (st = tt_mdb_renumber(&p->md))))
+        return st;
+    return TT_OK;
+}
+
+/* The new shard's calibration (tune.tt): that of the source part holding most of its
+ * documents [g0, g1), among the parts that have one, written into wdir. Nothing when
+ * none has. The parameters were measured on that part: tartan tune re-measures them. */
+static int write_tune_part(reshard *rs, builder *b, const char *wdir, uint64_t g0,
+                           uint64_t g1) {
+    int best = -1;
+    uint64_t most = 0;
+    for (uint32_t k = 0; k < rs->np; k++) {
+        const src_part *p = &rs->p[k];
+        uint64_t lo = TT_MAX(g0, p->first), hi = TT_MIN(g1, p->first + p->l.ndocs);
+        if (lo < hi && p->cb->f_tune.base && hi - lo > most) {
+            most = hi - lo;
+            best = (int)k;
+        }
+    }
+    if (best < 0)
+        return TT_OK;
+    char text[1024];
+    int n = tt_tune_format(&rs->p[best].cb->tuned, text, sizeof text);
+    if (n < 0)
+        return n;
+    tt_fwriter w;
+    uint64_t size;
+    int st = tt_fw_open(&w, wdir, TT_F_TUNE, "TUNE");
+    if (!st)
+        st = tt_fw_write(&w, text, (size_t)n);
+    if (!st)
+        st = tt_fw_finish(&w, 0, 0, 0, &size);
+    if (!st) {
+        tt_manifest_entry e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.name, sizeof e.name, "%s", TT_F_TUNE);
+        memcpy(e.kind, "TUNE", 4);
+        e.size = size;
+        e.payload_hash = w.h.payload_hash;
+        st = tt_manifest_add(&b->man, &e);
+    }
+    tt_fw_abort(&w);
+    return st;
+}
+
+/* The new shard's metadata: the rows of the live documents [g0, g1) from the parts that
+ * hold them (rows of NULLs from a part without metadata), written into wdir. */
+static int write_meta_part(reshard *rs, builder *b, const char *wdir, uint64_t g0,
+                           uint64_t g1) {
+    tt_mdb m;
+    tt_manifest_entry me;
+    int st = tt_mdb_create(&m);
+    if (st)
+        return st;
+    for (uint32_t k = 0; k < rs->np && !st; k++) {
+        const src_part *p = &rs->p[k];
+        uint64_t lo = TT_MAX(g0, p->first), hi = TT_MIN(g1, p->first + p->l.ndocs);
+        if (lo < hi)
+            st = tt_mdb_append(&m, p->md_open ? &rs->p[k].md : NULL, lo - p->first, hi - lo,
+                               lo - g0);
+    }
+    if (!st && !(st = tt_mdb_write(&m, wdir, TT_F_METADATA, &me)))
+        st = tt_manifest_add(&b->man, &me);
+    tt_mdb_free(&m);
+    return st;
 }
 
 /* The documents [g0, g1) of the whole, as a build input (lengths and ids only: the
@@ -206,7 +278,9 @@ static int write_part(reshard *rs, builder *b, const char *wdir, uint64_t g0, ui
     b->in = &r.in;
     if ((st = tt_build_write_codebook(b)) || (st = tt_build_ivf_alloc(b)) ||
         (st = copy_range(rs, b, g0, g1)) || (st = tt_build_write_ivf(b)) ||
-        (st = tt_build_segment_tables(b)) || (st = tt_build_write_meta(b, 0)))
+        (st = tt_build_segment_tables(b)) || (st = tt_build_write_meta(b, 0)) ||
+        (rs->has_md && (st = write_meta_part(rs, b, wdir, g0, g1))) ||
+        (st = write_tune_part(rs, b, wdir, g0, g1)))
         goto done;
     tt_manifest_segment seg = {.id = 0, .num_docs = r.in.num_docs,
                                .num_vectors = r.in.num_vectors};
@@ -299,6 +373,7 @@ int tt_index_reshard(const char *dir, uint32_t shards, const char *out_dir,
         rs.ndocs += rs.p[k].l.ndocs;
         rs.nvecs += rs.p[k].l.nvecs;
         rs.next_auto_id = TT_MAX(rs.next_auto_id, rs.p[k].l.next_auto_id);
+        rs.has_md |= rs.p[k].md_open;
     }
     if (rs.ndocs < shards) {
         st = tt_err(TT_EINVAL, "%s: %llu live documents for %u shards", dir,
@@ -350,6 +425,8 @@ done:
     tt_build_free(&b);
     for (uint32_t k = 0; rs.p && k < rs.np; k++) {
         tt_store_live_free(&rs.p[k].l);
+        if (rs.p[k].md_open)
+            tt_mdb_free(&rs.p[k].md);
         tt_index_close(rs.p[k].cb);
         if (rs.p[k].opened)
             st = tt_store_end(&rs.p[k].s, st);

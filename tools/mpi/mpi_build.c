@@ -8,6 +8,7 @@
  * needs the input files and OUT's parent on a file system they all see. */
 #include "mpi_common.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +23,8 @@ static int mpi_sync(void *user, int status, void *buf, size_t bytes) {
     nsync++;
     if (f == 2)
         _exit(3); /* a crash: mpirun ends the job */
+    if (f == 3)
+        raise(SIGKILL);
     if (f == 1) {
         fprintf(stderr, "tartan-mpi build: rank %d: error: injected failure (TARTAN_MPI_FAULT) "
                 "at sync point %llu\n", mpi_rank, nsync - 1);
@@ -42,6 +45,11 @@ static double reduce_seconds;
 
 static int mpi_reduce(void *user, int64_t *buf, size_t n, int op) {
     (void)user;
+    int f = mpi_fault("kmeans", nreduce);
+    if (f == 2)
+        _exit(3);
+    if (f == 3)
+        raise(SIGKILL);
     double t0 = MPI_Wtime();
     nreduce++;
     reduce_words += n;
@@ -75,7 +83,8 @@ int mpi_cmd_build(int argc, char **argv) {
     double t0 = MPI_Wtime();
     int rc = cmd_build_group(argc, argv, &g);
     /* The training's share of the exchange: more than the two status agreements means
-     * k-means ran on every rank (else rank 0 trained alone: hierarchical, tiny sample). */
+     * k-means ran on every rank (else rank 0 trained alone: a sample of under 20
+     * documents). */
     if (rc == CLI_OK && mpi_rank == 0)
         fprintf(stderr, "tartan-mpi build: %s; %llu reduces (MPI_Allreduce) of %.1f MiB in "
                 "all, %.3f s in them on rank 0; build %.3f s\n",

@@ -16,8 +16,10 @@ int mpi_cmd_build(int argc, char **argv);
 /* Fault injection for the tests, read here (never by the library): TARTAN_MPI_FAULT =
  * "WHAT:RANK:N" makes rank RANK, at step N of WHAT, fail: WHAT is search-error (the
  * rank reports an error for batch N), search-die (the rank exits at once before batch
- * N, as a crash would), build-error or build-die (N ignored: at the encode of its
- * shards). Returns 1 (report an error), 2 (die) or 0. */
+ * N, as a crash would), build-error or build-die (N: at the library's sync point N),
+ * kmeans-die or kmeans-kill (at the build's reduce N, i.e. mid-k-means: the rank exits
+ * or is killed by SIGKILL, as the OOM killer would). WHAT-kill: also for search and
+ * build. Returns 1 (report an error), 2 (die: _exit), 3 (SIGKILL) or 0. */
 int mpi_fault(const char *what, uint64_t n);
 
 /* Ends every rank after rank 0 reported a failure. */

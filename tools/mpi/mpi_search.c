@@ -11,6 +11,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,6 +37,9 @@ static void usage(FILE *f) {
         "  --rerank adaptive|fixed, --score sum|mean, --io uring|mmap: as tartan search\n"
         "  --threads T          search threads per rank (default 1)\n"
         "  --batch B            queries per batch (default 64)\n"
+        "  --where EXPR         SQL over the shards' metadata (built with --metadata), as\n"
+        "                       tartan search; each rank filters its own shards\n"
+        "  --filter-ids FILE    external document ids, one per line; with --where: both\n"
         "  --tag NAME           run tag (default tartan)\n");
 }
 
@@ -151,6 +155,7 @@ static int unpack(const char *p, size_t len, uint32_t m, uint32_t k, part *out, 
 
 typedef struct args {
     const char *index, *queries, *qlens, *qids, *out, *tag;
+    const char *where, *filter_ids;
     uint64_t k, batch;
     int threads;
     tt_search_options so;
@@ -168,6 +173,7 @@ static int parse(int argc, char **argv, args *a) {
         {"threads", required_argument, 0, 't'}, {"tag", required_argument, 0, 'g'},
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
         {"rerank", required_argument, 0, 'K'},  {"batch", required_argument, 0, 'B'},
+        {"where", required_argument, 0, 'W'},   {"filter-ids", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *cmd = "mpi search";
     uint64_t u;
@@ -189,6 +195,8 @@ static int parse(int argc, char **argv, args *a) {
         case 'i': a->qids = optarg; break;
         case 'o': a->out = optarg; break;
         case 'g': a->tag = optarg; break;
+        case 'W': a->where = optarg; break;
+        case 'F': a->filter_ids = optarg; break;
         case 'k':
             if (!cli_parse_u64(optarg, &a->k) || a->k == 0 || a->k > 1000000)
                 return cli_usage_error(cmd, "--k must be 1..1000000");
@@ -330,6 +338,20 @@ int mpi_cmd_search(int argc, char **argv) {
         st = tt_queries_check(qs, tt_sharded_shard(sh, 0, NULL, NULL));
     if (st)
         snprintf(err, sizeof err, "%s", tt_last_error());
+    /* Filters: each rank evaluates --where and --filter-ids over its own shards, at the
+     * global rows (tools/shard_filter.c); its errors are printed at once. */
+    cli_smeta *md = NULL;
+    tt_filter *filter = NULL;
+    size_t nids = 0;
+    uint64_t found = 0;
+    if (!st && (a.where || a.filter_ids)) {
+        char who[64];
+        snprintf(who, sizeof who, "tartan-mpi search: rank %d", mpi_rank);
+        if ((a.where && cli_smeta_open(who, sh, &md)) ||
+            cli_shard_filter(who, sh, md, a.where, a.filter_ids, &filter, &nids, &found))
+            st = TT_EINVAL; /* err stays empty: already said */
+        a.so.filter = filter;
+    }
     const uint64_t nq = qs ? qs->num_queries : 0;
     /* Rank 0 learns of a failure to open anywhere before any batch: every rank agrees. */
     int failed = st != 0, any = 0;
@@ -337,16 +359,28 @@ int mpi_cmd_search(int argc, char **argv) {
     if (any) {
         /* Each failing rank says why, in rank order (rank 0 prints them). */
         for (int r = 0; r < mpi_size; r++) {
-            if (r == mpi_rank && failed)
+            if (r == mpi_rank && failed && *err)
                 fprintf(stderr, "tartan-mpi search: rank %d: error: %s\n", mpi_rank, err);
             fflush(stderr);
             MPI_Barrier(MPI_COMM_WORLD);
         }
         if (mpi_rank == 0)
             fprintf(stderr, "tartan-mpi search: no run written\n");
+        tt_filter_free(filter);
+        cli_smeta_close(md);
         tt_queries_free(qs);
         tt_sharded_close(sh);
         return CLI_FAIL;
+    }
+    if (a.where || a.filter_ids) { /* the filter's totals over every rank's shards */
+        uint64_t mine[2] = {tt_filter_count(filter), found}, all[2] = {0, 0};
+        MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        if (mpi_rank == 0 && a.filter_ids)
+            fprintf(stderr, "tartan-mpi search: --filter-ids %s: %zu ids, %llu of them name no "
+                    "live document\n", a.filter_ids, nids, (unsigned long long)(nids - all[1]));
+        if (mpi_rank == 0)
+            fprintf(stderr, "tartan-mpi search: filter: %llu documents allowed\n",
+                    (unsigned long long)all[0]);
     }
     const uint64_t B = a.batch, nbatch = (nq + B - 1) / B;
     tt_hit *hits = malloc(B * k * sizeof *hits);
@@ -366,6 +400,8 @@ int mpi_cmd_search(int argc, char **argv) {
             int f = mpi_fault("search", b);
             if (f == 2)
                 _exit(3); /* a crash: mpirun ends the job */
+            if (f == 3)
+                raise(SIGKILL);
             st = f ? TT_EIO
                    : tt_sharded_num_open(sh)
                          ? tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0,
@@ -389,6 +425,8 @@ int mpi_cmd_search(int argc, char **argv) {
         free(out[1].p);
         free(hits);
         free(nhits);
+        tt_filter_free(filter);
+        cli_smeta_close(md);
         tt_queries_free(qs);
         tt_sharded_close(sh);
         return st ? CLI_FAIL : CLI_OK;
@@ -421,6 +459,8 @@ int mpi_cmd_search(int argc, char **argv) {
         int f = mpi_fault("search", b);
         if (f == 2)
             _exit(3);
+        if (f == 3)
+            raise(SIGKILL);
         st = f ? TT_EIO
                : tt_sharded_num_open(sh)
                      ? tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0,
@@ -531,6 +571,8 @@ int mpi_cmd_search(int argc, char **argv) {
     free(out[1].p);
     free(hits);
     free(nhits);
+    tt_filter_free(filter);
+    cli_smeta_close(md);
     tt_queries_free(qs);
     tt_sharded_close(sh);
     return rc;

@@ -21,6 +21,9 @@ int mpi_fault(const char *what, uint64_t n) {
     } else if (!strncmp(f, what, wl) && !strncmp(f + wl, "-die:", 5)) {
         kind = f + wl + 5;
         res = 2;
+    } else if (!strncmp(f, what, wl) && !strncmp(f + wl, "-kill:", 6)) {
+        kind = f + wl + 6;
+        res = 3;
     }
     if (!kind)
         return 0;
