@@ -12,10 +12,16 @@ B * dim bits, for three estimates of w_j:
   query    mean q_j^2 over the queries themselves (an oracle: build has no queries);
   uniform  w_j = 1 (plain MSE allocation).
 
+With --debias A1,A2,... (documents' weights only) each dimension's table weights are
+instead multiplied by g_j^A, g_j = sum x^2 / sum x * w(x) over its held-out values:
+A = 1 is tartan's debiased weights (doc/format.md), A = 0 its --no-debias tables, and
+values between are a partial rescaling.
+
 Scores every query against every document by exact MaxSim (sum) over c + r_hat and
 prints recall@10 against exact MaxSim over the originals, MRR@10 and the widths.
 
   /usr/bin/python3 bench/codec_weights.py --index IDX --prefix W/llm3 [--bits 1,2]
+      [--debias 0,0.5,1]
 """
 import argparse
 import heapq
@@ -34,6 +40,7 @@ def main():
     ap.add_argument('--prefix', required=True)
     ap.add_argument('--bits', default='1,2')
     ap.add_argument('--k', type=int, default=10)
+    ap.add_argument('--debias', help='comma-separated strengths A (documents\' weights only)')
     a = ap.parse_args()
     X = np.load(a.prefix + '.vectors.npy').astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
@@ -111,12 +118,20 @@ def main():
     print('N %d dim %d K %d (centroids %.1f MiB float32)' % (N, dim, K, C.nbytes / 2 ** 20))
     print('\n| w_j | bits/dim | widths 8/4/2/1/0 | R@%d vs exact | MRR@%d |' % (a.k, a.k))
     print('|---|---:|---|---:|---:|')
+    runs = [(name, wt, 0.0) for name, wt in weights.items()]
+    if a.debias:
+        runs = [('doc, debias %g' % float(x), weights['doc'], float(x)) for x in a.debias.split(',')]
     for b in [int(x) for x in a.bits.split(',')]:
-        for name, wt in weights.items():
+        for name, wt, strength in runs:
             wi = allocate(wt, b * dim)
             Rd = np.empty_like(R)
             for j in range(dim):
                 cut, w = tabs[j, WIDTHS[wi[j]]]
+                if strength and len(cut):
+                    col = Rh[:, j]
+                    xw = (col * w[np.searchsorted(cut, col, side='left')]).sum()
+                    if xw > 0:
+                        w = w * ((col ** 2).sum() / xw) ** strength
                 Rd[:, j] = w[np.searchsorted(cut, R[:, j], side='left')] if len(cut) else w[0]
             rr, mm = evaluate(scores(Cd + Rd))
             cnt = '/'.join(str(int((wi == k).sum())) for k in (4, 3, 2, 1, 0))
