@@ -38,6 +38,13 @@ int tt_calib_init(tt_calib *c, const tt_index *idx, const float *Q, const uint64
  * *qlen_used receives the length used. Deterministic for a seed. */
 int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
                          float noise, uint64_t seed, int cost, uint32_t *qlen_used);
+/* The same with the share other_share of a pseudo-query's vectors taken from other
+ * random documents than its source, and at most the share outlier_share of each
+ * vector's energy on the residual sketch's positions (indexes with a sketch; 1: as in
+ * the document); negative: the defaults (calibrate.c). */
+int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
+                             float noise, double other_share, double outlier_share,
+                             uint64_t seed, int cost, uint32_t *qlen_used);
 void tt_calib_free(tt_calib *c);
 /* The exhaustive top TT_CALIB_DEPTH of every query, on `threads` threads. */
 int tt_calib_truth(tt_calib *c, int threads);
