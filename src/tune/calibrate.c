@@ -16,10 +16,22 @@
 #include <stdlib.h>
 
 static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
-/* Share of a pseudo-query's vectors taken from other documents than its source. */
-#define PSEUDO_OTHER 0.5
+/* Pseudo-queries by query length (doc/benchmarks.md, "Pseudo-query calibration
+ * transfer", measured on scifact and the DiffRetriever shape): long ones (ColBERT's 32
+ * vectors) take half their vectors from other documents than their source and noise of
+ * relative norm 1.0; short ones (at most PSEUDO_SHORT vectors, the DiffRetriever
+ * shape's 4) all from their source, noise 0.5. With 4 vectors a vector from another
+ * document is a quarter of the score: such queries had no clear answer and predicted
+ * 0.62-0.78 recall where real queries got 0.88-0.95 with the same sets. */
+#define PSEUDO_SHORT 8
+#define PSEUDO_OTHER_LONG 0.5
+#define PSEUDO_OTHER_SHORT 0.0
+#define PSEUDO_NOISE_LONG 1.0f
+#define PSEUDO_NOISE_SHORT 0.5f
 /* Largest share of a pseudo-query vector's energy left on the residual sketch's
- * positions (the massive activations; 1: as the document has them). */
+ * positions (the massive activations; 1: as the document has them). Damping them
+ * (as queries of LLM encoders weigh them less) made the DiffRetriever shape's
+ * predictions worse (doc/benchmarks.md), so the default keeps them. */
 #define PSEUDO_OUTLIER_SHARE 1.0
 static const uint32_t NDOCS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
 /* The default relative pruning: stage 2 keeps ndocs documents anyway, and on the
@@ -101,8 +113,6 @@ int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint3
                              float noise, double other_share, double outlier_share,
                              uint64_t seed, int cost, uint32_t *qlen_used) {
     calib_zero(c, idx, cost);
-    if (other_share < 0)
-        other_share = PSEUDO_OTHER;
     if (outlier_share < 0)
         outlier_share = PSEUDO_OUTLIER_SHARE;
     const uint32_t dim = idx->dim;
@@ -117,6 +127,12 @@ int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint3
         qlen = idx->max_doclen <= 16 && dim >= 1024 ? 4 : 32;
     if (qlen_used)
         *qlen_used = qlen;
+    const bool short_q = qlen <= PSEUDO_SHORT;
+    if (other_share < 0)
+        other_share = short_q ? PSEUDO_OTHER_SHORT : PSEUDO_OTHER_LONG;
+    if (isnan(noise))
+        noise = short_q ? PSEUDO_NOISE_SHORT : PSEUDO_NOISE_LONG;
+    c->noise = noise;
     c->nq = n;
     int st;
     if (!(c->Q_own = tt_alloc((uint64_t)n * qlen, (uint64_t)dim * sizeof(float), "pseudo-queries")) ||
@@ -164,10 +180,11 @@ int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint3
             uint32_t j = i < len ? pick[i] : (uint32_t)tt_rng_below(&r, len);
             float *out = c->Q_own + ((uint64_t)q * qlen + i) * dim;
             const float *src = doc + (uint64_t)j * dim;
-            /* Real queries match more than one document: half the vectors come from
-             * other random documents (measured on scifact: from the source document
-             * alone, pseudo-queries were easier than the real ones and calibrated
-             * too cheap a search; doc/benchmarks.md, "Calibrated defaults"). */
+            /* Real queries match more than one document: long ones take half their
+             * vectors from other random documents (measured on scifact: from the
+             * source document alone, pseudo-queries were easier than the real ones
+             * and calibrated too cheap a search; doc/benchmarks.md, "Calibrated
+             * defaults"); short ones none (see PSEUDO_SHORT). */
             if (tt_rng_uniform(&r) < other_share) {
                 uint64_t o;
                 do
