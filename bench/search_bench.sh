@@ -33,7 +33,7 @@ cd "$W"
 if [ ! -x "$SB" ] || [ "$top/bench/search_bench.c" -nt "$SB" ]; then
     gcc -O2 -std=c11 -D_GNU_SOURCE -include "$B/config.h" -I"$top/include" -I"$top/src" \
         $(pkg-config --cflags openblas 2>/dev/null) "$top/bench/search_bench.c" \
-        "$B/.libs/libtartan-internal.a" -lopenblas -luring -lxxhash -lsqlite3 -lm -lpthread -o "$SB"
+        "$B/.libs/libtartan-internal.a" -lopenblas -luring -lxxhash -lm -lpthread -o "$SB"
 fi
 if [ ! -f "$P.idx/MANIFEST" ]; then
     /usr/bin/time -f "build: %e s, peak RSS %M KiB" "$B/tartan" build --vectors "$P.vectors.npy" \
