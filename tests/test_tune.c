@@ -142,6 +142,149 @@ START_TEST(reaches_target_on_held_out_queries) {
 }
 END_TEST
 
+/* An index of LLM-like vectors: 4 of 64 dimensions carry a large shared offset and
+ * most of the energy, so the adaptive codec gives them 8 bits and the index keeps a
+ * 4-byte residual sketch (as tests/test_search.c's adaptive index). */
+static void build_outlier_index(const char *out) {
+    const uint64_t ndocs = 300, len = 8, n = ndocs * len;
+    const uint32_t dim = 64;
+    float *x = malloc(n * dim * sizeof *x);
+    int64_t *lens = malloc(ndocs * sizeof *lens);
+    tu_clustered(x, n, dim, 40, 0.2f, 19, NULL);
+    tt_rng r;
+    tt_rng_seed(&r, 20);
+    for (uint64_t v = 0; v < n; v++)
+        for (uint32_t k = 0; k < 4; k++)
+            x[v * dim + 5 + 16 * k] += (k & 1 ? -1.0f : 1.0f) *
+                                       (float)(1.5 + 0.5 * (tt_rng_uniform(&r) - 0.5));
+    tt_normalize_rows(x, n, dim);
+    for (uint64_t d = 0; d < ndocs; d++)
+        lens[d] = (int64_t)len;
+    char v[700], l[700];
+    snprintf(v, sizeof v, "%s.v.npy", out);
+    snprintf(l, sizeof l, "%s.l.npy", out);
+    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, dim, x, n), TT_OK);
+    ck_assert_int_eq(tu_write_npy(l, TT_DT_I64, 0, lens, ndocs), TT_OK);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_msg(tt_input_open(&in, 1, vp, lp, NULL, NULL) == TT_OK, "%s", tt_last_error());
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.num_centroids = 64;
+    o.codec_tables = TT_CODEC_ADAPTIVE;
+    tu_rmrf(out);
+    ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
+    free(x);
+    free(lens);
+}
+
+/* Share of x's energy on the input dimensions of the first sb codec positions. */
+static double sketched_share(const tt_index *idx, const float *x, uint32_t sb) {
+    double out = 0, all = 0;
+    for (uint32_t t = 0; t < idx->dim; t++)
+        all += (double)x[t] * x[t];
+    for (uint32_t p = 0; p < sb; p++)
+        out += (double)x[idx->codec.perm[p]] * x[idx->codec.perm[p]];
+    return all > 0 ? out / all : 0;
+}
+
+/* Pseudo-queries by their definition, against every document's decompressed vectors
+ * (brute force): with no noise and no vectors from other documents, every vector of a
+ * pseudo-query is, up to normalisation, a vector of one single document; with the
+ * sketched positions damped to at most share s of the energy, every vector holds at
+ * most s there, and off them it is the document vector's direction; the same seed
+ * gives the same queries, another seed others. */
+START_TEST(pseudo_queries_by_definition) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/o", dir);
+    build_outlier_index(a);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    const uint32_t dim = idx->dim, sb = idx->sketch_bytes, L = idx->max_doclen;
+    ck_assert_uint_eq(sb, 4);
+    /* Every document's vectors in input order, normalised. */
+    const uint64_t D = idx->num_docs;
+    float *dv = malloc(D * L * dim * sizeof *dv), *tmp = malloc(L * dim * sizeof *tmp);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    for (uint64_t d = 0; d < D; d++) {
+        ck_assert_int_eq(tt_score_doc_vectors(ctx, d, tmp), TT_OK);
+        for (uint32_t j = 0; j < idx->doclens[d]; j++)
+            tt_codec_to_input(&idx->codec, tmp + (size_t)j * dim, dv + (d * L + j) * dim);
+        tt_normalize_rows(dv + d * L * dim, idx->doclens[d], dim);
+    }
+    tt_search_ctx_free(ctx);
+    for (int damp = 0; damp < 2; damp++) {
+        const double s = damp ? 0.25 : 1.0;
+        tt_calib c, c2, c3;
+        ck_assert_msg(tt_calib_init_pseudo_mix(&c, idx, 12, 4, 0.0f, 0.0, s, 5,
+                                               TT_TUNE_COST_WORK, NULL) == TT_OK,
+                      "%s", tt_last_error());
+        ck_assert_int_eq(tt_calib_init_pseudo_mix(&c2, idx, 12, 4, 0.0f, 0.0, s, 5,
+                                                  TT_TUNE_COST_WORK, NULL), TT_OK);
+        ck_assert_int_eq(tt_calib_init_pseudo_mix(&c3, idx, 12, 4, 0.0f, 0.0, s, 6,
+                                                  TT_TUNE_COST_WORK, NULL), TT_OK);
+        ck_assert_int_eq(memcmp(c.Q, c2.Q, 12 * 4 * dim * sizeof *c.Q), 0);
+        ck_assert_int_ne(memcmp(c.Q, c3.Q, 12 * 4 * dim * sizeof *c.Q), 0);
+        uint32_t damped = 0;
+        for (uint64_t q = 0; q < c.nq; q++) {
+            ck_assert_uint_eq(c.qlens[q], 4);
+            bool found = false;
+            for (uint64_t d = 0; d < D && !found; d++) {
+                uint32_t matched = 0;
+                for (uint32_t i = 0; i < 4; i++) {
+                    const float *x = c.Q + (c.qoffs[q] + i) * dim;
+                    for (uint32_t j = 0; j < idx->doclens[d]; j++) {
+                        const float *y = dv + (d * L + j) * dim;
+                        /* Cosine over all dimensions (no damping) or over the
+                         * unsketched ones (damping rescales only the sketched). */
+                        double xy = 0, xx = 0, yy = 0;
+                        for (uint32_t t = 0; t < dim; t++) {
+                            bool sk = false;
+                            for (uint32_t p = 0; p < sb; p++)
+                                sk |= idx->codec.perm[p] == t;
+                            if (damp && sk)
+                                continue;
+                            xy += (double)x[t] * y[t];
+                            xx += (double)x[t] * x[t];
+                            yy += (double)y[t] * y[t];
+                        }
+                        if (xy > (1 - 1e-5) * sqrt(xx * yy)) {
+                            matched++;
+                            if (damp) {
+                                double sx = sketched_share(idx, x, sb);
+                                double sy = sketched_share(idx, y, sb);
+                                ck_assert_msg(sx <= s + 1e-4, "share %.4f > %.2f", sx, s);
+                                /* The document held more: it was damped to s. */
+                                if (sy > s + 1e-3) {
+                                    ck_assert_double_eq_tol(sx, s, 1e-4);
+                                    damped++;
+                                }
+                            }
+                            break;
+                        }
+                    }
+                }
+                found = matched == 4;
+            }
+            ck_assert_msg(found, "pseudo-query %llu (damp %d): not one document's vectors",
+                          (unsigned long long)q, damp);
+        }
+        /* These vectors hold over half their energy on the outlier dimensions. */
+        if (damp)
+            ck_assert_uint_eq(damped, 12 * 4);
+        tt_calib_free(&c);
+        tt_calib_free(&c2);
+        tt_calib_free(&c3);
+    }
+    free(dv);
+    free(tmp);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* Search takes the calibrated values for the fields left at their defaults. */
 START_TEST(search_uses_calibration) {
     char a[600];
@@ -322,6 +465,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, deterministic_and_round_trip);
     tcase_add_test(tc, reaches_target_on_held_out_queries);
+    tcase_add_test(tc, pseudo_queries_by_definition);
     tcase_add_test(tc, search_uses_calibration);
     tcase_add_test(tc, changes_and_stale);
     tcase_add_test(tc, bad_input);

@@ -427,7 +427,8 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
 
 
 def tune(path: Union[str, os.PathLike], *, target_recall: float = 0.95,
-         pseudo_queries: int = 64, query_len: int = 0, noise: float = 0.5, seed: int = 42,
+         pseudo_queries: int = 64, query_len: int = 0, noise: Optional[float] = None,
+         seed: int = 42,
          cost: str = "time", threads: int = 0, if_stale: bool = False,
          progress: Any = None) -> Optional[Dict[str, Any]]:
     """Calibrates PLAID's search parameters on the index at path, as `tartan tune` does
@@ -438,9 +439,12 @@ def tune(path: Union[str, os.PathLike], *, target_recall: float = 0.95,
     the stored calibration (a dict: target, source, k10 and k100 with nprobe, ndocs,
     prune_ratio, rerank_margin, recall, ms, reached). cost="work" makes the choice
     repeatable; if_stale=True re-checks only when the index changed by a quarter since.
-    The GIL is released; Ctrl-C stops it (nothing published)."""
+    noise=None: the library's default by query length (1.0 for ColBERT-length
+    pseudo-queries, 0.5 for short ones). The GIL is released; Ctrl-C stops it (nothing
+    published)."""
     return _tartan.tune(os.fspath(path), float(target_recall), int(pseudo_queries),
-                        int(query_len), float(noise), int(seed), str(cost), int(threads),
+                        int(query_len), float("nan") if noise is None else float(noise),
+                        int(seed), str(cost), int(threads),
                         bool(if_stale), _check_progress(progress))
 
 # ------------------------------------------------------------------ search

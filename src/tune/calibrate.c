@@ -16,8 +16,23 @@
 #include <stdlib.h>
 
 static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
-/* Share of a pseudo-query's vectors taken from other documents than its source. */
-#define PSEUDO_OTHER 0.5
+/* Pseudo-queries by query length (doc/benchmarks.md, "Pseudo-query calibration
+ * transfer", measured on scifact and the DiffRetriever shape): long ones (ColBERT's 32
+ * vectors) take half their vectors from other documents than their source and noise of
+ * relative norm 1.0; short ones (at most PSEUDO_SHORT vectors, the DiffRetriever
+ * shape's 4) all from their source, noise 0.5. With 4 vectors a vector from another
+ * document is a quarter of the score: such queries had no clear answer and predicted
+ * 0.62-0.78 recall where real queries got 0.88-0.95 with the same sets. */
+#define PSEUDO_SHORT 8
+#define PSEUDO_OTHER_LONG 0.5
+#define PSEUDO_OTHER_SHORT 0.0
+#define PSEUDO_NOISE_LONG 1.0f
+#define PSEUDO_NOISE_SHORT 0.5f
+/* Largest share of a pseudo-query vector's energy left on the residual sketch's
+ * positions (the massive activations; 1: as the document has them). Damping them
+ * (as queries of LLM encoders weigh them less) made the DiffRetriever shape's
+ * predictions worse (doc/benchmarks.md), so the default keeps them. */
+#define PSEUDO_OUTLIER_SHARE 1.0
 static const uint32_t NDOCS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
 /* The default relative pruning: stage 2 keeps ndocs documents anyway, and on the
  * collections measured no pruning (ratio 0) found nothing more at the same ndocs
@@ -77,7 +92,29 @@ static double gauss(tt_rng *r) {
 
 int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
                          float noise, uint64_t seed, int cost, uint32_t *qlen_used) {
+    return tt_calib_init_pseudo_mix(c, idx, n, qlen, noise, -1, -1, seed, cost, qlen_used);
+}
+
+/* Scales the first sb positions of x (dim floats, the codec's position order: the
+ * sketched positions, where the adaptive codec put the massive activations) so that
+ * they hold at most the share `share` of its energy; the other positions unchanged. */
+static void damp_sketched(float *x, uint32_t dim, uint32_t sb, double share) {
+    double out = 0, rest = 0;
+    for (uint32_t p = 0; p < dim; p++)
+        *(p < sb ? &out : &rest) += (double)x[p] * x[p];
+    if (out <= 0 || out <= share / (1 - share) * rest)
+        return;
+    double f = sqrt(share / (1 - share) * rest / out);
+    for (uint32_t p = 0; p < sb; p++)
+        x[p] = (float)(x[p] * f);
+}
+
+int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
+                             float noise, double other_share, double outlier_share,
+                             uint64_t seed, int cost, uint32_t *qlen_used) {
     calib_zero(c, idx, cost);
+    if (outlier_share < 0)
+        outlier_share = PSEUDO_OUTLIER_SHARE;
     const uint32_t dim = idx->dim;
     if (idx->num_live == 0)
         return tt_err(TT_EINVAL, "%s: no live documents to calibrate on", idx->dir);
@@ -90,6 +127,12 @@ int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t 
         qlen = idx->max_doclen <= 16 && dim >= 1024 ? 4 : 32;
     if (qlen_used)
         *qlen_used = qlen;
+    const bool short_q = qlen <= PSEUDO_SHORT;
+    if (other_share < 0)
+        other_share = short_q ? PSEUDO_OTHER_SHORT : PSEUDO_OTHER_LONG;
+    if (isnan(noise))
+        noise = short_q ? PSEUDO_NOISE_SHORT : PSEUDO_NOISE_LONG;
+    c->noise = noise;
     c->nq = n;
     int st;
     if (!(c->Q_own = tt_alloc((uint64_t)n * qlen, (uint64_t)dim * sizeof(float), "pseudo-queries")) ||
@@ -104,8 +147,9 @@ int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t 
     float *doc = tt_alloc(idx->max_doclen, (uint64_t)dim * sizeof(float), "pseudo-queries");
     float *other = tt_alloc(idx->max_doclen, (uint64_t)dim * sizeof(float), "pseudo-queries");
     float *in = tt_alloc(dim, sizeof(float), "pseudo-queries");
+    float *damped = tt_alloc(dim, sizeof(float), "pseudo-queries");
     uint32_t *pick = tt_alloc(idx->max_doclen, sizeof *pick, "pseudo-queries");
-    if (!doc || !other || !in || !pick) {
+    if (!doc || !other || !in || !damped || !pick) {
         st = TT_ENOMEM;
         goto done;
     }
@@ -136,11 +180,12 @@ int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t 
             uint32_t j = i < len ? pick[i] : (uint32_t)tt_rng_below(&r, len);
             float *out = c->Q_own + ((uint64_t)q * qlen + i) * dim;
             const float *src = doc + (uint64_t)j * dim;
-            /* Real queries match more than one document: half the vectors come from
-             * other random documents (measured on scifact: from the source document
-             * alone, pseudo-queries were easier than the real ones and calibrated
-             * too cheap a search; doc/benchmarks.md, "Calibrated defaults"). */
-            if (tt_rng_uniform(&r) < PSEUDO_OTHER) {
+            /* Real queries match more than one document: long ones take half their
+             * vectors from other random documents (measured on scifact: from the
+             * source document alone, pseudo-queries were easier than the real ones
+             * and calibrated too cheap a search; doc/benchmarks.md, "Calibrated
+             * defaults"); short ones none (see PSEUDO_SHORT). */
+            if (tt_rng_uniform(&r) < other_share) {
                 uint64_t o;
                 do
                     o = tt_rng_below(&r, idx->num_docs);
@@ -148,6 +193,12 @@ int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t 
                 if ((st = tt_score_doc_vectors(c->ctx, o, other)))
                     goto done;
                 src = other + tt_rng_below(&r, idx->doclens[o]) * dim;
+            }
+            if (idx->sketch_bytes && outlier_share < 1) {
+                memcpy(in, src, (size_t)dim * sizeof *in);
+                damp_sketched(in, dim, idx->sketch_bytes, outlier_share);
+                memcpy(damped, in, (size_t)dim * sizeof *in);
+                src = damped;
             }
             tt_codec_to_input(&idx->codec, src, in);
             double norm = 0;
@@ -166,6 +217,7 @@ done:
     free(doc);
     free(other);
     free(in);
+    free(damped);
     free(pick);
     return st;
 }

@@ -21,8 +21,6 @@ void tt_tune_options_init(tt_tune_options *opt) {
     opt->io = TT_IO_AUTO;
 }
 
-#define TUNE_NOISE_DEFAULT 0.5f
-
 static int check_options(const tt_tune_options *in, tt_tune_options *o) {
     tt_tune_options_init(o);
     if (!in)
@@ -42,9 +40,8 @@ static int check_options(const tt_tune_options *in, tt_tune_options *o) {
                       o->num_queries);
     if (o->Q && (!o->qoffs || !o->qlens || o->nqueries == 0))
         return tt_err(TT_EINVAL, "tune options: queries without offsets, lengths or count");
-    if (isnan(o->noise))
-        o->noise = TUNE_NOISE_DEFAULT;
-    if (!(o->noise >= 0 && o->noise <= 10))
+    /* NaN stays: the default depends on the query length (calibrate.c). */
+    if (!isnan(o->noise) && !(o->noise >= 0 && o->noise <= 10))
         return tt_err(TT_EINVAL, "tune options: noise %g is not in [0, 10]", (double)o->noise);
     if (o->cost != TT_TUNE_COST_TIME && o->cost != TT_TUNE_COST_WORK)
         return tt_err(TT_EINVAL, "tune options: unknown cost %d", o->cost);
@@ -157,9 +154,9 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
     } else {
         t.pseudo = 1;
         t.num_queries = o.num_queries;
-        t.noise = o.noise;
         st = tt_calib_init_pseudo(&c, idx, o.num_queries, o.query_len, o.noise, o.seed, o.cost,
                                   &t.query_len);
+        t.noise = c.noise;
     }
     if (st)
         goto done;

@@ -24,6 +24,7 @@ typedef struct tt_calib {
     tt_search_ctx *ctx;        /* one thread times every candidate */
     tt_hit *hits;              /* TT_CALIB_DEPTH */
     double avg_doclen;
+    float noise;               /* pseudo-queries: the relative noise used */
     int cost;                  /* TT_TUNE_COST_* */
     uint64_t measured;         /* parameter sets measured */
     const volatile int *cancel;
@@ -34,10 +35,18 @@ typedef struct tt_calib {
 int tt_calib_init(tt_calib *c, const tt_index *idx, const float *Q, const uint64_t *qoffs,
                   const uint32_t *qlens, uint64_t nq, int cost);
 /* ... or with n pseudo-queries of qlen vectors each (qlen 0: by the index's shape), made
- * from random live documents' decompressed vectors moved by relative Gaussian noise.
+ * from random live documents' decompressed vectors moved by relative Gaussian noise
+ * (NaN: by the query length, calibrate.c; c->noise receives the value used).
  * *qlen_used receives the length used. Deterministic for a seed. */
 int tt_calib_init_pseudo(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
                          float noise, uint64_t seed, int cost, uint32_t *qlen_used);
+/* The same with the share other_share of a pseudo-query's vectors taken from other
+ * random documents than its source, and at most the share outlier_share of each
+ * vector's energy on the residual sketch's positions (indexes with a sketch; 1: as in
+ * the document); negative: the defaults by query length (calibrate.c). */
+int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t qlen,
+                             float noise, double other_share, double outlier_share,
+                             uint64_t seed, int cost, uint32_t *qlen_used);
 void tt_calib_free(tt_calib *c);
 /* The exhaustive top TT_CALIB_DEPTH of every query, on `threads` threads. */
 int tt_calib_truth(tt_calib *c, int threads);
