@@ -29,6 +29,7 @@ process), and the mean. --run writes a TREC run (document ids are the document n
 as in tartan-synth's .ids.txt when it numbers them; see --ids).
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -163,8 +164,10 @@ def main():
     # The real Checkpoint's model constructor loads the segmented_maxsim C++ extension
     # that scoring uses; with the encoder stubbed, call the reference's loader directly.
     from colbert.modeling.colbert import ColBERT
-    ColBERT.try_load_torch_extensions(use_gpu=False)
-    with Run().context(RunConfig(nranks=1, root=a.root, experiment="plaid")):
+    # The reference logs on stdout; keep stdout for the one JSON line.
+    with contextlib.redirect_stdout(sys.stderr), \
+            Run().context(RunConfig(nranks=1, root=a.root, experiment="plaid")):
+        ColBERT.try_load_torch_extensions(use_gpu=False)
         searcher = cs.Searcher(index=a.name, checkpoint="stub-encoder",
                                collection=["0"], verbose=1,
                                index_root=os.path.join(a.root, "plaid", "indexes"))
