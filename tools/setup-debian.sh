@@ -10,6 +10,13 @@ PKGS="$PKGS libmicrohttpd-dev libjansson-dev curl"
 PKGS="$PKGS python3-dev python3-venv python3-pip python3-setuptools python3-wheel"
 # MPI (optional: tartan-mpi and tests/cli_mpi.sh; doc/scale.md)
 PKGS="$PKGS libopenmpi-dev openmpi-bin"
+# The side-by-side benchmark against the PLAID reference (bench/plaid_ref.py; opt-in,
+# TT_BENCH_PLAID=1: torch is large): the reference's Python dependencies, faiss for its
+# k-means, and g++/ninja for its C++ extensions (torch's JIT build)
+if [ "${TT_BENCH_PLAID:-0}" = 1 ]; then
+    PKGS="$PKGS python3-torch python3-faiss python3-scipy python3-ujson python3-bitarray \
+python3-tqdm ninja-build g++"
+fi
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
