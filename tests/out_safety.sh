@@ -8,7 +8,8 @@
 #        builds into one --out: the second fails at once ("being built by pid N")
 #   A3   --force replaces only an index: files that are not part of it (a link
 #        or a user's file under an index file's name included; or an old
-#        index that cannot be removed) make the build fail before anything changes
+#        index that cannot be removed) make the build fail before anything changes;
+#        an index with damaged files (its MANIFEST too) is rebuilt
 #   A5   two searches writing the same --out at once: the run is complete
 #   A6   SIGINT/SIGTERM/SIGHUP during a build or search leave no temporary files
 #   A7   a residuals file truncated under a running search: exit 1 naming it, no SIGBUS
@@ -309,6 +310,32 @@ case_begin A3f "--force rebuilds an index whose listed file's header was overwri
 check "exit 0 (got $rc)" rc_is 0
 check "the new index does not verify" verifies idx
 check "the killed add's leftover g000005.ivf.tt stayed" gone idx/g000005.ivf.tt
+check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+[ -z "$cfail" ] || stderr_note
+case_end
+
+# The index's own MANIFEST overwritten: the other files are tartan's, so the directory
+# is an index and the MANIFEST at its name its damaged manifest (nobody else's file can
+# sit there): --force rebuilds it, as tartan report does with a cached index that does
+# not open. A directory holding only such a MANIFEST is not an index: refused.
+newcase a3g
+"$BLD" --out idx >/dev/null 2>&1
+echo garbage >idx/MANIFEST
+run 30 "$O" "$E" -- "$BLD" --out idx --force
+case_begin A3g "--force rebuilds an index whose MANIFEST was overwritten"
+check "exit 0 (got $rc)" rc_is 0
+check "the new index does not verify" verifies idx
+check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+[ -z "$cfail" ] || stderr_note
+case_end
+newcase a3h
+mkdir idx
+echo "my manifest" >idx/MANIFEST
+run 30 "$O" "$E" -- "$BLD" --out idx --force
+case_begin A3h "--force refuses a directory whose only file is a user's MANIFEST"
+check "exit 1 (got $rc)" rc_is 1
+check "message does not name MANIFEST" err_has "MANIFEST"
+check "MANIFEST deleted or changed" [ "$(cat idx/MANIFEST 2>/dev/null)" = "my manifest" ]
 check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
 [ -z "$cfail" ] || stderr_note
 case_end

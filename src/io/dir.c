@@ -285,6 +285,31 @@ bool tt_index_owns(int dfd, const char *name, const tt_manifest *listed) {
     return (listed && tt_manifest_find(listed, name)) || tt_written_by_tartan(dfd, name);
 }
 
+/* Whether the directory fd holds a file, other than its MANIFEST, that the index owns:
+ * then it is an index, and a MANIFEST in it that does not read is that index's,
+ * damaged (nobody else's file can sit at that name in an index directory: the index
+ * would be reading it as its manifest). */
+static bool holds_index_files(int fd, const tt_manifest *listed) {
+    DIR *d = tt_dir_list(fd);
+    if (!d)
+        return false;
+    bool any = false;
+    struct dirent *de;
+    while (!any && (de = readdir(d)))
+        any = strcmp(de->d_name, TT_F_MANIFEST) && tt_index_owns(fd, de->d_name, listed);
+    closedir(d);
+    return any;
+}
+
+/* tt_index_owns, and a damaged MANIFEST of an index directory (holds_index_files). */
+static bool dir_owns(int fd, const char *name, const tt_manifest *listed, bool indexdir) {
+    if (tt_index_owns(fd, name, listed))
+        return true;
+    struct stat sb;
+    return indexdir && !strcmp(name, TT_F_MANIFEST) &&
+           fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+}
+
 size_t tt_foreign_entries(int fd, const char *path, char *buf, size_t cap) {
     size_t count = 0;
     if (cap)
@@ -294,6 +319,7 @@ size_t tt_foreign_entries(int fd, const char *path, char *buf, size_t cap) {
         return 0;
     tt_manifest listed;
     read_listed(path, &listed);
+    const bool indexdir = holds_index_files(fd, &listed);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -301,7 +327,7 @@ size_t tt_foreign_entries(int fd, const char *path, char *buf, size_t cap) {
         struct stat sb;
         bool isdir = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
                      S_ISDIR(sb.st_mode);
-        if (!tt_index_owns(fd, de->d_name, &listed))
+        if (!dir_owns(fd, de->d_name, &listed, indexdir))
             list_add(buf, cap, &count, de->d_name, isdir);
     }
     closedir(d);
@@ -339,13 +365,14 @@ int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path) {
     size_t nleft = 0;
     tt_manifest listed;
     read_listed(path, &listed);
+    const bool indexdir = holds_index_files(fd, &listed);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         struct stat sb;
         bool got = fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
-        if (tt_index_owns(fd, de->d_name, &listed)) {
+        if (dir_owns(fd, de->d_name, &listed, indexdir)) {
             if (unlinkat(fd, de->d_name, 0) != 0 && st == TT_OK)
                 st = tt_err_errno(TT_EIO, errno, "%s/%s: cannot remove", path, de->d_name);
         } else {
