@@ -743,10 +743,9 @@ typedef struct tt_tune_options {
      * live documents, query_len of each one's decompressed vectors (with repeats when it
      * has fewer; 0: 4 when the documents hold at most 16 vectors each and dim >= 1024,
      * the DiffRetriever shape, else 32, ColBERT's), each moved by Gaussian noise of
-     * `noise` times its norm (NaN, the default: 1.0 for pseudo-queries of more than 8
-     * vectors, half of whose vectors come from other random documents, and 0.5 for
-     * shorter ones, all from their document; doc/search.md) and renormalised when the
-     * index is. */
+     * `noise` times its norm (NaN, the default: 0.5) and renormalised when the index
+     * is; pseudo-queries of more than 8 vectors take half of them from other random
+     * documents, shorter ones all from their document (doc/search.md). */
     const float *Q;
     const uint64_t *qoffs;
     const uint32_t *qlens;

@@ -5,6 +5,8 @@
 #include "index/index.h"
 #include "tune/tune.h"
 
+#include <math.h>
+
 #define DIM 32
 #define NDOCS 1200
 #define DOCLEN 12
@@ -278,6 +280,26 @@ START_TEST(pseudo_queries_by_definition) {
         tt_calib_free(&c);
         tt_calib_free(&c2);
         tt_calib_free(&c3);
+    }
+    /* The defaults (NaN noise, negative shares): noise 0.5; short pseudo-queries (4
+     * vectors) all from their document, long ones (32) half from others: the same
+     * queries as those parameters given explicitly, whose meaning the loop above
+     * checks, and not the same as the other length's mix. */
+    for (uint32_t qlen = 4; qlen <= 32; qlen += 28) {
+        const double other = qlen == 4 ? 0.0 : 0.5, wrong = qlen == 4 ? 0.5 : 0.0;
+        tt_calib d, e, w;
+        ck_assert_int_eq(tt_calib_init_pseudo(&d, idx, 12, qlen, NAN, 5, TT_TUNE_COST_WORK,
+                                              NULL), TT_OK);
+        ck_assert_int_eq(tt_calib_init_pseudo_mix(&e, idx, 12, qlen, 0.5f, other, 1.0, 5,
+                                                  TT_TUNE_COST_WORK, NULL), TT_OK);
+        ck_assert_int_eq(tt_calib_init_pseudo_mix(&w, idx, 12, qlen, 0.5f, wrong, 1.0, 5,
+                                                  TT_TUNE_COST_WORK, NULL), TT_OK);
+        ck_assert_float_eq(d.noise, 0.5f);
+        ck_assert_int_eq(memcmp(d.Q, e.Q, (size_t)12 * qlen * dim * sizeof *d.Q), 0);
+        ck_assert_int_ne(memcmp(d.Q, w.Q, (size_t)12 * qlen * dim * sizeof *d.Q), 0);
+        tt_calib_free(&d);
+        tt_calib_free(&e);
+        tt_calib_free(&w);
     }
     free(dv);
     free(tmp);

@@ -439,8 +439,7 @@ def tune(path: Union[str, os.PathLike], *, target_recall: float = 0.95,
     the stored calibration (a dict: target, source, k10 and k100 with nprobe, ndocs,
     prune_ratio, rerank_margin, recall, ms, reached). cost="work" makes the choice
     repeatable; if_stale=True re-checks only when the index changed by a quarter since.
-    noise=None: the library's default by query length (1.0 for ColBERT-length
-    pseudo-queries, 0.5 for short ones). The GIL is released; Ctrl-C stops it (nothing
+    noise=None: the library's default (0.5). The GIL is released; Ctrl-C stops it (nothing
     published)."""
     return _tartan.tune(os.fspath(path), float(target_recall), int(pseudo_queries),
                         int(query_len), float("nan") if noise is None else float(noise),
@@ -659,7 +658,7 @@ class Index(_tartan.Index):
         statistics (a dict)."""
         src, keep = _source(vectors, doclens, ids, copy, bf16)
         opts = _options("change", options, "add",
-                        [k for k in OPTIONS["change"] if k != "retrain"])
+                        [k for k in OPTIONS["change"] if k not in ("retrain", "strict")])
         with _metadata_path(metadata) as mp:
             if mp is not None:
                 opts = dict(opts, metadata=mp)

@@ -18,16 +18,18 @@
 static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
 /* Pseudo-queries by query length (doc/benchmarks.md, "Pseudo-query calibration
  * transfer", measured on scifact and the DiffRetriever shape): long ones (ColBERT's 32
- * vectors) take half their vectors from other documents than their source and noise of
- * relative norm 1.0; short ones (at most PSEUDO_SHORT vectors, the DiffRetriever
- * shape's 4) all from their source, noise 0.5. With 4 vectors a vector from another
- * document is a quarter of the score: such queries had no clear answer and predicted
- * 0.62-0.78 recall where real queries got 0.88-0.95 with the same sets. */
+ * vectors) take half their vectors from other documents than their source; short ones
+ * (at most PSEUDO_SHORT vectors, the DiffRetriever shape's 4) all from their source.
+ * With 4 vectors a vector from another document is a quarter of the score: such
+ * queries had no clear answer and predicted 0.62-0.78 recall where real queries got
+ * 0.88-0.95 with the same sets. Noise of relative norm 0.5 for both: 1.0 on long ones
+ * predicted scifact's recall more closely but chose the same sets there, and sets
+ * twice as dear at the same recall on the ColBERT-shape collections of 20k and 300k
+ * documents ("Side by side with the PLAID reference"). */
 #define PSEUDO_SHORT 8
 #define PSEUDO_OTHER_LONG 0.5
 #define PSEUDO_OTHER_SHORT 0.0
-#define PSEUDO_NOISE_LONG 1.0f
-#define PSEUDO_NOISE_SHORT 0.5f
+#define PSEUDO_NOISE 0.5f
 /* Largest share of a pseudo-query vector's energy left on the residual sketch's
  * positions (the massive activations; 1: as the document has them). Damping them
  * (as queries of LLM encoders weigh them less) made the DiffRetriever shape's
@@ -131,7 +133,7 @@ int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint3
     if (other_share < 0)
         other_share = short_q ? PSEUDO_OTHER_SHORT : PSEUDO_OTHER_LONG;
     if (isnan(noise))
-        noise = short_q ? PSEUDO_NOISE_SHORT : PSEUDO_NOISE_LONG;
+        noise = PSEUDO_NOISE;
     c->noise = noise;
     c->nq = n;
     int st;
