@@ -94,7 +94,7 @@ def tune(
     target_recall: float = ...,
     pseudo_queries: int = ...,
     query_len: int = ...,
-    noise: float = ...,
+    noise: Optional[float] = ...,
     seed: int = ...,
     cost: Literal["time", "work"] = ...,
     threads: int = ...,

@@ -532,6 +532,8 @@ class TestChanges(Base):
                     ix.compact(**bad)
             with self.assertRaisesRegex(TypeError, "add: unknown option 'retrain'"):
                 ix.add(self.docs[:1], ids=["new"], retrain=True)
+            with self.assertRaisesRegex(TypeError, "add: unknown option 'strict'"):
+                ix.add(self.docs[:1], ids=["new"], strict=True)
             self.assertEqual(len(ix), len(self.docs) - 1)
             st = ix.compact()
             self.assertEqual(st["segments"], 1)
