@@ -502,8 +502,11 @@ TT_API void tt_reshard_options_init(tt_reshard_options *opt);
  * replaced). Metadata is copied with the documents (each new shard's metadata.tt holds its
  * documents' rows; columns merged by name, a column of two incompatible types is
  * TT_EUNSUPPORTED), and each new shard gets the calibration (tune.tt) of the source
- * part holding most of its documents. Not supported yet (TT_EUNSUPPORTED): sources with
- * sparse postings.
+ * part holding most of its documents. Sparse postings (every source part has them, or
+ * none) follow their documents: each new shard's sparse.tt holds its documents' BM25
+ * counts and lengths, or quantized weights with the scale each term had in the source
+ * (so sparse and hybrid runs equal the source's), and every new shard keeps the stored
+ * vocabulary (vocab.tt; the source parts must share it, else TT_ECORRUPT).
  * Errors: TT_EINVAL (shards 0 or > 4096, fewer live documents than shards, out_dir the
  * source), TT_ENOTFOUND, TT_ECORRUPT (naming the damaged file), TT_EBUSY, TT_EEXIST,
  * TT_EIO, TT_ENOSPC, TT_ENOMEM, TT_ECANCELED, TT_EUNSUPPORTED. */

@@ -4,7 +4,8 @@
 # postings; sparse and hybrid search over it use the whole collection's BM25 statistics
 # and the whole set's quantization scales, so the run files must be IDENTICAL to those of
 # the unsharded index of the same documents (hybrid with the exhaustive dense mode,
-# whose dense lists are the unsharded ones too), with and without a filter.
+# whose dense lists are the unsharded ones too), with and without a filter. tartan
+# reshard carries the postings: runs over the resharded index equal the source's.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 [ -x "$PY" ] || { echo "python3 missing: skip"; exit 77; }
 HASH="${TT_BUILDDIR:-.}/tartan-hash-encoder --dim 16"
@@ -95,6 +96,90 @@ expect_ok "build term ids --vocab --shards 2" B --sparse "$WORK/ids.jsonl" --voc
 "$T" search --index "$WORK/wu" --mode sparse --sparse-queries "$WORK/sq.jsonl" --k 100 --out "$WORK/u.run" 2>/dev/null
 same "term ids (string queries via the stored vocabulary), 2 shards vs string terms unsharded" \
     "$WORK/u.run" "$WORK/s.run"
+
+# tartan reshard of indexes with sparse postings (doc/scale.md): documents deleted from
+# the source first (among them, for the weights, the holder of some term's largest
+# weight, whose quantization scale a reshard must keep), then resharded into 1, 2 and 3
+# shards from the plain and from the sharded index: every sparse and hybrid run must be
+# IDENTICAL to the source's.
+"$PY" - "$WORK" <<'EOF'
+import json, sys
+w = sys.argv[1]
+best = {}
+for l in open(w + "/sp.jsonl"):
+    r = json.loads(l)
+    for t, x in r["terms"].items():
+        if t not in best or x > best[t][0]:
+            best[t] = (x, r["id"])
+dels = sorted(set(v[1] for v in best.values()))[:8] + ["d3", "d60", "d61", "d140"]
+open(w + "/del.txt", "w").write("".join(d + "\n" for d in dels))
+with open(w + "/sqi.jsonl", "w") as f:  # the sparse queries as integer term ids
+    for l in open(w + "/sq.jsonl"):
+        r = json.loads(l)
+        f.write(json.dumps({"id": r["id"], "term_ids": {t[1:]: x for t, x in r["terms"].items()}}) + "\n")
+EOF
+del() { # del INDEX: the ids of del.txt deleted from it (each shard of a sharded one)
+    if [ -f "$1/SHARDS" ]; then
+        for d in "$1"/shard-*; do "$T" delete --index "$d" --ids "$WORK/del.txt" >/dev/null 2>&1; done
+    else "$T" delete --index "$1" --ids "$WORK/del.txt" >/dev/null 2>&1; fi
+}
+for x in u s wu ws is; do del "$WORK/$x"; done
+for src in u s wu ws; do
+    for n in 1 2 3; do
+        "$T" reshard --index "$WORK/$src" --shards $n --out "$WORK/$src-r$n" >/dev/null 2>"$WORK/err" ||
+            { cat "$WORK/err"; bad "reshard $src into $n"; }
+    done
+done
+[ -f "$WORK/s-r2/shard-0001/sparse.tt" ] && [ -f "$WORK/u-r1/sparse.tt" ] &&
+    ok "resharded: every shard has its sparse.tt" || bad "a resharded shard without sparse.tt"
+expect_ok "verify a resharded shard" "$T" verify "$WORK/ws-r3/shard-0002"
+for m in "sparse" "hybrid" "hybrid --fusion rrf" "hybrid --alpha 0.3 --fusion-depth 40"; do
+    for src in u s wu ws; do
+        sq=""
+        case $src in w*) sq="--sparse-queries $WORK/sq.jsonl" ;; esac
+        kind=BM25
+        [ -n "$sq" ] && kind=weights
+        run() { # run INDEX OUT: the text queries through the encoder, but for sparse weights
+            if [ "$m" = sparse ] && [ -n "$sq" ]; then
+                # shellcheck disable=SC2086
+                "$T" search --index "$1" --mode $m $sq --k 100 --out "$2" 2>/dev/null
+            else
+                # shellcheck disable=SC2086
+                S --index "$1" --mode $m --dense-mode exhaustive $sq --out "$2" 2>/dev/null
+            fi
+        }
+        run "$WORK/$src" "$WORK/src.run"
+        for n in 1 2 3; do
+            run "$WORK/$src-r$n" "$WORK/r.run"
+            same "$kind --mode $m, $src with deletions resharded into $n" "$WORK/src.run" "$WORK/r.run"
+            rm -f "$WORK/r.run"
+        done
+        rm -f "$WORK/src.run"
+    done
+done
+# term ids with a stored vocabulary: kept by every new shard; queries of integer ids and
+# of words (through the stored vocabulary) give the source's runs
+expect_ok "reshard term ids with a vocabulary into 3" "$T" reshard --index "$WORK/is" --shards 3 --out "$WORK/is3"
+[ -f "$WORK/is3/shard-0000/vocab.tt" ] && [ -f "$WORK/is3/shard-0002/vocab.tt" ] &&
+    cmp -s "$WORK/is/shard-0000/vocab.tt" "$WORK/is3/shard-0002/vocab.tt" &&
+    ok "every new shard stores the vocabulary" || bad "a resharded shard without the vocabulary"
+for q in sqi sq; do
+    "$T" search --index "$WORK/is" --mode sparse --sparse-queries "$WORK/$q.jsonl" --k 100 --out "$WORK/src.run" 2>/dev/null
+    "$T" search --index "$WORK/is3" --mode sparse --sparse-queries "$WORK/$q.jsonl" --k 100 --out "$WORK/r.run" 2>"$WORK/err" ||
+        { cat "$WORK/err"; bad "term ids: $q search failed"; }
+    same "term ids ($q queries), resharded into 3" "$WORK/src.run" "$WORK/r.run"
+    rm -f "$WORK/src.run" "$WORK/r.run"
+done
+echo '{"id": "x", "term_ids": {"60": 1}}' >"$WORK/q60.jsonl"
+expect_fail "resharded: a term id past the stored vocabulary" "past" \
+    "$T" search --index "$WORK/is3" --mode sparse --sparse-queries "$WORK/q60.jsonl" --out "$WORK/x.run"
+# a damaged sparse.tt in the source: named, nothing published
+cp -r "$WORK/ws" "$WORK/wbad"
+"$PY" -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-3]^=0x5a; open(p,'wb').write(b)" \
+    "$WORK/wbad/shard-0001/sparse.tt"
+expect_fail "reshard: a damaged sparse.tt named" "shard-0001/sparse.tt" \
+    "$T" reshard --index "$WORK/wbad" --shards 2 --out "$WORK/wbad2"
+[ ! -e "$WORK/wbad2" ] && ok "a failed reshard publishes nothing" || bad "a failed reshard left $WORK/wbad2"
 
 # bad input
 expect_fail "--mode sparse on a sharded index without postings" "no sparse postings" sh -c \

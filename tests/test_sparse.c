@@ -1127,6 +1127,144 @@ START_TEST(stored_vocabulary) {
 }
 END_TEST
 
+/* Reshard's quantization (tt_sparse_payload_fixed): a segment of real-valued weights,
+ * some documents deleted (among them the holder of each of several terms' largest
+ * weight), its live documents extracted and a range of them written with the source's
+ * scales: every term keeps its scale bit for bit and every posting its 8-bit value
+ * (checked against the source file's own lists); scaled by the largest live weight
+ * instead (tt_sparse_payload_scaled), some scale changes. */
+static const char *row_id(void *user, uint64_t row, size_t *len) {
+    char *buf = user;
+    *len = (size_t)snprintf(buf, 32, "r%llu", (unsigned long long)row);
+    return buf;
+}
+
+START_TEST(fixed_scales_keep_values) {
+    enum { D = 600, V = 40 };
+    tt_sparse_set *src;
+    ck_assert_int_eq(tt_sparse_set_new(&src, TT_SPARSE_KIND_WEIGHTS), TT_OK);
+    tt_rng r;
+    tt_rng_seed(&r, 77);
+    char names[16][16];
+    const char *tp[16];
+    size_t tl[16];
+    float w[16];
+    for (uint64_t d = 0; d < D; d++) {
+        uint32_t nt = 1 + (uint32_t)tt_rng_below(&r, 12);
+        for (uint32_t j = 0; j < nt; j++) {
+            snprintf(names[j], sizeof names[j], "t%u", (unsigned)tt_rng_below(&r, V));
+            tp[j] = names[j];
+            tl[j] = strlen(names[j]);
+            w[j] = (float)(0.01 + 7.3 * tt_rng_uniform(&r));
+        }
+        char id[32];
+        snprintf(id, sizeof id, "d%llu", (unsigned long long)d);
+        ck_assert_int_eq(tt_sparse_set_append(src, id, strlen(id), nt, tp, tl, w, 0, "t"), TT_OK);
+    }
+    uint8_t *p;
+    uint64_t len, a, b, c;
+    ck_assert_int_eq(tt_sparse_payload(src, 0, D, &p, &len, &a, &b, &c), TT_OK);
+    tt_sparse_seg sg;
+    ck_assert_int_eq(tt_sparse_seg_parse(&sg, p, len, a, b, c, "src"), TT_OK);
+    /* dead: every 7th row, and the holder of the largest weight of terms t0..t9 */
+    uint64_t dead[D / 64 + 1] = {0};
+    for (uint64_t d = 0; d < D; d += 7)
+        dead[d >> 6] |= 1ull << (d & 63);
+    uint32_t docs[TT_SPARSE_BLOCK];
+    uint8_t vals[TT_SPARSE_BLOCK];
+    for (uint64_t t = 0; t < sg.T; t++) {
+        uint64_t o0 = tt_rd64(sg.term_off + 8 * t);
+        if (tt_rd64(sg.term_off + 8 * (t + 1)) - o0 != 2) /* "t0".."t9" */
+            continue;
+        uint32_t df = tt_sparse_seg_df(&sg, t);
+        uint64_t first = tt_sparse_seg_first_block(&sg, t);
+        for (uint64_t j = 0; j * TT_SPARSE_BLOCK < df; j++) {
+            uint32_t n = tt_sparse_block_decode(&sg, first, df, first + j, docs, vals);
+            for (uint32_t i = 0; i < n; i++)
+                if (vals[i] == 255)
+                    dead[docs[i] >> 6] |= 1ull << (docs[i] & 63);
+        }
+    }
+    uint64_t live[D], nlive = 0;
+    for (uint64_t d = 0; d < D; d++)
+        if (!tt_bit_get(dead, d))
+            live[nlive++] = d;
+    tt_sparse_set *ex;
+    ck_assert_int_eq(tt_sparse_set_new(&ex, TT_SPARSE_KIND_WEIGHTS), TT_OK);
+    char buf[32];
+    ck_assert_int_eq(tt_sparse_seg_extract(&sg, dead, row_id, buf, ex), TT_OK);
+    ck_assert_uint_eq(ex->n, nlive);
+    float *fixed = calloc(ex->terms.n, sizeof *fixed);
+    ck_assert_ptr_nonnull(fixed);
+    for (uint32_t i = 0; i < ex->terms.n; i++) {
+        int64_t t = tt_sparse_seg_find(&sg, tt_st_str(&ex->terms, i), tt_st_len(&ex->terms, i));
+        ck_assert(t >= 0);
+        fixed[i] = tt_sparse_seg_scale(&sg, (uint64_t)t);
+    }
+    const uint64_t r0 = 100, n = nlive - 150; /* a new shard's range of the live documents */
+    uint8_t *q, *g;
+    uint64_t qlen, glen, qa, qb, qc;
+    ck_assert_int_eq(tt_sparse_payload_fixed(ex, r0, n, true, fixed, &q, &qlen, &qa, &qb, &qc),
+                     TT_OK);
+    tt_sparse_seg ns;
+    ck_assert_int_eq(tt_sparse_seg_parse(&ns, q, qlen, qa, qb, qc, "new"), TT_OK);
+    uint32_t docs2[TT_SPARSE_BLOCK];
+    uint8_t vals2[TT_SPARSE_BLOCK];
+    uint64_t checked = 0;
+    for (uint64_t t2 = 0; t2 < ns.T; t2++) {
+        uint64_t o0 = tt_rd64(ns.term_off + 8 * t2), o1 = tt_rd64(ns.term_off + 8 * (t2 + 1));
+        int64_t t = tt_sparse_seg_find(&sg, ns.blob + o0, (size_t)(o1 - o0));
+        ck_assert(t >= 0);
+        float s1 = tt_sparse_seg_scale(&sg, (uint64_t)t), s2 = tt_sparse_seg_scale(&ns, t2);
+        ck_assert_msg(memcmp(&s1, &s2, 4) == 0, "term %.*s: scale %.9g, was %.9g",
+                      (int)(o1 - o0), ns.blob + o0, s2, s1);
+        /* the source list, live rows within the range, renumbered = the new list */
+        uint32_t df = tt_sparse_seg_df(&sg, (uint64_t)t), df2 = tt_sparse_seg_df(&ns, t2);
+        uint64_t f1 = tt_sparse_seg_first_block(&sg, (uint64_t)t);
+        uint64_t f2 = tt_sparse_seg_first_block(&ns, t2);
+        uint64_t k2 = 0, m2 = 0, lo = 0;
+        for (uint64_t j = 0; j * TT_SPARSE_BLOCK < df; j++) {
+            uint32_t m = tt_sparse_block_decode(&sg, f1, df, f1 + j, docs, vals);
+            for (uint32_t i = 0; i < m; i++) {
+                if (tt_bit_get(dead, docs[i]))
+                    continue;
+                while (live[lo] < docs[i])
+                    lo++;
+                if (lo < r0 || lo >= r0 + n)
+                    continue;
+                if (k2 == m2) { /* next block of the new list */
+                    ck_assert_uint_lt(k2, df2);
+                    m2 = k2 + tt_sparse_block_decode(&ns, f2, df2, f2 + k2 / TT_SPARSE_BLOCK,
+                                                     docs2, vals2);
+                }
+                ck_assert_uint_eq(docs2[k2 % TT_SPARSE_BLOCK], lo - r0);
+                ck_assert_uint_eq(vals2[k2 % TT_SPARSE_BLOCK], vals[i]);
+                k2++;
+                checked++;
+            }
+        }
+        ck_assert_uint_eq(k2, df2);
+    }
+    ck_assert_uint_gt(checked, 1000);
+    /* the largest live weight's scale differs for some term */
+    ck_assert_int_eq(tt_sparse_payload_scaled(ex, r0, n, true, &g, &glen, &qa, &qb, &qc), TT_OK);
+    ck_assert_int_eq(tt_sparse_seg_parse(&ns, g, glen, qa, qb, qc, "max"), TT_OK);
+    uint32_t changed = 0;
+    for (uint64_t t2 = 0; t2 < ns.T; t2++) {
+        uint64_t o0 = tt_rd64(ns.term_off + 8 * t2), o1 = tt_rd64(ns.term_off + 8 * (t2 + 1));
+        int64_t t = tt_sparse_seg_find(&sg, ns.blob + o0, (size_t)(o1 - o0));
+        changed += tt_sparse_seg_scale(&sg, (uint64_t)t) != tt_sparse_seg_scale(&ns, t2);
+    }
+    ck_assert_uint_ge(changed, 5);
+    free(g);
+    free(q);
+    free(fixed);
+    free(p);
+    tt_sparse_set_free(ex);
+    tt_sparse_set_free(src);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sparse");
     TCase *tc = tcase_create("core");
@@ -1140,6 +1278,7 @@ int main(void) {
     tcase_add_test(tc, term_ids);
     tcase_add_test(tc, stored_vocabulary);
     tcase_add_test(tc, filtered_sparse_and_hybrid);
+    tcase_add_test(tc, fixed_scales_keep_values);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

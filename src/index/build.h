@@ -145,6 +145,10 @@ int tt_build_write_sparse(builder *b, const tt_sparse_set *set);
 /* The sparse.tt of a shard: records [r0, r0 + n) of set, each term's quantization
  * scale the whole set's (so that a sharded index scores as the unsharded one). */
 int tt_build_write_sparse_range(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n);
+/* The same with the terms' scales given where fixed (one per term of set) holds one
+ * (tt_sparse_payload_fixed): a reshard's shard, whose weights keep their source's. */
+int tt_build_write_sparse_fixed(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                                const float *fixed);
 /* The index's vocab.tt (named with b's prefix) from set's vocabulary; nothing when
  * the set has none. Written by a build (every shard of a sharded one). */
 int tt_build_write_vocab(builder *b, const tt_sparse_set *set);

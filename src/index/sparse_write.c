@@ -37,6 +37,17 @@ int tt_build_write_sparse_range(builder *b, const tt_sparse_set *set, uint64_t r
     return st;
 }
 
+int tt_build_write_sparse_fixed(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                                const float *fixed) {
+    uint8_t *p = NULL;
+    uint64_t len, a, bb, c;
+    int st = tt_sparse_payload_fixed(set, r0, n, true, fixed, &p, &len, &a, &bb, &c);
+    if (!st)
+        st = tt_build_write_small(b, TT_F_SPARSE, "SPRS", p, (size_t)len, a, bb, c);
+    free(p);
+    return st;
+}
+
 int tt_build_write_vocab(builder *b, const tt_sparse_set *set) {
     if (!set->vocab_size)
         return TT_OK;

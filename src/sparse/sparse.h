@@ -160,6 +160,14 @@ int tt_sparse_payload(const tt_sparse_set *set, uint64_t r0, uint64_t n, uint8_t
 int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
                              bool global_scale, uint8_t **out, uint64_t *len, uint64_t *a,
                              uint64_t *b, uint64_t *c);
+/* The same with, where fixed (may be NULL; one entry per term of set) holds a scale
+ * (> 0), that scale for the term instead of its largest weight / 255: weights that
+ * were quantized with it (q * scale, dequantized) come back as the same q, so a
+ * reshard keeps every posting's value and scale exactly. Terms without one (0, or < 0:
+ * the sources disagree) are scaled as tt_sparse_payload_scaled does. */
+int tt_sparse_payload_fixed(const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                            bool global_scale, const float *fixed, uint8_t **out,
+                            uint64_t *len, uint64_t *a, uint64_t *b, uint64_t *c);
 /* Appends the documents of seg whose local rows are not marked in dead (a bitmap of
  * seg->D bits, or NULL) to set (same kind), with ids from id(user, row): what
  * a compaction merges. Weights come back dequantized (q * scale). */

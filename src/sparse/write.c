@@ -39,6 +39,17 @@ int tt_sparse_payload(const tt_sparse_set *set, uint64_t r0, uint64_t n, uint8_t
 int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
                              bool global_scale, uint8_t **out, uint64_t *len, uint64_t *a,
                              uint64_t *b, uint64_t *c) {
+    return tt_sparse_payload_fixed(set, r0, n, global_scale, NULL, out, len, a, b, c);
+}
+
+/* The scale of term t: the given one (fixed[t] > 0), else the largest weight's / 255. */
+static double term_scale(const float *fixed, const float *maxw, uint32_t t) {
+    return fixed && fixed[t] > 0 ? (double)fixed[t] : (double)maxw[t] / 255.0;
+}
+
+int tt_sparse_payload_fixed(const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                            bool global_scale, const float *fixed, uint8_t **out,
+                            uint64_t *len, uint64_t *a, uint64_t *b, uint64_t *c) {
     *out = NULL;
     if (r0 + n > set->n)
         return tt_err(TT_EINVAL, "sparse payload: records out of range");
@@ -105,7 +116,7 @@ int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
                 double tf = nearbyint((double)set->value[e]);
                 q = (uint8_t)(tf < 1 ? 1 : tf > 255 ? 255 : tf);
             } else {
-                double scale = (double)maxw[t] / 255.0;
+                double scale = term_scale(fixed, maxw, t);
                 double x = nearbyint((double)set->value[e] / scale);
                 q = (uint8_t)(x < 1 ? 1 : x > 255 ? 255 : x);
             }
@@ -141,7 +152,8 @@ int tt_sparse_payload_scaled(const tt_sparse_set *set, uint64_t r0, uint64_t n,
         bo += tl;
         uint8_t *te = p + off_tt + TT_SPARSE_TERM_BYTES * i;
         tt_wr32(te, (uint32_t)df[t]);
-        tt_wrf32(te + 4, set->kind == TT_SPARSE_KIND_BM25 ? 1.0f : (float)((double)maxw[t] / 255.0));
+        tt_wrf32(te + 4, set->kind == TT_SPARSE_KIND_BM25 ? 1.0f
+                                                         : (float)term_scale(fixed, maxw, t));
         tt_wr64(te + 8, blk);
         uint64_t prev_last = 0;
         for (uint64_t j0 = start[i]; j0 < start[i + 1]; j0 += TT_SPARSE_BLOCK, blk++) {

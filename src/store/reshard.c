@@ -6,7 +6,14 @@
  * IVF rebuilt from the codes (what compact.c does for one index). The result is
  * written into OUT.tmp-* and published as a build's (index/publish.c: OUT's lock, --force
  * only over tartan's own files); the source is only read (each part's writer lock is
- * held meanwhile, so no change runs under the copy). */
+ * held meanwhile, so no change runs under the copy).
+ *
+ * Sparse postings: the live documents' sparse vectors of every part are read into one
+ * set in global row order (as a compaction reads them), and each new shard gets those
+ * of its documents, every term quantized with the scale it had in the source (the
+ * weights, BM25 counts and lengths are kept exactly; a sharded search's BM25
+ * statistics, summed over the shards' live documents, are then the source's), and the
+ * stored vocabulary (vocab.tt), which every part must share. */
 #include "index/shards.h"
 #include "store/store.h"
 
@@ -28,6 +35,9 @@ typedef struct src_part {
     uint64_t first;
     tt_mdb md;         /* its metadata, rows renumbered as its live documents, if md_open */
     bool md_open;
+    bool has_sparse;   /* its segments have sparse postings */
+    tt_strtab vocab;   /* its stored vocabulary, if has_vocab */
+    bool has_vocab;
 } src_part;
 
 typedef struct reshard {
@@ -38,6 +48,8 @@ typedef struct reshard {
     uint32_t cur_seg;
     seg_files f;
     bool has_md;       /* some part has metadata: every new shard gets its rows' part */
+    tt_sparse_set *sparse; /* the live documents' sparse vectors, global row order, or NULL */
+    tt_sparse_scales sc;   /* their terms' source scales (weights) */
 } reshard;
 
 static int open_part(src_part *p, const char *dir, const tt_change_options *co) {
@@ -45,12 +57,6 @@ static int open_part(src_part *p, const char *dir, const tt_change_options *co) 
     if ((st = tt_store_open(&p->s, dir, co)))
         return st;
     p->opened = true;
-    for (uint32_t i = 0; i < p->s.man.n; i++) {
-        const char *nm = p->s.man.e[i].name;
-        if (strstr(nm, TT_F_SPARSE))
-            return tt_err(TT_EUNSUPPORTED, "%s/%s: indexes with sparse postings cannot be "
-                          "resharded yet", dir, nm);
-    }
     if ((st = tt_index_open_codebook(&p->cb, dir, &p->s.man)) ||
         (st = tt_store_live_collect(&p->s, p->cb, &p->l)))
         return st;
@@ -60,6 +66,43 @@ static int open_part(src_part *p, const char *dir, const tt_change_options *co) 
         (p->md_open && (st = tt_mdb_renumber(&p->md))))
         return st;
     return TT_OK;
+}
+
+/* The sparse vectors of every part's live documents, in global row order, into
+ * rs->sparse (with their terms' scales), and the stored vocabulary they share; nothing
+ * when no part has sparse postings. Every part, or none, must have them, of one kind,
+ * with the same vocabulary or none. */
+static int collect_sparse(reshard *rs, const char *dir) {
+    uint64_t next = 0;
+    int st = TT_OK;
+    uint32_t with = 0, vocabs = 0;
+    for (uint32_t k = 0; k < rs->np && !st; k++) {
+        src_part *p = &rs->p[k];
+        if ((st = tt_store_sparse_extract(&p->s, &rs->sparse, &next, &rs->sc, &p->has_sparse)) ||
+            (st = tt_store_vocab_load(&p->s, &p->vocab, &p->has_vocab)))
+            return st;
+        with += p->has_sparse;
+        vocabs += p->has_vocab;
+    }
+    if (with == 0)
+        return TT_OK;
+    if (with != rs->np)
+        return tt_err(TT_ECORRUPT, "%s: some shards have sparse postings and some do not "
+                      "(%u of %u have)", dir, with, rs->np);
+    if (rs->sparse->n != rs->ndocs)
+        return tt_err(TT_ECORRUPT, "%s: %llu live documents with sparse vectors of %llu", dir,
+                      (unsigned long long)rs->sparse->n, (unsigned long long)rs->ndocs);
+    if (vocabs == 0)
+        return TT_OK;
+    if (vocabs != rs->np)
+        return tt_err(TT_ECORRUPT, "%s: some shards store a vocabulary and some do not "
+                      "(%u of %u do)", dir, vocabs, rs->np);
+    char why[300];
+    for (uint32_t k = 1; k < rs->np; k++)
+        if (tt_sparse_vocab_compare(&rs->p[0].vocab, &rs->p[k].vocab, why, sizeof why))
+            return tt_err(TT_ECORRUPT, "%s: the vocabulary stored in %s is not %s's (%s)", dir,
+                          rs->p[k].s.dir, rs->p[0].s.dir, why);
+    return tt_sparse_vocab_copy(rs->sparse, &rs->p[0].vocab);
 }
 
 /* The new shard's calibration (tune.tt): that of the source part holding most of its
@@ -280,7 +323,10 @@ static int write_part(reshard *rs, builder *b, const char *wdir, uint64_t g0, ui
         (st = copy_range(rs, b, g0, g1)) || (st = tt_build_write_ivf(b)) ||
         (st = tt_build_segment_tables(b)) || (st = tt_build_write_meta(b, 0)) ||
         (rs->has_md && (st = write_meta_part(rs, b, wdir, g0, g1))) ||
-        (st = write_tune_part(rs, b, wdir, g0, g1)))
+        (st = write_tune_part(rs, b, wdir, g0, g1)) ||
+        (rs->sparse && (st = tt_build_write_sparse_fixed(b, rs->sparse, g0, g1 - g0,
+                                                          rs->sc.v))) ||
+        (rs->sparse && (st = tt_build_write_vocab(b, rs->sparse))))
         goto done;
     tt_manifest_segment seg = {.id = 0, .num_docs = r.in.num_docs,
                                .num_vectors = r.in.num_vectors};
@@ -375,6 +421,8 @@ int tt_index_reshard(const char *dir, uint32_t shards, const char *out_dir,
         rs.next_auto_id = TT_MAX(rs.next_auto_id, rs.p[k].l.next_auto_id);
         rs.has_md |= rs.p[k].md_open;
     }
+    if ((st = collect_sparse(&rs, dir)))
+        goto done;
     if (rs.ndocs < shards) {
         st = tt_err(TT_EINVAL, "%s: %llu live documents for %u shards", dir,
                     (unsigned long long)rs.ndocs, shards);
@@ -425,6 +473,7 @@ done:
     tt_build_free(&b);
     for (uint32_t k = 0; rs.p && k < rs.np; k++) {
         tt_store_live_free(&rs.p[k].l);
+        tt_st_free(&rs.p[k].vocab);
         if (rs.p[k].md_open)
             tt_mdb_free(&rs.p[k].md);
         tt_index_close(rs.p[k].cb);
@@ -435,6 +484,8 @@ done:
     }
     free(part_dirs);
     free(rs.p);
+    tt_sparse_set_free(rs.sparse);
+    free(rs.sc.v);
     tt_shards_file_free(&nf);
     tt_shards_file_free(&sf);
     return st;

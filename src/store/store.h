@@ -116,6 +116,20 @@ void tt_store_live_free(live_set *l);
 /* compact_sparse.c: the live documents' sparse postings of every segment merged into
  * the new segment's sparse.tt (nothing when the index has none). */
 int tt_store_compact_sparse(tt_store *s, builder *b);
+/* Per term of a sparse set, the quantization scale its postings had in the source
+ * segments (0: none yet; -1: segments with different scales). */
+typedef struct tt_sparse_scales {
+    float *v;
+    uint64_t cap;
+} tt_sparse_scales;
+/* Appends the live documents' sparse vectors of every segment of s, in row order, to
+ * *set (created, of the postings' kind, when NULL; ids "0", "1", ... counted from
+ * *next_id, which is advanced); *found false (nothing appended) when s has no sparse
+ * postings. sc (may be NULL; weights only): each term's source scale recorded. */
+int tt_store_sparse_extract(tt_store *s, tt_sparse_set **set, uint64_t *next_id,
+                            tt_sparse_scales *sc, bool *found);
+/* The stored vocabulary (vocab.tt) of s's generation into v (*have false: none). */
+int tt_store_vocab_load(tt_store *s, tt_strtab *v, bool *have);
 /* vocab.c: an add's term-id set checked against the index's stored vocabulary (the
  * same vocabulary, or ids below its size); refused with a vocabulary when the index has
  * none. */
