@@ -339,6 +339,21 @@ check "MANIFEST deleted or changed" [ "$(cat idx/MANIFEST 2>/dev/null)" = "my ma
 check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
 [ -z "$cfail" ] || stderr_note
 case_end
+# A3i: a user's MANIFEST beside files that merely carry index names (an empty ids.tt,
+# a touched LOCK) is still the user's: only a file of index data marks an index.
+newcase a3i
+mkdir idx
+echo "my manifest" >idx/MANIFEST
+: >idx/ids.tt
+: >idx/LOCK
+run 30 "$O" "$E" -- "$BLD" --out idx --force
+case_begin A3i "--force refuses a user's MANIFEST beside an empty ids.tt and LOCK"
+check "exit 1 (got $rc)" rc_is 1
+check "message does not name MANIFEST" err_has "MANIFEST"
+check "MANIFEST deleted or changed" [ "$(cat idx/MANIFEST 2>/dev/null)" = "my manifest" ]
+check "left:$(ls_glob idx.tmp-*)" gone idx.tmp-*
+[ -z "$cfail" ] || stderr_note
+case_end
 
 # A3c: a read-only old index, as a user who cannot write it (root could).
 newcase a3c

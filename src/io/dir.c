@@ -285,18 +285,36 @@ bool tt_index_owns(int dfd, const char *name, const tt_manifest *listed) {
     return (listed && tt_manifest_find(listed, name)) || tt_written_by_tartan(dfd, name);
 }
 
-/* Whether the directory fd holds a file, other than its MANIFEST, that the index owns:
- * then it is an index, and a MANIFEST in it that does not read is that index's,
- * damaged (nobody else's file can sit at that name in an index directory: the index
- * would be reading it as its manifest). */
-static bool holds_index_files(int fd, const tt_manifest *listed) {
+/* Whether name in dfd is a file of the index's data: index-named (not MANIFEST,
+ * MANIFEST.tmp or LOCK), a regular file of at least a header that starts with the
+ * magic. An empty file or a LOCK proves nothing (anyone can `touch` one). */
+static bool holds_index_data(int dfd, const char *name) {
+    if (!tt_is_index_file(name) || !strcmp(name, TT_F_MANIFEST) ||
+        !strcmp(name, "MANIFEST.tmp") || !strcmp(name, TT_F_LOCK))
+        return false;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat sb;
+    char head[4];
+    bool ours = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= TT_HEADER_SIZE &&
+                pread(fd, head, 4, 0) == 4 && !memcmp(head, TT_MAGIC, 4);
+    close(fd);
+    return ours;
+}
+
+/* Whether the directory fd holds a file of index data (holds_index_data): then it is
+ * an index, and a MANIFEST in it that does not read is that index's, damaged (nobody
+ * else's file can sit at that name in an index directory: the index would be reading
+ * it as its manifest). */
+static bool holds_index_files(int fd) {
     DIR *d = tt_dir_list(fd);
     if (!d)
         return false;
     bool any = false;
     struct dirent *de;
     while (!any && (de = readdir(d)))
-        any = strcmp(de->d_name, TT_F_MANIFEST) && tt_index_owns(fd, de->d_name, listed);
+        any = holds_index_data(fd, de->d_name);
     closedir(d);
     return any;
 }
@@ -319,7 +337,7 @@ size_t tt_foreign_entries(int fd, const char *path, char *buf, size_t cap) {
         return 0;
     tt_manifest listed;
     read_listed(path, &listed);
-    const bool indexdir = holds_index_files(fd, &listed);
+    const bool indexdir = holds_index_files(fd);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -365,7 +383,7 @@ int tt_remove_ours_fd(int fd, int dfd, const char *name, const char *path) {
     size_t nleft = 0;
     tt_manifest listed;
     read_listed(path, &listed);
-    const bool indexdir = holds_index_files(fd, &listed);
+    const bool indexdir = holds_index_files(fd);
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
