@@ -1307,7 +1307,10 @@ TT_API int tt_sparse_set_kind(const tt_sparse_set *s);
  * vocab file, then tt_build) stores it (vocab.tt, doc/format.md "Stored vocabulary"):
  * searches can then write queries as words without the file, and tt_add checks that
  * the documents it adds use the same vocabulary (the same terms in the same order,
- * else TT_EVALUE), or, given without one, ids below its size. Compaction keeps it.
+ * else TT_EVALUE), or, given without one, ids below its size. An index of term ids
+ * without a stored vocabulary (built from ids, or by a tartan older than vocab.tt)
+ * refuses documents given with a vocabulary (TT_EINVAL: nothing ties its ids to one; add
+ * them as term ids). Compaction keeps it.
  *
  * tt_index_vocab_size: the stored vocabulary's number of terms, 0 without one (or for
  * NULL). tt_index_vocab_term: the term of id (NUL-terminated, owned by idx), or NULL
