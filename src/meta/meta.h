@@ -49,7 +49,7 @@ int tt_mdb_create(tt_mdb *m);
 int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uint64_t hash);
 /* dst: a new database holding src's rows [row0, row0 + n), renumbered from 0, with all
  * of src's columns (even those only other rows use): a shard's part of a build's
- * metadata. src is committed first, otherwise unchanged. */
+ * metadata (tt_mdb_append into a new database; src unchanged). */
 int tt_mdb_slice(tt_mdb *src, uint64_t row0, uint64_t n, tt_mdb *dst);
 /* Appends src's rows [r0, r0 + n) (each present) to dst as rows row0, row0 + 1, ...,
  * with their values by column name: columns dst lacks are added, types combine as the

@@ -159,26 +159,12 @@ int tt_mdb_load(tt_mdb *m, const char *dir, const char *name, uint64_t size, uin
 }
 
 int tt_mdb_slice(tt_mdb *src, uint64_t row0, uint64_t n, tt_mdb *dst) {
-    int st;
-    if (src->in_txn) {
-        if ((st = exec(src, "COMMIT")))
-            return st;
-        src->in_txn = false;
-    }
-    sqlite3_int64 size = 0;
-    unsigned char *img = sqlite3_serialize(src->db, "main", &size, 0);
-    if (!img)
-        return tt_err(TT_ENOMEM, "metadata: cannot serialize the database (out of memory)");
-    if ((st = connect(dst))) {
-        sqlite3_free(img);
+    /* only the slice's rows are read and written: S shards cost one pass over the
+     * rows, not S copies of the whole database */
+    int st = tt_mdb_create(dst);
+    if (st)
         return st;
-    }
-    if ((st = adopt_image(dst, img, (uint64_t)size, "metadata (a copy)")))
-        return st;
-    char sql[128];
-    snprintf(sql, sizeof sql, "DELETE FROM meta WHERE row < %llu OR row >= %llu",
-             (unsigned long long)row0, (unsigned long long)(row0 + n));
-    if ((st = begin(dst)) || (st = exec(dst, sql)) || (st = tt_mdb_renumber(dst)))
+    if ((st = tt_mdb_append(dst, src, row0, n, 0)))
         tt_mdb_free(dst);
     return st;
 }
