@@ -157,7 +157,16 @@ TARTAN_MPI_FAULT=search-error:1:1 timeout 120 $MPIRUN -n 2 "$TM" search --index 
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 1: error: injected" "$WORK/log" && [ -z "$(ls "$WORK" | grep x.run)" ] \
     && ok "sparse: rank 1 fails at batch 1: named, no run" || bad "sparse fault: exit $rc, $(head -c 300 "$WORK/log")"
-rm -rf "$WORK/bm" "$WORK/bm1" "$WORK/ws"
+# shards of two kinds (shard 1 of the weights index in the BM25 one): one process refuses
+# them; so do 2 ranks, each of which sees one kind only
+cp -r "$WORK/bm" "$WORK/mix" && rm -r "$WORK/mix/shard-0001" && cp -r "$WORK/ws/shard-0001" "$WORK/mix/"
+timeout 120 $MPIRUN -n 2 "$TM" search --index "$WORK/mix" --mode sparse --queries "$WORK/q.tsv" \
+    --out "$WORK/x.run" >"$WORK/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error: $WORK/mix: the ranks' shards have sparse postings of different kinds" "$WORK/log" \
+    && [ ! -e "$WORK/x.run" ] && ok "shards with postings of two kinds on two ranks: refused, no run" \
+    || bad "two kinds: exit $rc, $(head -c 300 "$WORK/log")"
+rm -rf "$WORK/bm" "$WORK/bm1" "$WORK/ws" "$WORK/mix"
 
 # failures: an error reported by a rank, a rank that dies, a shard that is missing
 fails() { # DESC PATTERN FAULT N

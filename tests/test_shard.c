@@ -2,7 +2,9 @@
  * the concatenated lists (random lists with many tied scores); the SHARDS file's round
  * trip and each of its checks; and, through the library, a sharded build's search
  * equal to the unsharded index's in exhaustive mode, opened whole and rank by rank
- * (the rank lists merged with tt_hits_merge, as tartan-mpi does). */
+ * (the rank lists merged with tt_hits_merge, as tartan-mpi does); and sparse and hybrid
+ * search split over simulated processes (tt_sharded_sparse_stats summed,
+ * tt_sharded_sparse_search_stats, lists merged by exact score) equal to one process. */
 #include "testutil.h"
 #include "index/shards.h"
 #include "io/dir.h"

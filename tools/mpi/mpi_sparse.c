@@ -206,18 +206,22 @@ int mpi_search_sparse(mpi_search_args *a) {
     /* Every rank agrees on a failure anywhere before any collective that needs data. */
     int failed = st != 0, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    /* The shape of the sparse queries: records and entries, the same on every rank that
-     * loaded them (max and min, as max of x and of ~x; ranks without a shard give 0). */
-    uint64_t shape[4] = {0, 0, 0, 0}, agreed[4] = {0, 0, 0, 0};
+    /* The shape of the sparse queries (records, entries) and the shards' kind of
+     * postings: the same on every rank that opened a shard (max and min, as max of x and
+     * of ~x; ranks without a shard give 0). One process refuses shards of two kinds
+     * (tt_sharded_sparse_stats); so do the ranks together. */
+    uint64_t shape[6] = {0, 0, 0, 0, 0, 0}, agreed[6] = {0, 0, 0, 0, 0, 0};
     if (!any && idx) {
         shape[0] = tt_sparse_set_size(sq);
         shape[1] = E;
-        shape[2] = ~shape[0];
-        shape[3] = ~shape[1];
+        shape[2] = (uint64_t)tt_index_sparse_kind(idx);
+        for (int i = 0; i < 3; i++)
+            shape[3 + i] = ~shape[i];
     }
     if (!any)
-        MPI_Allreduce(shape, agreed, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    const bool mismatch = !any && (~agreed[2] != agreed[0] || ~agreed[3] != agreed[1] ||
+        MPI_Allreduce(shape, agreed, 6, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    const bool mismatch = !any && (~agreed[3] != agreed[0] || ~agreed[4] != agreed[1] ||
+                                   ~agreed[5] != agreed[2] ||
                                    agreed[1] > (uint64_t)INT32_MAX - 2);
     if (any || mismatch) {
         /* Each failing rank says why, in rank order (rank 0 prints them). */
@@ -228,9 +232,11 @@ int mpi_search_sparse(mpi_search_args *a) {
             MPI_Barrier(MPI_COMM_WORLD);
         }
         if (mpi_rank == 0 && mismatch)
-            fprintf(stderr, "tartan-mpi search: error: the ranks read different sparse queries "
-                    "(%llu or %llu records; a file changed?) or too many terms\n",
-                    (unsigned long long)agreed[0], (unsigned long long)~agreed[2]);
+            fprintf(stderr, "tartan-mpi search: error: %s: the ranks' shards have sparse "
+                    "postings of different kinds, or the ranks read different sparse queries "
+                    "(%llu or %llu records; a file changed?), or the queries have too many "
+                    "terms\n", a->index, (unsigned long long)agreed[0],
+                    (unsigned long long)~agreed[3]);
         if (mpi_rank == 0)
             fprintf(stderr, "tartan-mpi search: no run written\n");
         tt_filter_free(filter);
