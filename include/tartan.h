@@ -1356,6 +1356,50 @@ TT_API int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q,
                                           uint32_t k, int threads, tt_hit *hits,
                                           uint32_t *nhits, double *seconds);
 
+/* ------------------ sparse search split over processes (some shards each, MPI) */
+
+/* A sparse or hybrid search of a sharded index whose shards are served by several
+ * processes (tartan-mpi search: each opens some shards, tt_sharded_open rank r of R)
+ * needs the whole collection's BM25 statistics, the sums of every process's part:
+ * compute each process's part with tt_sharded_sparse_stats, sum them (MPI_Allreduce),
+ * search each process's shards with tt_sharded_sparse_search_stats, and merge the
+ * processes' lists by (higher double score, then lower global row), cut to k: the result
+ * is exactly tt_sharded_hybrid_search_batch's sparse one in one process (and, for a
+ * hybrid search, fusing the merged dense list of tt_sharded_search_batch to depth
+ * max(k, fusion depth) with that sparse list cut to the same depth, by tt_fuse, is
+ * exactly its hybrid one).
+ *
+ * tt_sparse_set_num_entries: the (term, weight) entries of every record of s, records
+ * in order (record r's terms follow those of records 0..r-1); 0 for NULL. */
+TT_API uint64_t tt_sparse_set_num_entries(const tt_sparse_set *s);
+/* The statistics of the shards sh opened: *live_docs (their live documents, BM25's N),
+ * *total_len (those documents' summed lengths) and, for each entry e of queries (df:
+ * tt_sparse_set_num_entries(queries) of them), df[e] the number of live documents
+ * holding its term (all 0 for postings of weights, whose scores need no statistics).
+ * sh may have no shard open (all 0). Errors: TT_EINVAL (NULL), TT_EUNSUPPORTED (a shard
+ * without sparse postings), TT_ECORRUPT (shards with postings of different kinds),
+ * TT_ENOMEM. */
+TT_API int tt_sharded_sparse_stats(const tt_sharded *sh, const tt_sparse_set *queries,
+                                   uint64_t *live_docs, uint64_t *total_len, uint64_t *df);
+/* Exact sparse top-k of nqueries queries over the shards sh opened, scored with the
+ * given statistics (the sums of every process's tt_sharded_sparse_stats; df one per
+ * entry of queries): per query, each shard's top k, merged by (higher score, then lower
+ * global row) on the exact double scores. Query i is record sparse_of[i] of queries
+ * (sparse_of NULL: record i; UINT64_MAX: no terms, no hits). hits: nqueries * k, rows
+ * global, scores rounded to float; scores (may be NULL): nqueries * k, the exact
+ * scores, by which lists of several processes must be merged (two hits whose float
+ * scores tie may not tie as doubles). sopt->filter, when set, is over the GLOBAL rows
+ * (tt_sharded_num_docs; each shard searches its own rows' part). sh without a shard open:
+ * no hits. Errors: those of tt_sparse_search, naming the query and the shard;
+ * TT_EINVAL (NULL, k = 0, a filter over another number of rows, sparse_of past the
+ * records), TT_EDIM (fewer records than queries), TT_EUNSUPPORTED, TT_ECORRUPT. */
+TT_API int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *queries,
+                                          const uint64_t *sparse_of, uint64_t nqueries,
+                                          uint32_t k, const tt_sparse_options *sopt,
+                                          uint64_t live_docs, uint64_t total_len,
+                                          const uint64_t *df, int threads, tt_hit *hits,
+                                          double *scores, uint32_t *nhits);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,8 @@
 # tartan-mpi (doc/scale.md) under mpirun -n 1..4 on one machine (oversubscribed):
 # distributed search gives the run of one-process `tartan search` over the same sharded
 # index, byte for byte, in PLAID and exhaustive modes, for every rank count and batch
-# size; a rank that reports an error, dies or is killed mid-search fails the job with a
+# size, and in --mode sparse and hybrid (BM25 statistics summed over the ranks, lists
+# fused at rank 0); a rank that reports an error, dies or is killed mid-search fails the job with a
 # message naming the rank, and no run is written. Distributed builds (flat and
 # hierarchical k-means) give the one-process files; a rank killed mid-k-means, or one
 # that meets bad input in its slice, fails the build, publishes nothing and leaves an
@@ -86,6 +87,86 @@ $MPIRUN -n 2 "$TM" search --index "$WORK/sh" --queries "$Q" --where "year > 1" \
 [ $? -ne 0 ] && grep -q "has no metadata" "$WORK/log" && [ ! -e "$WORK/fm" ] \
     && ok "--where on shards without metadata: refused, no run" || bad "no metadata ($(head -c 300 "$WORK/log"))"
 rm -rf "$WORK/shm" "$WORK/onem"
+
+# sparse and hybrid (--mode sparse|hybrid): the ranks sum their shards' BM25 statistics
+# (MPI_Allreduce), search their shards with the sums, rank 0 merges by exact score and,
+# for hybrid, fuses: the run of one-process `tartan search --mode sparse|hybrid` over the
+# same index, byte for byte (texts: skewed words, so scores tie and terms are rare)
+"$PY" - "$WORK" <<'PY'
+import json, random, sys
+w = sys.argv[1]
+rng = random.Random(5)
+words = ["w%d" % i for i in range(40)]
+def text(n):
+    return " ".join(words[min(39, int(rng.paretovariate(1.2) * 2))] for _ in range(n))
+with open(w + "/c.text.tsv", "w") as f, open(w + "/sp.jsonl", "w") as g:
+    for i in open(w + "/c.ids.txt").read().split():
+        f.write("%s\t%s\n" % (i, text(1 + rng.randrange(25))))
+        t = {rng.choice(words): round(rng.uniform(0.05, 5.0), 3) for _ in range(1 + rng.randrange(10))}
+        g.write(json.dumps({"id": i, "terms": t}) + "\n")
+with open(w + "/q.tsv", "w") as f, open(w + "/sq.jsonl", "w") as g:
+    for j, q in enumerate(open(w + "/c.qids.txt").read().split()):
+        if j == 4:
+            continue  # a dense query without a sparse one: its dense list alone
+        f.write("%s\t%s\n" % (q, text(1 + rng.randrange(4)) if j != 7 else "nosuchword"))
+        t = {rng.choice(words): round(rng.uniform(0.5, 2), 2) for _ in range(1 + rng.randrange(4))}
+        g.write(json.dumps({"id": q, "terms": t}) + "\n")
+PY
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 --shards 3 \
+    --bm25 --text "$WORK/c.text.tsv" --out "$WORK/bm" >/dev/null 2>&1 || bad "build --shards 3 --bm25"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 \
+    --bm25 --text "$WORK/c.text.tsv" --out "$WORK/bm1" >/dev/null 2>&1 || bad "build --bm25"
+"$T" build --vectors "$V" --doclens "$L" --ids "$WORK/c.ids.txt" --centroids 32 --shards 3 \
+    --sparse "$WORK/sp.jsonl" --out "$WORK/ws" >/dev/null 2>&1 || bad "build --shards 3 --sparse"
+QV="--queries $Q --query-ids $WORK/c.qids.txt"
+same_mpi() { # DESC RANKS INDEX ARGS...: tartan search and tartan-mpi search, the same run
+    d=$1 n=$2 x=$3
+    shift 3
+    rm -f "$WORK/s1" "$WORK/s2"
+    "$T" search --index "$x" --k 15 "$@" --out "$WORK/s1" >"$WORK/log" 2>&1 \
+        || bad "$d: tartan search failed ($(tail -c 300 "$WORK/log"))"
+    $MPIRUN -n "$n" "$TM" search --index "$x" --k 15 --batch 5 "$@" --out "$WORK/s2" \
+        >"$WORK/log" 2>&1
+    [ -s "$WORK/s1" ] && cmp -s "$WORK/s1" "$WORK/s2" \
+        && ok "$d, $n ranks: the one-process run ($(wc -l <"$WORK/s1") lines)" \
+        || bad "$d, $n ranks: runs differ ($(tail -c 300 "$WORK/log"))"
+}
+same_mpi "BM25 sparse" 2 "$WORK/bm" --mode sparse --queries "$WORK/q.tsv"
+same_mpi "BM25 sparse (rank 3 opens no shard)" 4 "$WORK/bm" --mode sparse --query-text "$WORK/q.tsv" --k1 1.2 --b 0.75
+same_mpi "BM25 hybrid, exhaustive dense" 2 "$WORK/bm" --mode hybrid $QV --query-text "$WORK/q.tsv" --dense-mode exhaustive
+grep -q "1 of 23 queries have no sparse query" "$WORK/log" && ok "... a dense query without a sparse one: warned" \
+    || bad "no warning for the query without a sparse one"
+same_mpi "BM25 hybrid, plaid dense, alpha 0.2, depth 30" 3 "$WORK/bm" --mode hybrid $QV --query-text "$WORK/q.tsv" --alpha 0.2 --fusion-depth 30
+same_mpi "hybrid, --sparse-queries, rrf" 2 "$WORK/bm" --mode hybrid $QV --sparse-queries "$WORK/sq.jsonl" --fusion rrf --dense-mode exhaustive
+same_mpi "hybrid with --filter-ids" 2 "$WORK/bm" --mode hybrid $QV --query-text "$WORK/q.tsv" --dense-mode exhaustive --filter-ids "$WORK/even.ids"
+same_mpi "weights (--sparse) sparse" 2 "$WORK/ws" --mode sparse --sparse-queries "$WORK/sq.jsonl"
+same_mpi "weights hybrid" 3 "$WORK/ws" --mode hybrid $QV --sparse-queries "$WORK/sq.jsonl"
+same_mpi "a plain BM25 index: hybrid" 2 "$WORK/bm1" --mode hybrid $QV --query-text "$WORK/q.tsv"
+# an index without sparse postings: named by every rank that serves a shard, every rank
+# exits non-zero (no hang: bounded by timeout), no run
+rm -f "$WORK/x.run"
+timeout 120 $MPIRUN -n 4 "$TM" search --index "$WORK/sh" --mode hybrid $QV --query-text "$WORK/q.tsv" \
+    --out "$WORK/x.run" >"$WORK/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c "error: $WORK/sh has no sparse postings" "$WORK/log")" -eq 3 ] \
+    && [ ! -e "$WORK/x.run" ] && ok "an index without sparse postings: named by each rank, no run" \
+    || bad "no sparse postings: exit $rc, $(head -c 300 "$WORK/log")"
+rm -f "$WORK/x.run"
+TARTAN_MPI_FAULT=search-error:1:1 timeout 120 $MPIRUN -n 2 "$TM" search --index "$WORK/bm" --mode sparse \
+    --queries "$WORK/q.tsv" --batch 5 --out "$WORK/x.run" >"$WORK/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 1: error: injected" "$WORK/log" && [ -z "$(ls "$WORK" | grep x.run)" ] \
+    && ok "sparse: rank 1 fails at batch 1: named, no run" || bad "sparse fault: exit $rc, $(head -c 300 "$WORK/log")"
+# shards of two kinds (shard 1 of the weights index in the BM25 one): one process refuses
+# them; so do 2 ranks, each of which sees one kind only
+cp -r "$WORK/bm" "$WORK/mix" && rm -r "$WORK/mix/shard-0001" && cp -r "$WORK/ws/shard-0001" "$WORK/mix/"
+timeout 120 $MPIRUN -n 2 "$TM" search --index "$WORK/mix" --mode sparse --queries "$WORK/q.tsv" \
+    --out "$WORK/x.run" >"$WORK/log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error: $WORK/mix: the ranks' shards have sparse postings of different kinds" "$WORK/log" \
+    && [ ! -e "$WORK/x.run" ] && ok "shards with postings of two kinds on two ranks: refused, no run" \
+    || bad "two kinds: exit $rc, $(head -c 300 "$WORK/log")"
+rm -rf "$WORK/bm" "$WORK/bm1" "$WORK/ws" "$WORK/mix"
 
 # failures: an error reported by a rank, a rank that dies, a shard that is missing
 fails() { # DESC PATTERN FAULT N

@@ -35,6 +35,10 @@ typedef struct sjob {
     double avgdl;
     uint64_t nqueries;
     uint32_t depth;
+    const uint64_t *gdf;        /* per entry of sq: its term's df over the whole collection,
+                                 * given (tt_sharded_sparse_search_stats), or NULL: summed
+                                 * over the open shards, query by query */
+    double *out_scores;         /* nqueries * depth exact scores, or NULL */
     tt_hit *out;                /* nqueries * depth */
     uint32_t *nout;
     double *seconds;            /* may be NULL: added to */
@@ -57,15 +61,15 @@ static void job_fail(sjob *j, int st, uint64_t q) {
 }
 
 /* One query: global df, each shard's top depth, the merge. */
-static int one_query(sjob *j, uint64_t r, tt_hit *out, uint32_t *nout, uint64_t *df,
-                     uint64_t *part, tt_hit *hits, double *scores, shit *all) {
+static int one_query(sjob *j, uint64_t r, tt_hit *out, double *out_scores, uint32_t *nout,
+                     uint64_t *df, uint64_t *part, tt_hit *hits, double *scores, shit *all) {
     const tt_sharded *sh = j->sh;
     const uint32_t S = sh->nopen;
     uint64_t nt = j->sq->off[r + 1] - j->sq->off[r];
     int st;
     for (uint64_t i = 0; i < nt; i++)
-        df[i] = 0;
-    for (uint32_t s = 0; s < S; s++) {
+        df[i] = j->gdf ? j->gdf[j->sq->off[r] + i] : 0;
+    for (uint32_t s = 0; s < S && !j->gdf; s++) {
         if ((st = tt_sparse_query_df(sh->idx[s], j->sq, r, part)))
             return st;
         for (uint64_t i = 0; i < nt; i++)
@@ -86,8 +90,11 @@ static int one_query(sjob *j, uint64_t r, tt_hit *out, uint32_t *nout, uint64_t 
     }
     qsort(all, n, sizeof *all, by_score);
     uint32_t m = (uint32_t)TT_MIN(n, (uint64_t)j->depth);
-    for (uint32_t i = 0; i < m; i++)
+    for (uint32_t i = 0; i < m; i++) {
         out[i] = (tt_hit){.doc = all[i].doc, .score = (float)all[i].score};
+        if (out_scores)
+            out_scores[i] = all[i].score;
+    }
     *nout = m;
     return TT_OK;
 }
@@ -117,8 +124,9 @@ static void sparse_worker(void *arg, int t, int nthreads) {
         uint64_t r = j->sparse_of ? j->sparse_of[q] : q;
         j->nout[q] = 0;
         int st = r == UINT64_MAX ? TT_OK
-                                 : one_query(j, r, j->out + q * j->depth, &j->nout[q], df, part,
-                                             hits, scores, all);
+                                 : one_query(j, r, j->out + q * j->depth,
+                                             j->out_scores ? j->out_scores + q * j->depth : NULL,
+                                             &j->nout[q], df, part, hits, scores, all);
         if (j->seconds)
             j->seconds[q] += tt_now() - t0;
         if (st) {
@@ -275,6 +283,139 @@ done:
     free(sh_n);
     free(dh);
     free(dn);
+    for (uint32_t s = 0; filters && s < S; s++)
+        tt_filter_free(filters[s]);
+    free(filters);
+    return st;
+}
+
+/* ------------------------------- sparse search of some shards, given statistics */
+
+uint64_t tt_sparse_set_num_entries(const tt_sparse_set *s) { return s ? s->off[s->n] : 0; }
+
+/* The open shards' sparse kind (0: none open); TT_EUNSUPPORTED for a shard without
+ * postings, TT_ECORRUPT for two kinds. */
+static int shards_kind(const tt_sharded *sh, uint32_t *kind) {
+    *kind = 0;
+    for (uint32_t s = 0; s < sh->nopen; s++) {
+        const tt_index *x = sh->idx[s];
+        if (!x->sparse_kind)
+            return tt_err(TT_EUNSUPPORTED, "%s: the shard has no sparse postings (build with "
+                          "--bm25 or --sparse)", x->dir);
+        if (*kind && x->sparse_kind != *kind)
+            return tt_err(TT_ECORRUPT, "%s: sparse postings of another kind than %s's", x->dir,
+                          sh->idx[0]->dir);
+        *kind = x->sparse_kind;
+    }
+    return TT_OK;
+}
+
+int tt_sharded_sparse_stats(const tt_sharded *sh, const tt_sparse_set *queries,
+                            uint64_t *live_docs, uint64_t *total_len, uint64_t *df) {
+    if (!sh || !queries || !live_docs || !total_len || (queries->off[queries->n] && !df))
+        return tt_err(TT_EINVAL, "tt_sharded_sparse_stats: NULL argument");
+    uint32_t kind;
+    int st = shards_kind(sh, &kind);
+    if (st)
+        return st;
+    *live_docs = *total_len = 0;
+    const uint64_t E = queries->off[queries->n];
+    if (E)
+        memset(df, 0, E * sizeof *df);
+    uint64_t maxnt = 1;
+    for (uint64_t r = 0; r < queries->n; r++)
+        maxnt = TT_MAX(maxnt, queries->off[r + 1] - queries->off[r]);
+    uint64_t *part = tt_alloc(maxnt, sizeof *part, "sparse statistics");
+    if (!part)
+        return TT_ENOMEM;
+    for (uint32_t s = 0; s < sh->nopen && !st; s++) {
+        const tt_index *x = sh->idx[s];
+        *live_docs += x->sparse_live;
+        *total_len += x->sparse_total_len;
+        for (uint64_t r = 0; r < queries->n && !st && kind == TT_SPARSE_KIND_BM25; r++) {
+            if ((st = tt_sparse_query_df(x, queries, r, part)))
+                break;
+            for (uint64_t i = queries->off[r]; i < queries->off[r + 1]; i++)
+                df[i] += part[i - queries->off[r]];
+        }
+    }
+    free(part);
+    return st;
+}
+
+int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *queries,
+                                   const uint64_t *sparse_of, uint64_t nqueries, uint32_t k,
+                                   const tt_sparse_options *sopt, uint64_t live_docs,
+                                   uint64_t total_len, const uint64_t *df, int threads,
+                                   tt_hit *hits, double *scores, uint32_t *nhits) {
+    const tt_sparse_set *sq = queries;
+    if (!sh || !sq || (nqueries && (!hits || !nhits)) || (sq->off[sq->n] && !df))
+        return tt_err(TT_EINVAL, "tt_sharded_sparse_search_stats: NULL argument");
+    if (k == 0)
+        return tt_err(TT_EINVAL, "tt_sharded_sparse_search_stats: k must be at least 1");
+    if (!sparse_of && sq->n < nqueries)
+        return tt_err(TT_EDIM, "tt_sharded_sparse_search_stats: %llu sparse queries for %llu "
+                      "queries", (unsigned long long)sq->n, (unsigned long long)nqueries);
+    for (uint64_t q = 0; sparse_of && q < nqueries; q++)
+        if (sparse_of[q] != UINT64_MAX && sparse_of[q] >= sq->n)
+            return tt_err(TT_EINVAL, "tt_sharded_sparse_search_stats: query %llu names sparse "
+                          "record %llu of %llu", (unsigned long long)q,
+                          (unsigned long long)sparse_of[q], (unsigned long long)sq->n);
+    uint32_t kind;
+    int st = shards_kind(sh, &kind);
+    if (st)
+        return st;
+    tt_sparse_options sdef, so;
+    if (!sopt) {
+        tt_sparse_options_init(&sdef);
+        sopt = &sdef;
+    }
+    tt_sparse_options_init(&so);
+    memcpy(&so, sopt, TT_MIN((size_t)sopt->struct_size, sizeof so));
+    so.struct_size = sizeof so;
+    const tt_filter *gf = so.filter;
+    so.filter = NULL;
+    if (gf && gf->num_rows != sh->num_docs)
+        return tt_err(TT_EINVAL, "tt_sharded_sparse_search_stats: the filter is over %llu "
+                      "rows, the index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
+                      (unsigned long long)sh->num_docs);
+    const uint32_t S = sh->nopen;
+    if (S == 0) { /* no shard here: no hits */
+        if (nqueries)
+            memset(nhits, 0, nqueries * sizeof *nhits);
+        return TT_OK;
+    }
+    /* as index/open.c computes avgdl for one index */
+    double avgdl = live_docs ? (double)total_len / (double)live_docs : 1.0;
+    if (!(avgdl > 0))
+        avgdl = 1.0;
+    tt_filter **filters = gf ? tt_calloc(S ? S : 1, sizeof *filters, "shard filters") : NULL;
+    if (gf && !filters)
+        return TT_ENOMEM;
+    for (uint32_t s = 0; s < S && gf; s++) { /* each shard's part of the filter */
+        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
+        if ((st = tt_filter_new(&filters[s], n)))
+            goto done;
+        for (uint64_t r = 0; r < n; r++)
+            if (tt_filter_bit(gf, base + r))
+                filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
+    }
+    sjob j = {.sh = sh, .sq = sq, .sparse_of = sparse_of, .sopt = &so, .filters = filters,
+              .N = live_docs, .avgdl = avgdl, .nqueries = nqueries, .depth = k, .gdf = df,
+              .out_scores = scores, .out = hits, .nout = nhits};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.failed, 0);
+    pthread_mutex_init(&j.mu, NULL);
+    if (threads <= 0)
+        threads = tt_default_threads();
+    if ((uint64_t)threads > nqueries)
+        threads = nqueries ? (int)nqueries : 1;
+    if (nqueries)
+        tt_parallel(threads, sparse_worker, &j);
+    pthread_mutex_destroy(&j.mu);
+    if (j.status)
+        st = tt_err(j.status, "%s", j.msg);
+done:
     for (uint32_t s = 0; filters && s < S; s++)
         tt_filter_free(filters[s]);
     free(filters);

@@ -1,13 +1,14 @@
-/* tartan-mpi search: each rank opens the shards s with s % R == rank of a sharded index
- * and searches them; rank 0 merges the per-query top-k lists of every rank by the total
- * order of tt_search (tt_hits_merge: higher score, then lower global row) and writes
- * the run, which is identical to `tartan search` over the same index in one process.
+/* tartan-mpi search (dense; --mode sparse|hybrid: mpi_sparse.c): each rank opens the
+ * shards s with s % R == rank of a sharded index and searches them; rank 0 merges the
+ * per-query top-k lists of every rank by the total order of tt_search (tt_hits_merge:
+ * higher score, then lower global row) and writes the run, which is identical to
+ * `tartan search` over the same index in one process.
  *
  * Queries go in batches. A rank searches a batch, posts its results to rank 0
  * (MPI_Isend, two buffers) and goes on with the next batch while rank 0 merges the
  * previous one. A message: i32 status, u32 queries; status 0: per query u32 n, then n
  * hits of (f32 score, u64 global row, u16 id length, id bytes); else the error text. */
-#include "mpi_common.h"
+#include "mpi_search.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -23,6 +24,9 @@ enum { TAG_RESULTS = 1 };
 static void usage(FILE *f) {
     fprintf(f,
         "usage: mpirun -n R tartan-mpi search --index DIR --queries Q.npy --out RUN [options]\n"
+        "       mpirun -n R tartan-mpi search --index DIR --mode sparse --queries Q.tsv --out RUN\n"
+        "       mpirun -n R tartan-mpi search --index DIR --mode hybrid --queries Q.npy\n"
+        "           --query-ids FILE --query-text Q.tsv --out RUN\n"
         "\n"
         "Each rank searches the shards s of DIR with s %% R == rank; rank 0 merges and\n"
         "writes the TREC run, identical to `tartan search` over DIR in one process.\n"
@@ -32,7 +36,20 @@ static void usage(FILE *f) {
         "  --queries Q.npy      as tartan search; --qlens L.npy, --query-ids FILE too\n"
         "  --k N                results per query (default 10)\n"
         "  --out RUN            output file, written by rank 0 aside, then renamed\n"
-        "  --mode M             plaid (default), exhaustive or exact\n"
+        "  --mode M             dense: plaid (default; also 'dense'), exhaustive or exact;\n"
+        "                       sparse: the index's sparse postings (BM25 or weights), with\n"
+        "                       the whole collection's BM25 statistics (MPI_Allreduce);\n"
+        "                       hybrid: both, fused at rank 0 (doc/search.md)\n"
+        "  --dense-mode M       the dense part of --mode hybrid: plaid, exhaustive or exact\n"
+        "  --sparse-queries F   sparse queries, JSON Lines {\"id\", \"terms\": {t: w}}\n"
+        "                       (or \"term_ids\": {\"2023\": w} for an index of term ids)\n"
+        "  --vocab FILE         the term ids' vocabulary for --sparse-queries (default: the\n"
+        "                       vocabulary stored in the index)\n"
+        "  --query-text F       query texts (BEIR queries.jsonl or TSV) for the sparse part,\n"
+        "                       BM25-tokenized (default with --mode sparse: --queries)\n"
+        "  --k1 X, --b X        BM25 parameters (default 0.9, 0.4)\n"
+        "  --fusion minmax|rrf, --fusion-depth N, --alpha A: hybrid fusion, as tartan\n"
+        "                       search (default minmax, 1000, 0.5)\n"
         "  --nprobe N, --ndocs N, --threshold T, --pruning R, --prune-ratio F,\n"
         "  --rerank adaptive|fixed, --score sum|mean, --io uring|mmap: as tartan search\n"
         "  --threads T          search threads per rank (default 1)\n"
@@ -43,7 +60,7 @@ static void usage(FILE *f) {
         "  --tag NAME           run tag (default tartan)\n");
 }
 
-static double now_s(void) {
+double mpi_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -51,12 +68,7 @@ static double now_s(void) {
 
 /* ------------------------------------------------------------- packing */
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static int put(buf *b, const void *x, size_t n) {
+int mpi_put(mpi_buf *b, const void *x, size_t n) {
     if (b->n + n > b->cap) {
         size_t c = b->cap ? b->cap : 4096;
         while (c < b->n + n)
@@ -72,28 +84,28 @@ static int put(buf *b, const void *x, size_t n) {
     return 0;
 }
 
-static int pack_error(buf *b, uint32_t m, const char *msg) {
+int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg) {
     int32_t st = 1;
     b->n = 0;
-    return put(b, &st, 4) || put(b, &m, 4) || put(b, msg, strlen(msg) + 1);
+    return mpi_put(b, &st, 4) || mpi_put(b, &m, 4) || mpi_put(b, msg, strlen(msg) + 1);
 }
 
-static int pack_results(buf *b, const tt_sharded *sh, uint32_t m, uint32_t k, const tt_hit *hits,
+static int pack_results(mpi_buf *b, const tt_sharded *sh, uint32_t m, uint32_t k, const tt_hit *hits,
                         const uint32_t *nhits) {
     int32_t st = 0;
     b->n = 0;
-    if (put(b, &st, 4) || put(b, &m, 4))
+    if (mpi_put(b, &st, 4) || mpi_put(b, &m, 4))
         return -1;
     for (uint32_t q = 0; q < m; q++) {
-        if (put(b, &nhits[q], 4))
+        if (mpi_put(b, &nhits[q], 4))
             return -1;
         for (uint32_t r = 0; r < nhits[q]; r++) {
             const tt_hit *h = &hits[(uint64_t)q * k + r];
             size_t len = 0;
             const char *id = tt_sharded_doc_id(sh, h->doc, &len);
             uint16_t l = (uint16_t)(id ? len : 0);
-            if (put(b, &h->score, 4) || put(b, &h->doc, 8) || put(b, &l, 2) ||
-                put(b, id ? id : "", l))
+            if (mpi_put(b, &h->score, 4) || mpi_put(b, &h->doc, 8) || mpi_put(b, &l, 2) ||
+                mpi_put(b, id ? id : "", l))
                 return -1;
         }
     }
@@ -153,16 +165,16 @@ static int unpack(const char *p, size_t len, uint32_t m, uint32_t k, part *out, 
 
 /* ------------------------------------------------------------ the command */
 
-typedef struct args {
-    const char *index, *queries, *qlens, *qids, *out, *tag;
-    const char *where, *filter_ids;
-    uint64_t k, batch;
-    int threads;
-    tt_search_options so;
-    tt_open_options oo;
-} args;
 
-static int parse(int argc, char **argv, args *a) {
+/* The dense search mode named s (plaid, exhaustive, exact), or -1. */
+static int dense_mode(const char *s) {
+    return !strcmp(s, "plaid")        ? TT_MODE_PLAID
+           : !strcmp(s, "exhaustive") ? TT_MODE_EXHAUSTIVE
+           : !strcmp(s, "exact")      ? TT_MODE_EXACT
+                                      : -1;
+}
+
+static int parse(int argc, char **argv, mpi_search_args *a) {
     static const struct option longopts[] = {
         {"index", required_argument, 0, 'x'},   {"queries", required_argument, 0, 'q'},
         {"qlens", required_argument, 0, 'L'},   {"query-ids", required_argument, 0, 'i'},
@@ -174,6 +186,11 @@ static int parse(int argc, char **argv, args *a) {
         {"pruning", required_argument, 0, 'P'}, {"prune-ratio", required_argument, 0, 'R'},
         {"rerank", required_argument, 0, 'K'},  {"batch", required_argument, 0, 'B'},
         {"where", required_argument, 0, 'W'},   {"filter-ids", required_argument, 0, 'F'},
+        {"dense-mode", required_argument, 0, 1001}, {"sparse-queries", required_argument, 0, 1002},
+        {"vocab", required_argument, 0, 1019},
+        {"query-text", required_argument, 0, 1003}, {"k1", required_argument, 0, 1004},
+        {"b", required_argument, 0, 1005},      {"fusion", required_argument, 0, 1006},
+        {"fusion-depth", required_argument, 0, 1007}, {"alpha", required_argument, 0, 1008},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *cmd = "mpi search";
     uint64_t u;
@@ -186,6 +203,8 @@ static int parse(int argc, char **argv, args *a) {
     a->tag = "tartan";
     tt_search_options_init(&a->so);
     tt_open_options_init(&a->oo);
+    tt_sparse_options_init(&a->spo);
+    tt_fusion_options_init(&a->fo);
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -206,14 +225,50 @@ static int parse(int argc, char **argv, args *a) {
                 return cli_usage_error(cmd, "--batch must be 1..1000000");
             break;
         case 'm':
-            if (!strcmp(optarg, "plaid"))
+            if (!strcmp(optarg, "sparse"))
+                a->retriever = MPI_SPARSE;
+            else if (!strcmp(optarg, "hybrid"))
+                a->retriever = MPI_HYBRID;
+            else if (!strcmp(optarg, "dense"))
                 a->so.mode = TT_MODE_PLAID;
-            else if (!strcmp(optarg, "exhaustive"))
-                a->so.mode = TT_MODE_EXHAUSTIVE;
-            else if (!strcmp(optarg, "exact"))
-                a->so.mode = TT_MODE_EXACT;
+            else if ((a->so.mode = dense_mode(optarg)) < 0)
+                return cli_usage_error(cmd, "--mode must be plaid (dense), exhaustive, exact, "
+                                       "sparse or hybrid");
+            break;
+        case 1001:
+            if ((a->so.mode = dense_mode(optarg)) < 0)
+                return cli_usage_error(cmd, "--dense-mode must be plaid, exhaustive or exact");
+            break;
+        case 1002: a->sparse_queries = optarg; break;
+        case 1019: a->vocab = optarg; break;
+        case 1003: a->query_text = optarg; break;
+        case 1004:
+            if (!cli_parse_double(optarg, &d) || d < 0)
+                return cli_usage_error(cmd, "--k1 must be a number >= 0");
+            a->spo.k1 = d;
+            break;
+        case 1005:
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
+                return cli_usage_error(cmd, "--b must be in [0, 1]");
+            a->spo.b = d;
+            break;
+        case 1006:
+            if (!strcmp(optarg, "minmax"))
+                a->fo.method = TT_FUSION_MINMAX;
+            else if (!strcmp(optarg, "rrf"))
+                a->fo.method = TT_FUSION_RRF;
             else
-                return cli_usage_error(cmd, "--mode must be plaid, exhaustive or exact");
+                return cli_usage_error(cmd, "--fusion must be minmax or rrf");
+            break;
+        case 1007:
+            if (!cli_parse_u64(optarg, &u) || u == 0 || u > 1000000)
+                return cli_usage_error(cmd, "--fusion-depth must be 1..1000000");
+            a->fo.depth = (uint32_t)u;
+            break;
+        case 1008:
+            if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1))
+                return cli_usage_error(cmd, "--alpha must be in [0, 1]");
+            a->fo.alpha = d;
             break;
         case 'I':
             if (!strcmp(optarg, "uring"))
@@ -277,7 +332,30 @@ static int parse(int argc, char **argv, args *a) {
     }
     if (optind < argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!a->index || !a->queries || !a->out || !*a->out || !strcmp(a->out, "-"))
+    /* Where the sparse queries come from: as tartan search (without --encoder). */
+    if (a->retriever == MPI_SPARSE) {
+        if (a->qlens || a->qids)
+            return cli_usage_error(cmd, "--mode sparse takes --queries (texts), --query-text "
+                                   "or --sparse-queries, not vectors");
+        if (!a->sparse_queries && !a->query_text)
+            a->query_text = a->queries;
+        if (!a->sparse_queries && !a->query_text)
+            return cli_usage_error(cmd, "--mode sparse needs --queries (texts), --query-text "
+                                   "or --sparse-queries");
+        if (a->queries && a->query_text != a->queries)
+            return cli_usage_error(cmd, "--mode sparse: give the queries once");
+    } else if (a->retriever == MPI_HYBRID && !a->sparse_queries && !a->query_text) {
+        return cli_usage_error(cmd, "--mode hybrid needs --sparse-queries or --query-text");
+    }
+    if (a->vocab && !a->sparse_queries)
+        return cli_usage_error(cmd, "--vocab goes with --sparse-queries");
+    if (a->sparse_queries && a->query_text)
+        return cli_usage_error(cmd, "--sparse-queries and --query-text exclude each other");
+    if (a->retriever == MPI_DENSE && (a->sparse_queries || a->query_text))
+        return cli_usage_error(cmd, "--sparse-queries/--query-text need --mode sparse or "
+                               "hybrid");
+    if (!a->index || (!a->queries && a->retriever != MPI_SPARSE) || !a->out || !*a->out ||
+        !strcmp(a->out, "-"))
         return cli_usage_error(cmd, "--index, --queries and --out FILE are required");
     if (!*a->tag || strpbrk(a->tag, " \t\n\r\v\f"))
         return cli_usage_error(cmd, "--tag must be a non-empty word without whitespace");
@@ -285,7 +363,7 @@ static int parse(int argc, char **argv, args *a) {
 }
 
 /* Rank 0: writes the lines to RUN aside and renames it. */
-static int write_run(const char *out, const buf *lines) {
+int mpi_write_run(const char *out, const mpi_buf *lines) {
     char *tmp = malloc(strlen(out) + 16);
     if (!tmp)
         return -1;
@@ -321,12 +399,14 @@ static int write_run(const char *out, const buf *lines) {
 }
 
 int mpi_cmd_search(int argc, char **argv) {
-    args a;
+    mpi_search_args a;
     int rc = parse(argc, argv, &a);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
     tt_blas_set_threads(1);
     cli_signals_install(false);
+    if (a.retriever != MPI_DENSE)
+        return mpi_search_sparse(&a);
     const uint32_t k = (uint32_t)a.k;
     tt_sharded *sh = NULL;
     tt_queries *qs = NULL;
@@ -385,7 +465,7 @@ int mpi_cmd_search(int argc, char **argv) {
     const uint64_t B = a.batch, nbatch = (nq + B - 1) / B;
     tt_hit *hits = malloc(B * k * sizeof *hits);
     uint32_t *nhits = malloc(B * sizeof *nhits);
-    buf out[2] = {{0}, {0}};
+    mpi_buf out[2] = {{0}, {0}};
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     if (!hits || !nhits) {
         fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
@@ -395,7 +475,7 @@ int mpi_cmd_search(int argc, char **argv) {
     if (mpi_rank != 0) {
         for (uint64_t b = 0; b < nbatch; b++) {
             uint64_t q0 = b * B, m = nq - q0 < B ? nq - q0 : B;
-            buf *o = &out[b % 2];
+            mpi_buf *o = &out[b % 2];
             MPI_Wait(&req[b % 2], MPI_STATUS_IGNORE); /* the buffer's previous send */
             int f = mpi_fault("search", b);
             if (f == 2)
@@ -408,7 +488,7 @@ int mpi_cmd_search(int argc, char **argv) {
                                                    qs->lens + q0, m, k, &a.so, a.threads, hits,
                                                    nhits, NULL)
                          : (memset(nhits, 0, m * sizeof *nhits), TT_OK);
-            int pe = st ? pack_error(o, (uint32_t)m, f ? "injected failure (TARTAN_MPI_FAULT)"
+            int pe = st ? mpi_pack_error(o, (uint32_t)m, f ? "injected failure (TARTAN_MPI_FAULT)"
                                                        : tt_last_error())
                         : pack_results(o, sh, (uint32_t)m, k, hits, nhits);
             if (pe) {
@@ -439,7 +519,7 @@ int mpi_cmd_search(int argc, char **argv) {
     uint32_t *counts = calloc((size_t)R, sizeof *counts), *pos = calloc((size_t)R, sizeof *pos);
     tt_hit *merged = malloc(k * sizeof *merged);
     const tt_hit **heads = calloc((size_t)R, sizeof *heads);
-    buf lines = {0};
+    mpi_buf lines = {0};
     bool oom = !parts || !msgs || !counts || !pos || !merged || !heads;
     for (int r = 0; r < R && !oom; r++) {
         parts[r].hits = malloc(B * k * sizeof *parts[r].hits);
@@ -452,10 +532,10 @@ int mpi_cmd_search(int argc, char **argv) {
         fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
         mpi_fail_all(CLI_FAIL);
     }
-    double t0 = now_s(), t_search = 0, t_wait = 0, t_merge = 0;
+    double t0 = mpi_now(), t_search = 0, t_wait = 0, t_merge = 0;
     for (uint64_t b = 0; b < nbatch; b++) {
         uint64_t q0 = b * B, m = nq - q0 < B ? nq - q0 : B;
-        double ta = now_s();
+        double ta = mpi_now();
         int f = mpi_fault("search", b);
         if (f == 2)
             _exit(3);
@@ -476,13 +556,13 @@ int mpi_cmd_search(int argc, char **argv) {
         for (uint64_t q = 0; q < m; q++)
             for (uint32_t r = 0; r < parts[0].n[q]; r++)
                 parts[0].id[q * k + r] = NULL; /* rank 0's ids come from its shards */
-        double tb = now_s();
+        double tb = mpi_now();
         t_search += tb - ta;
         double twait = 0;
         for (int r = 1; r < R; r++) {
             MPI_Status ms;
             int len;
-            double tw = now_s();
+            double tw = mpi_now();
             MPI_Probe(r, TAG_RESULTS, MPI_COMM_WORLD, &ms);
             MPI_Get_count(&ms, MPI_BYTE, &len);
             /* The message stays until the batch is written: the ids point into it. */
@@ -493,7 +573,7 @@ int mpi_cmd_search(int argc, char **argv) {
             }
             MPI_Recv(msgs[r], len, MPI_BYTE, r, TAG_RESULTS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             msgs[r][len] = '\0';
-            twait += now_s() - tw;
+            twait += mpi_now() - tw;
             const char *msg = NULL;
             int u = unpack(msgs[r], (size_t)len, (uint32_t)m, k, &parts[r], &msg);
             if (u) {
@@ -503,7 +583,7 @@ int mpi_cmd_search(int argc, char **argv) {
             }
         }
         t_wait += twait;
-        double tm = now_s();
+        double tm = mpi_now();
         for (uint64_t q = 0; q < m; q++) {
             for (int r = 0; r < R; r++) {
                 counts[r] = parts[r].n[q];
@@ -533,7 +613,7 @@ int mpi_cmd_search(int argc, char **argv) {
                 char line[1400];
                 int w = snprintf(line, sizeof line, "%s Q0 %.*s %u %.9g %s\n", qs->ids[q0 + q],
                                  (int)len, id ? id : "?", i + 1, merged[i].score, a.tag);
-                if (w < 0 || put(&lines, line, (size_t)w)) {
+                if (w < 0 || mpi_put(&lines, line, (size_t)w)) {
                     fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
                     mpi_fail_all(CLI_FAIL);
                 }
@@ -543,10 +623,10 @@ int mpi_cmd_search(int argc, char **argv) {
             free(msgs[r]);
             msgs[r] = NULL;
         }
-        t_merge += now_s() - tm;
+        t_merge += mpi_now() - tm;
     }
-    double wall = now_s() - t0;
-    rc = write_run(a.out, &lines) ? CLI_FAIL : CLI_OK;
+    double wall = mpi_now() - t0;
+    rc = mpi_write_run(a.out, &lines) ? CLI_FAIL : CLI_OK;
     if (rc == CLI_OK)
         fprintf(stderr, "tartan-mpi search: %llu queries on %u shards, %d ranks, batches of %llu: "
                 "%.3f s, %.1f QPS; rank 0: own search %.3f s, waiting %.3f s, merge %.1f us "

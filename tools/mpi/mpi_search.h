@@ -1,0 +1,43 @@
+/* tartan-mpi search: what the dense search (mpi_search.c) and the sparse and hybrid
+ * search (mpi_sparse.c) share: the parsed command line, message packing and the run's
+ * publication. */
+#ifndef TARTAN_MPI_SEARCH_H
+#define TARTAN_MPI_SEARCH_H
+
+#include "mpi_common.h"
+
+/* What is retrieved: --mode plaid|exhaustive|exact (dense), sparse or hybrid. */
+enum { MPI_DENSE = 0, MPI_SPARSE = 1, MPI_HYBRID = 2 };
+
+typedef struct mpi_search_args {
+    const char *index, *queries, *qlens, *qids, *out, *tag;
+    const char *where, *filter_ids;
+    uint64_t k, batch;
+    int threads;
+    tt_search_options so;
+    tt_open_options oo;
+    /* sparse and hybrid (as tartan search) */
+    int retriever;
+    const char *sparse_queries, *query_text, *vocab;
+    tt_sparse_options spo;
+    tt_fusion_options fo;
+} mpi_search_args;
+
+/* A growing message or run. */
+typedef struct mpi_buf {
+    char *p;
+    size_t n, cap;
+} mpi_buf;
+
+double mpi_now(void);
+/* Appends n bytes; -1 when out of memory. */
+int mpi_put(mpi_buf *b, const void *x, size_t n);
+/* An error message for a batch of m queries: i32 status 1, u32 m, the text. */
+int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg);
+/* Rank 0: writes the lines to RUN aside and renames it; -1 (said) on failure. */
+int mpi_write_run(const char *out, const mpi_buf *lines);
+
+/* --mode sparse|hybrid, after parsing: CLI_OK, CLI_FAIL. */
+int mpi_search_sparse(mpi_search_args *a);
+
+#endif
