@@ -704,7 +704,7 @@ int cmd_search(int argc, char **argv) {
                      fo.method == TT_FUSION_RRF ? "rrf" : "minmax", fo.depth,
                      fo.method == TT_FUSION_RRF ? "" : " (alpha)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu, sparse %s%s\n",
-                (unsigned long long)nq, (unsigned long long)info.num_docs,
+                (unsigned long long)nq, (unsigned long long)tt_sharded_num_docs(sh),
                 retriever == R_HYBRID ? "hybrid" : "sparse", (unsigned long long)k,
                 tt_index_sparse_kind(idx) == TT_SPARSE_BM25 ? "BM25" : "weights", fusion);
     } else if (eff.mode == TT_MODE_PLAID) {

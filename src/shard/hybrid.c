@@ -239,7 +239,7 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
                 filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
     }
     if (seconds)
-        memset(seconds, 0, nq1 * sizeof *seconds);
+        memset(seconds, 0, nqueries * sizeof *seconds);
     /* the dense lists to the fusion depth (their latency: tt_sharded_search_batch's) */
     if (Q && (st = tt_sharded_search_batch(sh, Q, qoffs, qlens, nqueries, depth, &dso, threads,
                                            dh, dn, seconds)))
