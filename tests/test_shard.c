@@ -406,6 +406,26 @@ START_TEST(sparse_split_over_processes) {
     ck_assert_int_eq(tt_hybrid_search_batch(idx, NULL, NULL, NULL, NULL, sq, NULL, NULL, NULL,
                                             SP_NQ, SP_K, 1, one_h, none, NULL),
                      TT_OK);
+    /* the whole-index call's own edges: no query writes nothing (not even seconds),
+     * k 0 and missing arguments are refused */
+    {
+        double secs[2] = {-1, -1};
+        ck_assert_int_eq(tt_sharded_hybrid_search_batch(all, NULL, NULL, NULL, NULL, sq, NULL,
+                                                        NULL, NULL, 0, SP_K, 1, NULL, NULL, secs),
+                         TT_OK);
+        ck_assert(secs[0] == -1 && secs[1] == -1);
+        tt_hit h1[SP_K];
+        uint32_t n1;
+        ck_assert_int_eq(tt_sharded_hybrid_search_batch(all, NULL, NULL, NULL, NULL, sq, NULL,
+                                                        NULL, NULL, 1, 0, 1, h1, &n1, NULL),
+                         TT_EINVAL);
+        ck_assert_int_eq(tt_sharded_hybrid_search_batch(all, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                        NULL, NULL, 1, SP_K, 1, h1, &n1, NULL),
+                         TT_EINVAL);
+        ck_assert_int_eq(tt_sharded_hybrid_search_batch(all, NULL, NULL, NULL, NULL, sq, NULL,
+                                                        NULL, NULL, 1, SP_K, 1, NULL, NULL, NULL),
+                         TT_EINVAL);
+    }
     for (int q = 0; q < SP_NQ; q++) {
         if (q == 3) /* zzz: no term of the index */
             ck_assert_uint_eq(nref[q], 0);
