@@ -225,19 +225,13 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
     uint32_t *sh_n = tt_calloc(nq1, sizeof *sh_n, "sparse results");
     tt_hit *dh = Q ? tt_alloc(nq1 * depth, sizeof *dh, "dense results") : NULL;
     uint32_t *dn = Q ? tt_calloc(nq1, sizeof *dn, "dense results") : NULL;
-    tt_filter **filters = gf ? tt_calloc(S, sizeof *filters, "shard filters") : NULL;
-    if (!sh_hits || !sh_n || (Q && (!dh || !dn)) || (gf && !filters)) {
+    tt_filter **filters = NULL;
+    if (!sh_hits || !sh_n || (Q && (!dh || !dn))) {
         st = TT_ENOMEM;
         goto done;
     }
-    for (uint32_t s = 0; s < S && gf; s++) { /* each shard's part of the filter */
-        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
-        if ((st = tt_filter_new(&filters[s], n)))
-            goto done;
-        for (uint64_t r = 0; r < n; r++)
-            if (tt_filter_bit(gf, base + r))
-                filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
-    }
+    if ((st = tt_sharded_split_filter(sh, gf, &filters))) /* each shard's part */
+        goto done;
     if (seconds)
         memset(seconds, 0, nqueries * sizeof *seconds);
     /* the dense lists to the fusion depth (their latency: tt_sharded_search_batch's) */
@@ -283,9 +277,7 @@ done:
     free(sh_n);
     free(dh);
     free(dn);
-    for (uint32_t s = 0; filters && s < S; s++)
-        tt_filter_free(filters[s]);
-    free(filters);
+    tt_sharded_filters_free(sh, filters);
     return st;
 }
 
@@ -389,17 +381,9 @@ int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *qu
     double avgdl = live_docs ? (double)total_len / (double)live_docs : 1.0;
     if (!(avgdl > 0))
         avgdl = 1.0;
-    tt_filter **filters = gf ? tt_calloc(S ? S : 1, sizeof *filters, "shard filters") : NULL;
-    if (gf && !filters)
-        return TT_ENOMEM;
-    for (uint32_t s = 0; s < S && gf; s++) { /* each shard's part of the filter */
-        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
-        if ((st = tt_filter_new(&filters[s], n)))
-            goto done;
-        for (uint64_t r = 0; r < n; r++)
-            if (tt_filter_bit(gf, base + r))
-                filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
-    }
+    tt_filter **filters;
+    if ((st = tt_sharded_split_filter(sh, gf, &filters))) /* each shard's part */
+        return st;
     sjob j = {.sh = sh, .sq = sq, .sparse_of = sparse_of, .sopt = &so, .filters = filters,
               .N = live_docs, .avgdl = avgdl, .nqueries = nqueries, .depth = k, .gdf = df,
               .out_scores = scores, .out = hits, .nout = nhits};
@@ -415,9 +399,6 @@ int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *qu
     pthread_mutex_destroy(&j.mu);
     if (j.status)
         st = tt_err(j.status, "%s", j.msg);
-done:
-    for (uint32_t s = 0; filters && s < S; s++)
-        tt_filter_free(filters[s]);
-    free(filters);
+    tt_sharded_filters_free(sh, filters);
     return st;
 }

@@ -17,4 +17,9 @@ struct tt_sharded {
     tt_index **idx;         /* nopen */
 };
 
+/* A filter over the global rows (NULL: none) as one filter per open shard over its own
+ * rows: *out NULL for gf NULL, else nopen filters (free with tt_sharded_filters_free). */
+int tt_sharded_split_filter(const tt_sharded *sh, const tt_filter *gf, tt_filter ***out);
+void tt_sharded_filters_free(const tt_sharded *sh, tt_filter **f);
+
 #endif

@@ -243,6 +243,35 @@ static int search_chunk(const tt_sharded *sh, const float *Q, const uint64_t *qo
     return TT_OK;
 }
 
+int tt_sharded_split_filter(const tt_sharded *sh, const tt_filter *gf, tt_filter ***out) {
+    *out = NULL;
+    if (!gf)
+        return TT_OK;
+    tt_filter **f = tt_calloc(sh->nopen ? sh->nopen : 1, sizeof *f, "shard filters");
+    if (!f)
+        return TT_ENOMEM;
+    int st = TT_OK;
+    for (uint32_t s = 0; s < sh->nopen && !st; s++) {
+        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
+        if ((st = tt_filter_new(&f[s], n)))
+            break;
+        for (uint64_t r = 0; r < n; r++)
+            if (tt_filter_bit(gf, base + r))
+                f[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
+    }
+    if (st)
+        tt_sharded_filters_free(sh, f);
+    else
+        *out = f;
+    return st;
+}
+
+void tt_sharded_filters_free(const tt_sharded *sh, tt_filter **f) {
+    for (uint32_t s = 0; f && s < sh->nopen; s++)
+        tt_filter_free(f[s]);
+    free(f);
+}
+
 int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t *qoffs,
                             const uint32_t *qlens, uint64_t nq, uint32_t k,
                             const tt_search_options *opt, int threads, tt_hit *hits,
@@ -274,16 +303,8 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     if (!w.part || !w.pn || (seconds && !w.ps) || !w.lists || !w.counts)
         st = TT_ENOMEM;
     /* A filter over the global rows: each shard gets its own rows' part. */
-    if (!st && gf && !(w.filters = tt_calloc(S, sizeof *w.filters, "shard filters")))
-        st = TT_ENOMEM;
-    for (uint32_t s = 0; s < S && !st && gf; s++) {
-        const uint64_t base = sh->first_row[sh->open_id[s]], n = sh->idx[s]->num_docs;
-        if ((st = tt_filter_new(&w.filters[s], n)))
-            break;
-        for (uint64_t r = 0; r < n; r++)
-            if (tt_filter_bit(gf, base + r))
-                w.filters[s]->bits[r >> 6] |= (uint64_t)1 << (r & 63);
-    }
+    if (!st)
+        st = tt_sharded_split_filter(sh, gf, &w.filters);
     for (uint64_t q0 = 0; q0 < nq && !st; q0 += cap) {
         uint64_t m = TT_MIN(cap, nq - q0);
         st = search_chunk(sh, Q, qoffs + q0, qlens + q0, m, k, opt, threads, hits + q0 * k,
@@ -294,8 +315,6 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     free(w.ps);
     free(w.lists);
     free(w.counts);
-    for (uint32_t s = 0; w.filters && s < S; s++)
-        tt_filter_free(w.filters[s]);
-    free(w.filters);
+    tt_sharded_filters_free(sh, w.filters);
     return st;
 }

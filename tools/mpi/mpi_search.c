@@ -84,6 +84,17 @@ int mpi_put(mpi_buf *b, const void *x, size_t n) {
     return 0;
 }
 
+void mpi_put_run_line(mpi_buf *lines, const char *qid, const char *id, size_t idlen,
+                      uint32_t rank, float score, const char *tag) {
+    char line[1400];
+    int w = snprintf(line, sizeof line, "%s Q0 %.*s %u %.9g %s\n", qid, (int)idlen,
+                     id ? id : "?", rank, (double)score, tag);
+    if (w < 0 || mpi_put(lines, line, (size_t)w)) {
+        fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
+        mpi_fail_all(CLI_FAIL);
+    }
+}
+
 int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg) {
     int32_t st = 1;
     b->n = 0;
@@ -610,13 +621,8 @@ int mpi_cmd_search(int argc, char **argv) {
                     len = parts[r].idlen[q * k + pos[r]];
                 }
                 pos[r]++;
-                char line[1400];
-                int w = snprintf(line, sizeof line, "%s Q0 %.*s %u %.9g %s\n", qs->ids[q0 + q],
-                                 (int)len, id ? id : "?", i + 1, merged[i].score, a.tag);
-                if (w < 0 || mpi_put(&lines, line, (size_t)w)) {
-                    fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
-                    mpi_fail_all(CLI_FAIL);
-                }
+                mpi_put_run_line(&lines, qs->ids[q0 + q], id, len, i + 1, merged[i].score,
+                                 a.tag);
             }
         }
         for (int r = 1; r < R; r++) {

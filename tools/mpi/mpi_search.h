@@ -32,6 +32,10 @@ typedef struct mpi_buf {
 double mpi_now(void);
 /* Appends n bytes; -1 when out of memory. */
 int mpi_put(mpi_buf *b, const void *x, size_t n);
+/* Rank 0: one TREC run line (rank from 1, the score as float); out of memory ends
+ * every rank (mpi_fail_all). */
+void mpi_put_run_line(mpi_buf *lines, const char *qid, const char *id, size_t idlen,
+                      uint32_t rank, float score, const char *tag);
 /* An error message for a batch of m queries: i32 status 1, u32 m, the text. */
 int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg);
 /* Rank 0: writes the lines to RUN aside and renames it; -1 (said) on failure. */

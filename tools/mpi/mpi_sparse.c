@@ -424,16 +424,9 @@ int mpi_search_sparse(mpi_search_args *a) {
                 res = dm; /* the dense list is no longer needed */
             }
             const char *qid = hybrid ? qs->ids[q0 + q] : tt_sparse_set_id(sq, q0 + q);
-            for (uint32_t i = 0; i < n; i++) {
-                char line[1400];
-                int w = snprintf(line, sizeof line, "%s Q0 %.*s %u %.9g %s\n", qid,
-                                 (int)res[i].idlen, res[i].id ? res[i].id : "?", i + 1,
+            for (uint32_t i = 0; i < n; i++)
+                mpi_put_run_line(&lines, qid, res[i].id, res[i].idlen, i + 1,
                                  (float)res[i].score, a->tag);
-                if (w < 0 || mpi_put(&lines, line, (size_t)w)) {
-                    fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
-                    mpi_fail_all(CLI_FAIL);
-                }
-            }
         }
         for (int r = 1; r < R; r++) {
             free(msgs[r]);
