@@ -846,6 +846,9 @@ TT_API void tt_filter_free(tt_filter *f);
 TT_API int tt_filter_add(tt_filter *f, uint64_t row);
 /* 1 if row is allowed, else 0 (also for NULL or a row out of range). */
 TT_API int tt_filter_has(const tt_filter *f, uint64_t row);
+/* Keeps in dst only the rows src allows too (both filters over the same rows: a --where
+ * filter and a --filter-ids one). Errors: TT_EINVAL (NULL, different numbers of rows). */
+TT_API int tt_filter_intersect(tt_filter *dst, const tt_filter *src);
 /* Allowed rows, and the rows the filter is over. */
 TT_API uint64_t tt_filter_count(const tt_filter *f);
 TT_API uint64_t tt_filter_num_rows(const tt_filter *f);

@@ -110,6 +110,33 @@ static uint32_t reference(const tt_index *idx, tt_search_ctx *ctx, const float *
     return m;
 }
 
+/* tt_filter_intersect against a hand-worked pair: rows over two 64-bit words and a
+ * tail, and its refusals. */
+START_TEST(filter_intersect_by_hand) {
+    tt_filter *a, *b, *c;
+    ck_assert_int_eq(tt_filter_new(&a, 130), TT_OK);
+    ck_assert_int_eq(tt_filter_new(&b, 130), TT_OK);
+    ck_assert_int_eq(tt_filter_new(&c, 129), TT_OK);
+    const uint64_t ra[] = {0, 5, 63, 64, 100, 129}, rb[] = {5, 64, 65, 128, 129};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++)
+        ck_assert_int_eq(tt_filter_add(a, ra[i]), TT_OK);
+    for (size_t i = 0; i < sizeof rb / sizeof rb[0]; i++)
+        ck_assert_int_eq(tt_filter_add(b, rb[i]), TT_OK);
+    ck_assert_int_eq(tt_filter_intersect(a, b), TT_OK);
+    ck_assert_uint_eq(tt_filter_count(a), 3); /* 5, 64, 129 */
+    for (uint64_t r = 0; r < 130; r++)
+        ck_assert_int_eq(tt_filter_has(a, r), r == 5 || r == 64 || r == 129);
+    ck_assert_uint_eq(tt_filter_count(b), 5); /* src unchanged */
+    ck_assert_int_eq(tt_filter_intersect(a, c), TT_EINVAL);
+    ck_assert_uint_eq(tt_filter_count(a), 3);
+    ck_assert_int_eq(tt_filter_intersect(NULL, b), TT_EINVAL);
+    ck_assert_int_eq(tt_filter_intersect(a, NULL), TT_EINVAL);
+    tt_filter_free(a);
+    tt_filter_free(b);
+    tt_filter_free(c);
+}
+END_TEST
+
 START_TEST(where_and_filtered_search_match_brute_force) {
     char *dir = tu_tmpdir();
     char prefix[600], meta[600], idxdir[600];
@@ -492,6 +519,7 @@ int main(void) {
     Suite *s = suite_create("meta");
     TCase *tc = tcase_create("meta");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, filter_intersect_by_hand);
     tcase_add_test(tc, filter_api);
     tcase_add_test(tc, where_and_filtered_search_match_brute_force);
     tcase_add_test(tc, metadata_follows_changes);

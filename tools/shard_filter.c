@@ -199,20 +199,14 @@ int cli_shard_filter(const char *who, const tt_sharded *sh, cli_smeta *md, const
         }
     }
     if (w && f) { /* both: the documents allowed by both */
-        tt_filter *both = NULL;
-        if ((st = tt_filter_new(&both, tt_filter_num_rows(f)))) {
+        st = tt_filter_intersect(w, f);
+        tt_filter_free(f);
+        f = NULL;
+        if (st) {
             fprintf(stderr, "%s: error: %s\n", who, tt_last_error());
             tt_filter_free(w);
-            tt_filter_free(f);
             return -1;
         }
-        for (uint64_t r = 0; r < tt_filter_num_rows(f); r++)
-            if (tt_filter_has(f, r) && tt_filter_has(w, r))
-                tt_filter_add(both, r);
-        tt_filter_free(w);
-        tt_filter_free(f);
-        w = both;
-        f = NULL;
     }
     *out = w ? w : f;
     return 0;

@@ -1204,16 +1204,6 @@ static int get_filter(PyObject *fo, const snap *s, const tt_filter **out) {
     return 0;
 }
 
-/* The rows allowed by both a and b (same num_rows), or NULL (TT_ENOMEM, message set). */
-static int filter_and(const tt_filter *a, const tt_filter *b, tt_filter **out) {
-    uint64_t n = tt_filter_num_rows(a);
-    int st = tt_filter_new(out, n);
-    for (uint64_t r = 0; st == TT_OK && r < n; r++)
-        if (tt_filter_has(a, r) && tt_filter_has(b, r))
-            st = tt_filter_add(*out, r);
-    return st;
-}
-
 /* filter(where=None, ids=None) -> Filter: the live documents for which the SQL
  * expression where holds over the metadata (tt_metadata_where) and/or whose ids are
  * among ids (tt_filter_from_ids; unknown ids counted in .unknown); both: documents
@@ -1258,9 +1248,10 @@ static PyObject *Index_filter(IndexObject *self, PyObject *args, PyObject *kw) {
         st = tt_metadata_where(md, where, &w);
     if (st == TT_OK && ids)
         st = tt_filter_from_ids(s->idx, ids, nids, &f, &unknown);
-    if (st == TT_OK && w && f)
-        st = filter_and(w, f, &out);
-    else if (st == TT_OK)
+    if (st == TT_OK && w && f) {
+        if ((st = tt_filter_intersect(w, f)) == TT_OK)
+            out = w;
+    } else if (st == TT_OK)
         out = w ? w : f;
     if (st != TT_OK)
         snprintf(msg, sizeof msg, "%s", tt_last_error());

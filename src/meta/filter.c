@@ -51,6 +51,17 @@ uint64_t tt_filter_num_rows(const tt_filter *f) {
     return f ? f->num_rows : 0;
 }
 
+int tt_filter_intersect(tt_filter *dst, const tt_filter *src) {
+    if (!dst || !src)
+        return tt_err(TT_EINVAL, "tt_filter_intersect: NULL filter");
+    if (dst->num_rows != src->num_rows)
+        return tt_err(TT_EINVAL, "tt_filter_intersect: a filter over %llu rows and one over %llu",
+                      (unsigned long long)dst->num_rows, (unsigned long long)src->num_rows);
+    for (uint64_t w = 0; w < (dst->num_rows + 63) / 64; w++)
+        dst->bits[w] &= src->bits[w];
+    return TT_OK;
+}
+
 uint64_t tt_filter_count(const tt_filter *f) {
     if (!f)
         return 0;

@@ -155,20 +155,14 @@ static int make_filter(const tt_index *idx, const srv_search_req *req, tt_filter
         return -1;
     }
     if (w && f) {
-        tt_filter *both = NULL;
-        if ((e = tt_filter_new(&both, tt_filter_num_rows(f)))) {
+        e = tt_filter_intersect(w, f);
+        tt_filter_free(f);
+        f = NULL;
+        if (e) {
             srv_reply_error(rep, 500, "filter: %s", lib_msg(e));
             tt_filter_free(w);
-            tt_filter_free(f);
             return -1;
         }
-        for (uint64_t r = 0; r < tt_filter_num_rows(f); r++)
-            if (tt_filter_has(w, r) && tt_filter_has(f, r))
-                tt_filter_add(both, r);
-        tt_filter_free(w);
-        tt_filter_free(f);
-        w = both;
-        f = NULL;
     }
     *out = w ? w : f;
     return 0;
