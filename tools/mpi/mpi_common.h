@@ -19,7 +19,8 @@ int mpi_cmd_build(int argc, char **argv);
  * N, as a crash would), build-error or build-die (N: at the library's sync point N),
  * kmeans-die or kmeans-kill (at the build's reduce N, i.e. mid-k-means: the rank exits
  * or is killed by SIGKILL, as the OOM killer would). WHAT-kill: also for search and
- * build. Returns 1 (report an error), 2 (die: _exit), 3 (SIGKILL) or 0. */
+ * build. Dies (_exit(3), as a crash: mpirun ends the job) or kills itself (SIGKILL)
+ * here; returns 1 (report an error) or 0. */
 int mpi_fault(const char *what, uint64_t n);
 
 /* Ends every rank after rank 0 reported a failure. */

@@ -15,7 +15,6 @@
  * error text. */
 #include "mpi_search.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -291,10 +290,6 @@ int mpi_search_sparse(mpi_search_args *a) {
             mpi_buf *o = &out[b % 2];
             MPI_Wait(&req[b % 2], MPI_STATUS_IGNORE); /* the buffer's previous send */
             int f = mpi_fault("search", b);
-            if (f == 2)
-                _exit(3); /* a crash: mpirun ends the job */
-            if (f == 3)
-                raise(SIGKILL);
             st = f ? TT_EIO : search_batch(a, sh, qs, sq, sparse_of, q0, m, D, stats, rows, &l);
             int pe = st ? mpi_pack_error(o, (uint32_t)m, f ? "injected failure (TARTAN_MPI_FAULT)"
                                                            : tt_last_error())
@@ -330,10 +325,6 @@ int mpi_search_sparse(mpi_search_args *a) {
         uint64_t q0 = b * B, m = nq - q0 < B ? nq - q0 : B;
         double ta = mpi_now();
         int f = mpi_fault("search", b);
-        if (f == 2)
-            _exit(3);
-        if (f == 3)
-            raise(SIGKILL);
         st = f ? TT_EIO : search_batch(a, sh, qs, sq, sparse_of, q0, m, D, stats, rows, &l);
         if (st) {
             fprintf(stderr, "tartan-mpi search: rank 0: error: in the queries from number %llu "
