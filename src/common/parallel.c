@@ -1,7 +1,9 @@
 /* Threads: the clock, the CPU count, a fork-join helper, and BLAS's own threads. */
 #include "common/common.h"
+#include "common/first_err.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,4 +74,30 @@ int tt_blas_set_threads(int n) {
                       "control");
     openblas_set_num_threads(n);
     return TT_OK;
+}
+
+void tt_first_err_init(tt_first_err *e) {
+    atomic_init(&e->failed, 0);
+    pthread_mutex_init(&e->mu, NULL);
+    e->status = TT_OK;
+    e->msg[0] = '\0';
+}
+
+void tt_first_err_set(tt_first_err *e, int st, uint64_t q) {
+    pthread_mutex_lock(&e->mu);
+    if (e->status == TT_OK) {
+        e->status = st;
+        if (q == UINT64_MAX)
+            snprintf(e->msg, sizeof e->msg, "%s", tt_last_error());
+        else
+            snprintf(e->msg, sizeof e->msg, "query %llu: %s", (unsigned long long)q,
+                     tt_last_error());
+    }
+    pthread_mutex_unlock(&e->mu);
+    atomic_store(&e->failed, 1);
+}
+
+int tt_first_err_end(tt_first_err *e) {
+    pthread_mutex_destroy(&e->mu);
+    return e->status != TT_OK ? tt_err(e->status, "%s", e->msg) : TT_OK;
 }

@@ -538,9 +538,7 @@ static int join_sparse(tt_index *idx) {
             }
     }
     idx->sparse_total_len = total;
-    idx->sparse_avgdl = idx->sparse_live ? (double)total / (double)idx->sparse_live : 1.0;
-    if (!(idx->sparse_avgdl > 0))
-        idx->sparse_avgdl = 1.0;
+    idx->sparse_avgdl = tt_bm25_avgdl(idx->sparse_live, total);
     return TT_OK;
 }
 

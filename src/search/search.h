@@ -141,6 +141,10 @@ int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);
 int tt_scan_decompressed(tt_search_ctx *c);
 int tt_scan_exact(tt_search_ctx *c);
 
+/* sparse_search.c: sparse options checked (struct_size of this library or its first
+ * version, k1, b: TT_EINVAL), and copied at this library's size. */
+int tt_sparse_options_check(const tt_sparse_options *o);
+void tt_sparse_options_copy(const tt_sparse_options *in, tt_sparse_options *out);
 /* sparse_search.c: the sparse search of a shard of a sharded index with the whole
  * collection's BM25 statistics (shard/hybrid.c): N live documents, avgdl, and per query
  * term its live document frequency over every shard (tt_sparse_query_df of each shard,

@@ -2,10 +2,10 @@
  * returned), score fusion, and hybrid search: a dense (PLAID) and a sparse search of the
  * same query run side by side on two threads, their lists fused (doc/search.md,
  * "Hybrid retrieval"). */
+#include "common/first_err.h"
 #include "search/search.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,14 +64,14 @@ int64_t tt_sparse_set_find(const tt_sparse_set *s, const char *id) {
 
 /* The caller's options, whole: the fields past its struct_size at their defaults
  * (the copy is of this library's size, so it can be passed on with a filter set). */
-static void sparse_opts_copy(const tt_sparse_options *in, tt_sparse_options *out) {
+void tt_sparse_options_copy(const tt_sparse_options *in, tt_sparse_options *out) {
     tt_sparse_options_init(out);
     if (in->struct_size == SPARSE_OPTIONS_V1_SIZE || in->struct_size == sizeof *in)
         memcpy(out, in, in->struct_size);
     out->struct_size = sizeof *out;
 }
 
-static int check_sparse_opts(const tt_sparse_options *o) {
+int tt_sparse_options_check(const tt_sparse_options *o) {
     if (o->struct_size != sizeof *o && o->struct_size != SPARSE_OPTIONS_V1_SIZE)
         return tt_err(TT_EINVAL, "sparse options: struct_size %u (expected %zu)", o->struct_size,
                       sizeof *o);
@@ -140,11 +140,11 @@ int tt_sparse_search_global(const tt_index *idx, const tt_sparse_set *q, uint64_
     if (qi >= q->n)
         return tt_err(TT_EINVAL, "tt_sparse_search: query %llu of %llu", (unsigned long long)qi,
                       (unsigned long long)q->n);
-    int st = check_sparse_opts(opt);
+    int st = tt_sparse_options_check(opt);
     if (st)
         return st;
     tt_sparse_options so;
-    sparse_opts_copy(opt, &so);
+    tt_sparse_options_copy(opt, &so);
     opt = &so;
     if (!idx->sparse_kind)
         return tt_err(TT_EUNSUPPORTED, "%s: the index has no sparse postings (build or add "
@@ -342,21 +342,8 @@ typedef struct sbatch {
     uint32_t *nhits;
     double *seconds;
     atomic_uint_fast64_t next;
-    atomic_int failed;
-    pthread_mutex_t mu;
-    int status;
-    char msg[1024];
+    tt_first_err err;
 } sbatch;
-
-static void sb_fail(sbatch *j, int st, uint64_t q) {
-    pthread_mutex_lock(&j->mu);
-    if (j->status == TT_OK) {
-        j->status = st;
-        snprintf(j->msg, sizeof j->msg, "query %llu: %s", (unsigned long long)q, tt_last_error());
-    }
-    pthread_mutex_unlock(&j->mu);
-    atomic_store(&j->failed, 1);
-}
 
 /* One hybrid query: the dense search on the calling thread and the sparse one on a
  * second, both to the fusion depth. */
@@ -398,16 +385,16 @@ static void sb_worker(void *arg, int t, int nthreads) {
     uint32_t depth = j->Q && j->sq ? TT_MAX(j->k, j->fopt->depth) : j->k;
     int st = TT_OK;
     if (j->Q && (st = tt_search_ctx_new(j->idx, &ctx))) {
-        sb_fail(j, st, 0);
+        tt_first_err_set(&j->err, st, 0);
         return;
     }
     dh = tt_alloc(depth, sizeof *dh, "hybrid search");
     sh = tt_alloc(depth, sizeof *sh, "hybrid search");
     if (!dh || !sh) {
-        sb_fail(j, TT_ENOMEM, 0);
+        tt_first_err_set(&j->err, TT_ENOMEM, 0);
         goto out;
     }
-    while (!atomic_load(&j->failed)) {
+    while (!tt_first_err_failed(&j->err)) {
         uint64_t q = atomic_fetch_add(&j->next, 1);
         if (q >= j->nqueries)
             break;
@@ -431,7 +418,7 @@ static void sb_worker(void *arg, int t, int nthreads) {
         if (j->seconds)
             j->seconds[q] = tt_now() - t0;
         if (st) {
-            sb_fail(j, st, q);
+            tt_first_err_set(&j->err, st, q);
             break;
         }
     }
@@ -461,13 +448,13 @@ int tt_hybrid_search_batch(const tt_index *idx, const float *Q, const uint64_t *
         return tt_err(TT_EINVAL, "tt_hybrid_search_batch: NULL argument");
     if (k == 0)
         return tt_err(TT_EINVAL, "tt_hybrid_search_batch: k must be at least 1");
-    int st = check_sparse_opts(sopt);
+    int st = tt_sparse_options_check(sopt);
     if (st || (Q && (st = tt_search_options_check(dopt))))
         return st;
     /* One filter for both retrievers: the dense options', or the sparse options'. */
     tt_sparse_options sso;
     tt_search_options dso;
-    sparse_opts_copy(sopt, &sso);
+    tt_sparse_options_copy(sopt, &sso);
     tt_search_options_init(&dso);
     if (dopt) {
         memcpy(&dso, dopt, TT_MIN((size_t)dopt->struct_size, sizeof dso));
@@ -499,15 +486,11 @@ int tt_hybrid_search_batch(const tt_index *idx, const float *Q, const uint64_t *
                 .sparse_of = sparse_of, .sopt = sopt, .fopt = fopt, .nqueries = nqueries,
                 .k = k, .hits = hits, .nhits = nhits, .seconds = seconds};
     atomic_init(&j.next, 0);
-    atomic_init(&j.failed, 0);
-    pthread_mutex_init(&j.mu, NULL);
+    tt_first_err_init(&j.err);
     if (threads <= 0)
         threads = tt_default_threads();
     if ((uint64_t)threads > nqueries)
         threads = nqueries ? (int)nqueries : 1;
     tt_parallel(threads, sb_worker, &j);
-    pthread_mutex_destroy(&j.mu);
-    if (j.status)
-        return tt_err(j.status, "%s", j.msg);
-    return TT_OK;
+    return tt_first_err_end(&j.err);
 }

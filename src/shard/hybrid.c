@@ -5,10 +5,10 @@
  * sparse results are exactly the unsharded index's (a sharded build quantizes weights
  * with the whole set's scales: index/shards.c); hybrid fuses that with the sharded
  * dense search (tt_sharded_search_batch) as tt_hybrid_search_batch does. */
+#include "common/first_err.h"
 #include "search/search.h"
 #include "shard/shard.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,22 +43,8 @@ typedef struct sjob {
     uint32_t *nout;
     double *seconds;            /* may be NULL: added to */
     atomic_uint_fast64_t next;
-    atomic_int failed;
-    pthread_mutex_t mu;
-    int status;
-    char msg[1024];
+    tt_first_err err;
 } sjob;
-
-static void job_fail(sjob *j, int st, uint64_t q) {
-    pthread_mutex_lock(&j->mu);
-    if (j->status == TT_OK) {
-        j->status = st;
-        snprintf(j->msg, sizeof j->msg, "query %llu: %s", (unsigned long long)q,
-                 tt_last_error());
-    }
-    pthread_mutex_unlock(&j->mu);
-    atomic_store(&j->failed, 1);
-}
 
 /* One query: global df, each shard's top depth, the merge. */
 static int one_query(sjob *j, uint64_t r, tt_hit *out, double *out_scores, uint32_t *nout,
@@ -113,10 +99,10 @@ static void sparse_worker(void *arg, int t, int nthreads) {
     double *scores = tt_alloc(j->depth, sizeof *scores, "sparse search");
     shit *all = tt_alloc((uint64_t)S * j->depth, sizeof *all, "sparse search");
     if (!df || !part || !hits || !scores || !all) {
-        job_fail(j, TT_ENOMEM, 0);
+        tt_first_err_set(&j->err, TT_ENOMEM, 0);
         goto out;
     }
-    while (!atomic_load(&j->failed)) {
+    while (!tt_first_err_failed(&j->err)) {
         uint64_t q = atomic_fetch_add(&j->next, 1);
         if (q >= j->nqueries)
             break;
@@ -130,7 +116,7 @@ static void sparse_worker(void *arg, int t, int nthreads) {
         if (j->seconds)
             j->seconds[q] += tt_now() - t0;
         if (st) {
-            job_fail(j, st, q);
+            tt_first_err_set(&j->err, st, q);
             break;
         }
     }
@@ -140,6 +126,58 @@ out:
     free(hits);
     free(scores);
     free(all);
+}
+
+/* The open shards' sparse kind (0: none open) and, when live is not NULL, their live
+ * documents and summed lengths (BM25's N and avgdl over them); TT_EUNSUPPORTED for a
+ * shard without postings, TT_ECORRUPT for two kinds. */
+static int shards_sparse(const tt_sharded *sh, uint32_t *kind, uint64_t *live,
+                         uint64_t *total_len) {
+    *kind = 0;
+    if (live)
+        *live = *total_len = 0;
+    for (uint32_t s = 0; s < sh->nopen; s++) {
+        const tt_index *x = sh->idx[s];
+        if (!x->sparse_kind)
+            return tt_err(TT_EUNSUPPORTED, "%s: the shard has no sparse postings (build with "
+                          "--bm25 or --sparse)", x->dir);
+        if (*kind && x->sparse_kind != *kind)
+            return tt_err(TT_ECORRUPT, "%s: sparse postings of another kind than %s's", x->dir,
+                          sh->idx[0]->dir);
+        *kind = x->sparse_kind;
+        if (live) {
+            *live += x->sparse_live;
+            *total_len += x->sparse_total_len;
+        }
+    }
+    return TT_OK;
+}
+
+/* The caller's sparse options (NULL: the defaults), checked as tt_sparse_search checks
+ * them, into out at this library's size. */
+static int sparse_opts(const tt_sparse_options *in, tt_sparse_options *out) {
+    if (!in) {
+        tt_sparse_options_init(out);
+        return TT_OK;
+    }
+    int st = tt_sparse_options_check(in);
+    if (!st)
+        tt_sparse_options_copy(in, out);
+    return st;
+}
+
+/* Runs j's queries on `threads` threads (<= 0: every CPU; at most one a query); the
+ * first error, naming its query. */
+static int run_sparse(sjob *j, int threads) {
+    atomic_init(&j->next, 0);
+    tt_first_err_init(&j->err);
+    if (threads <= 0)
+        threads = tt_default_threads();
+    if ((uint64_t)threads > j->nqueries)
+        threads = j->nqueries ? (int)j->nqueries : 1;
+    if (j->nqueries)
+        tt_parallel(threads, sparse_worker, j);
+    return tt_first_err_end(&j->err);
 }
 
 int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const uint64_t *qoffs,
@@ -159,19 +197,15 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
         return tt_err(TT_EUNSUPPORTED, "%s: a sparse or hybrid search needs every shard open "
                       "(the BM25 statistics are the whole collection's); this process opened "
                       "%u of %u", sh->dir, sh->nopen, sh->num_shards);
-    tt_sparse_options sdef, so;
+    tt_sparse_options so;
     tt_fusion_options fdef;
-    if (!sopt) {
-        tt_sparse_options_init(&sdef);
-        sopt = &sdef;
-    }
     if (!fopt) {
         tt_fusion_options_init(&fdef);
         fopt = &fdef;
     }
-    tt_sparse_options_init(&so);
-    memcpy(&so, sopt, TT_MIN((size_t)sopt->struct_size, sizeof so));
-    so.struct_size = sizeof so;
+    int st = sparse_opts(sopt, &so);
+    if (st || (Q && (st = tt_search_options_check(dopt))))
+        return st;
     tt_search_options dso;
     tt_search_options_init(&dso);
     if (dopt) {
@@ -191,34 +225,19 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
         return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: the filter is over %llu "
                       "rows, the index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
                       (unsigned long long)sh->num_docs);
-    const uint32_t S = sh->nopen;
-    uint32_t kind = sh->idx[0]->sparse_kind;
-    uint64_t N = 0, total = 0;
-    for (uint32_t s = 0; s < S; s++) {
-        const tt_index *x = sh->idx[s];
-        if (!x->sparse_kind)
-            return tt_err(TT_EUNSUPPORTED, "%s: the shard has no sparse postings (build with "
-                          "--bm25 or --sparse)", x->dir);
-        if (x->sparse_kind != kind)
-            return tt_err(TT_ECORRUPT, "%s: sparse postings of another kind than %s's", x->dir,
-                          sh->idx[0]->dir);
-        N += x->sparse_live;
-        total += x->sparse_total_len;
-    }
+    uint32_t kind;
+    uint64_t N, total;
+    if ((st = shards_sparse(sh, &kind, &N, &total)))
+        return st;
     if (!sparse_of && sq->n < nqueries)
         return tt_err(TT_EDIM, "tt_sharded_hybrid_search_batch: %llu sparse queries for %llu "
                       "queries", (unsigned long long)sq->n, (unsigned long long)nqueries);
-    int st = TT_OK;
     if (Q) { /* check the fusion options once */
         uint32_t dummy;
         tt_hit h;
         if ((st = tt_fuse(NULL, 0, NULL, 0, fopt, 1, &h, &dummy)))
             return st;
     }
-    /* as index/open.c computes avgdl for one index */
-    double avgdl = N ? (double)total / (double)N : 1.0;
-    if (!(avgdl > 0))
-        avgdl = 1.0;
     const uint32_t depth = Q ? TT_MAX(k, fopt->depth) : k;
     uint64_t nq1 = nqueries ? nqueries : 1;
     tt_hit *sh_hits = tt_alloc(nq1 * depth, sizeof *sh_hits, "sparse results");
@@ -239,21 +258,10 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
                                            dh, dn, seconds)))
         goto done;
     sjob j = {.sh = sh, .sq = sq, .sparse_of = sparse_of, .sopt = &so, .filters = filters,
-              .N = N, .avgdl = avgdl, .nqueries = nqueries, .depth = depth, .out = sh_hits,
-              .nout = sh_n, .seconds = seconds};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.failed, 0);
-    pthread_mutex_init(&j.mu, NULL);
-    if (threads <= 0)
-        threads = tt_default_threads();
-    if ((uint64_t)threads > nqueries)
-        threads = nqueries ? (int)nqueries : 1;
-    tt_parallel(threads, sparse_worker, &j);
-    pthread_mutex_destroy(&j.mu);
-    if (j.status) {
-        st = tt_err(j.status, "%s", j.msg);
+              .N = N, .avgdl = tt_bm25_avgdl(N, total), .nqueries = nqueries, .depth = depth,
+              .out = sh_hits, .nout = sh_n, .seconds = seconds};
+    if ((st = run_sparse(&j, threads)))
         goto done;
-    }
     for (uint64_t q = 0; q < nqueries && !st; q++) {
         tt_hit *out = hits + q * k;
         const tt_hit *sp = sh_hits + q * depth;
@@ -285,32 +293,14 @@ done:
 
 uint64_t tt_sparse_set_num_entries(const tt_sparse_set *s) { return s ? s->off[s->n] : 0; }
 
-/* The open shards' sparse kind (0: none open); TT_EUNSUPPORTED for a shard without
- * postings, TT_ECORRUPT for two kinds. */
-static int shards_kind(const tt_sharded *sh, uint32_t *kind) {
-    *kind = 0;
-    for (uint32_t s = 0; s < sh->nopen; s++) {
-        const tt_index *x = sh->idx[s];
-        if (!x->sparse_kind)
-            return tt_err(TT_EUNSUPPORTED, "%s: the shard has no sparse postings (build with "
-                          "--bm25 or --sparse)", x->dir);
-        if (*kind && x->sparse_kind != *kind)
-            return tt_err(TT_ECORRUPT, "%s: sparse postings of another kind than %s's", x->dir,
-                          sh->idx[0]->dir);
-        *kind = x->sparse_kind;
-    }
-    return TT_OK;
-}
-
 int tt_sharded_sparse_stats(const tt_sharded *sh, const tt_sparse_set *queries,
                             uint64_t *live_docs, uint64_t *total_len, uint64_t *df) {
     if (!sh || !queries || !live_docs || !total_len || (queries->off[queries->n] && !df))
         return tt_err(TT_EINVAL, "tt_sharded_sparse_stats: NULL argument");
     uint32_t kind;
-    int st = shards_kind(sh, &kind);
+    int st = shards_sparse(sh, &kind, live_docs, total_len);
     if (st)
         return st;
-    *live_docs = *total_len = 0;
     const uint64_t E = queries->off[queries->n];
     if (E)
         memset(df, 0, E * sizeof *df);
@@ -320,12 +310,9 @@ int tt_sharded_sparse_stats(const tt_sharded *sh, const tt_sparse_set *queries,
     uint64_t *part = tt_alloc(maxnt, sizeof *part, "sparse statistics");
     if (!part)
         return TT_ENOMEM;
-    for (uint32_t s = 0; s < sh->nopen && !st; s++) {
-        const tt_index *x = sh->idx[s];
-        *live_docs += x->sparse_live;
-        *total_len += x->sparse_total_len;
-        for (uint64_t r = 0; r < queries->n && !st && kind == TT_SPARSE_KIND_BM25; r++) {
-            if ((st = tt_sparse_query_df(x, queries, r, part)))
+    for (uint32_t s = 0; s < sh->nopen && !st && kind == TT_SPARSE_KIND_BM25; s++) {
+        for (uint64_t r = 0; r < queries->n && !st; r++) {
+            if ((st = tt_sparse_query_df(sh->idx[s], queries, r, part)))
                 break;
             for (uint64_t i = queries->off[r]; i < queries->off[r + 1]; i++)
                 df[i] += part[i - queries->off[r]];
@@ -354,17 +341,10 @@ int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *qu
                           "record %llu of %llu", (unsigned long long)q,
                           (unsigned long long)sparse_of[q], (unsigned long long)sq->n);
     uint32_t kind;
-    int st = shards_kind(sh, &kind);
-    if (st)
+    tt_sparse_options so;
+    int st = shards_sparse(sh, &kind, NULL, NULL);
+    if (st || (st = sparse_opts(sopt, &so)))
         return st;
-    tt_sparse_options sdef, so;
-    if (!sopt) {
-        tt_sparse_options_init(&sdef);
-        sopt = &sdef;
-    }
-    tt_sparse_options_init(&so);
-    memcpy(&so, sopt, TT_MIN((size_t)sopt->struct_size, sizeof so));
-    so.struct_size = sizeof so;
     const tt_filter *gf = so.filter;
     so.filter = NULL;
     if (gf && gf->num_rows != sh->num_docs)
@@ -377,28 +357,14 @@ int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *qu
             memset(nhits, 0, nqueries * sizeof *nhits);
         return TT_OK;
     }
-    /* as index/open.c computes avgdl for one index */
-    double avgdl = live_docs ? (double)total_len / (double)live_docs : 1.0;
-    if (!(avgdl > 0))
-        avgdl = 1.0;
     tt_filter **filters;
     if ((st = tt_sharded_split_filter(sh, gf, &filters))) /* each shard's part */
         return st;
     sjob j = {.sh = sh, .sq = sq, .sparse_of = sparse_of, .sopt = &so, .filters = filters,
-              .N = live_docs, .avgdl = avgdl, .nqueries = nqueries, .depth = k, .gdf = df,
-              .out_scores = scores, .out = hits, .nout = nhits};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.failed, 0);
-    pthread_mutex_init(&j.mu, NULL);
-    if (threads <= 0)
-        threads = tt_default_threads();
-    if ((uint64_t)threads > nqueries)
-        threads = nqueries ? (int)nqueries : 1;
-    if (nqueries)
-        tt_parallel(threads, sparse_worker, &j);
-    pthread_mutex_destroy(&j.mu);
-    if (j.status)
-        st = tt_err(j.status, "%s", j.msg);
+              .N = live_docs, .avgdl = tt_bm25_avgdl(live_docs, total_len),
+              .nqueries = nqueries, .depth = k, .gdf = df, .out_scores = scores, .out = hits,
+              .nout = nhits};
+    st = run_sparse(&j, threads);
     tt_sharded_filters_free(sh, filters);
     return st;
 }

@@ -192,6 +192,13 @@ typedef struct tt_sparse_term {
     uint32_t df;
 } tt_sparse_term;
 
+/* BM25's mean document length: total_len over live documents (1 with none, or with
+ * every live document empty), for one index or summed over shards alike. */
+static inline double tt_bm25_avgdl(uint64_t live, uint64_t total_len) {
+    const double a = live ? (double)total_len / (double)live : 1.0;
+    return a > 0 ? a : 1.0;
+}
+
 /* Contribution of a posting (value v, document length dl). */
 static inline double tt_sparse_contrib(const tt_sparse_scoring *sc, double factor, uint32_t v,
                                        uint32_t dl) {
