@@ -408,6 +408,40 @@ int mpi_write_run(const char *out, const mpi_buf *lines) {
     return 0;
 }
 
+int mpi_open_filter(mpi_search_args *a, const tt_sharded *sh, cli_smeta **md,
+                    tt_filter **filter, size_t *nids, uint64_t *found) {
+    char who[64];
+    snprintf(who, sizeof who, "tartan-mpi search: rank %d", mpi_rank);
+    int st = TT_OK;
+    if ((a->where && cli_smeta_open(who, sh, md)) ||
+        cli_shard_filter(who, sh, *md, a->where, a->filter_ids, filter, nids, found))
+        st = TT_EINVAL;
+    a->so.filter = *filter;
+    a->spo.filter = *filter;
+    return st;
+}
+
+void mpi_filter_totals(const mpi_search_args *a, const tt_filter *filter, size_t nids,
+                       uint64_t found) {
+    uint64_t mine[2] = {tt_filter_count(filter), found}, all[2] = {0, 0};
+    MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (mpi_rank == 0 && a->filter_ids)
+        fprintf(stderr, "tartan-mpi search: --filter-ids %s: %zu ids, %llu of them name no "
+                "live document\n", a->filter_ids, nids, (unsigned long long)(nids - all[1]));
+    if (mpi_rank == 0)
+        fprintf(stderr, "tartan-mpi search: filter: %llu documents allowed\n",
+                (unsigned long long)all[0]);
+}
+
+void mpi_say_errors(bool failed, const char *err) {
+    for (int r = 0; r < mpi_size; r++) {
+        if (r == mpi_rank && failed && *err)
+            fprintf(stderr, "tartan-mpi search: rank %d: error: %s\n", mpi_rank, err);
+        fflush(stderr);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
 int mpi_cmd_search(int argc, char **argv) {
     mpi_search_args a;
     int rc = parse(argc, argv, &a);
@@ -434,26 +468,14 @@ int mpi_cmd_search(int argc, char **argv) {
     tt_filter *filter = NULL;
     size_t nids = 0;
     uint64_t found = 0;
-    if (!st && (a.where || a.filter_ids)) {
-        char who[64];
-        snprintf(who, sizeof who, "tartan-mpi search: rank %d", mpi_rank);
-        if ((a.where && cli_smeta_open(who, sh, &md)) ||
-            cli_shard_filter(who, sh, md, a.where, a.filter_ids, &filter, &nids, &found))
-            st = TT_EINVAL; /* err stays empty: already said */
-        a.so.filter = filter;
-    }
+    if (!st && (a.where || a.filter_ids)) /* err stays empty on failure: already said */
+        st = mpi_open_filter(&a, sh, &md, &filter, &nids, &found);
     const uint64_t nq = qs ? qs->num_queries : 0;
     /* Rank 0 learns of a failure to open anywhere before any batch: every rank agrees. */
     int failed = st != 0, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any) {
-        /* Each failing rank says why, in rank order (rank 0 prints them). */
-        for (int r = 0; r < mpi_size; r++) {
-            if (r == mpi_rank && failed && *err)
-                fprintf(stderr, "tartan-mpi search: rank %d: error: %s\n", mpi_rank, err);
-            fflush(stderr);
-            MPI_Barrier(MPI_COMM_WORLD);
-        }
+        mpi_say_errors(failed, err);
         if (mpi_rank == 0)
             fprintf(stderr, "tartan-mpi search: no run written\n");
         tt_filter_free(filter);
@@ -462,16 +484,8 @@ int mpi_cmd_search(int argc, char **argv) {
         tt_sharded_close(sh);
         return CLI_FAIL;
     }
-    if (a.where || a.filter_ids) { /* the filter's totals over every rank's shards */
-        uint64_t mine[2] = {tt_filter_count(filter), found}, all[2] = {0, 0};
-        MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-        if (mpi_rank == 0 && a.filter_ids)
-            fprintf(stderr, "tartan-mpi search: --filter-ids %s: %zu ids, %llu of them name no "
-                    "live document\n", a.filter_ids, nids, (unsigned long long)(nids - all[1]));
-        if (mpi_rank == 0)
-            fprintf(stderr, "tartan-mpi search: filter: %llu documents allowed\n",
-                    (unsigned long long)all[0]);
-    }
+    if (a.where || a.filter_ids)
+        mpi_filter_totals(&a, filter, nids, found);
     const uint64_t B = a.batch, nbatch = (nq + B - 1) / B;
     tt_hit *hits = malloc(B * k * sizeof *hits);
     uint32_t *nhits = malloc(B * sizeof *nhits);

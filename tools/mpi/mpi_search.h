@@ -41,6 +41,19 @@ int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg);
 /* Rank 0: writes the lines to RUN aside and renames it; -1 (said) on failure. */
 int mpi_write_run(const char *out, const mpi_buf *lines);
 
+/* The filter of --where / --filter-ids over this rank's shards, at the global rows
+ * (tools/shard_filter.c; its errors printed at once): TT_OK, or TT_EINVAL (said). Sets
+ * a->so.filter and a->spo.filter. */
+int mpi_open_filter(mpi_search_args *a, const tt_sharded *sh, cli_smeta **md,
+                    tt_filter **filter, size_t *nids, uint64_t *found);
+/* Rank 0 prints the filter's totals over every rank's shards (a collective: every rank
+ * calls it when a filter was asked for). */
+void mpi_filter_totals(const mpi_search_args *a, const tt_filter *filter, size_t nids,
+                       uint64_t found);
+/* After a failure somewhere (every rank calls it): each failing rank's message err,
+ * in rank order. */
+void mpi_say_errors(bool failed, const char *err);
+
 /* --mode sparse|hybrid, after parsing: CLI_OK, CLI_FAIL. */
 int mpi_search_sparse(mpi_search_args *a);
 

@@ -193,15 +193,8 @@ int mpi_search_sparse(mpi_search_args *a) {
     tt_filter *filter = NULL;
     size_t nids = 0;
     uint64_t found = 0;
-    if (!st && (a->where || a->filter_ids)) {
-        char who[64];
-        snprintf(who, sizeof who, "tartan-mpi search: rank %d", mpi_rank);
-        if ((a->where && cli_smeta_open(who, sh, &md)) ||
-            cli_shard_filter(who, sh, md, a->where, a->filter_ids, &filter, &nids, &found))
-            st = TT_EINVAL; /* err stays empty: already said */
-        a->so.filter = filter;
-        a->spo.filter = filter;
-    }
+    if (!st && (a->where || a->filter_ids)) /* err stays empty on failure: already said */
+        st = mpi_open_filter(a, sh, &md, &filter, &nids, &found);
     /* Every rank agrees on a failure anywhere before any collective that needs data. */
     int failed = st != 0, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -223,13 +216,8 @@ int mpi_search_sparse(mpi_search_args *a) {
                                    ~agreed[5] != agreed[2] ||
                                    agreed[1] > (uint64_t)INT32_MAX - 2);
     if (any || mismatch) {
-        /* Each failing rank says why, in rank order (rank 0 prints them). */
-        for (int r = 0; r < mpi_size && any; r++) {
-            if (r == mpi_rank && failed && *err)
-                fprintf(stderr, "tartan-mpi search: rank %d: error: %s\n", mpi_rank, err);
-            fflush(stderr);
-            MPI_Barrier(MPI_COMM_WORLD);
-        }
+        if (any)
+            mpi_say_errors(failed, err);
         if (mpi_rank == 0 && mismatch)
             fprintf(stderr, "tartan-mpi search: error: %s: the ranks' shards have sparse "
                     "postings of different kinds, or the ranks read different sparse queries "
@@ -254,16 +242,8 @@ int mpi_search_sparse(mpi_search_args *a) {
         mpi_fail_all(CLI_FAIL);
     }
     MPI_Allreduce(MPI_IN_PLACE, stats, (int)(E + 2), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    if (a->where || a->filter_ids) { /* the filter's totals over every rank's shards */
-        uint64_t mine[2] = {tt_filter_count(filter), found}, all[2] = {0, 0};
-        MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-        if (mpi_rank == 0 && a->filter_ids)
-            fprintf(stderr, "tartan-mpi search: --filter-ids %s: %zu ids, %llu of them name no "
-                    "live document\n", a->filter_ids, nids, (unsigned long long)(nids - all[1]));
-        if (mpi_rank == 0)
-            fprintf(stderr, "tartan-mpi search: filter: %llu documents allowed\n",
-                    (unsigned long long)all[0]);
-    }
+    if (a->where || a->filter_ids)
+        mpi_filter_totals(a, filter, nids, found);
     if (mpi_rank == 0 && missing)
         fprintf(stderr, "tartan-mpi search: warning: %llu of %llu queries have no sparse query "
                 "(dense results only)\n", (unsigned long long)missing,
