@@ -94,6 +94,20 @@ void mpi_put_run_line(mpi_buf *lines, const char *qid, const char *id, size_t id
     }
 }
 
+char *mpi_recv(int r, int tag, int *len) {
+    MPI_Status ms;
+    MPI_Probe(r, tag, MPI_COMM_WORLD, &ms);
+    MPI_Get_count(&ms, MPI_BYTE, len);
+    char *m = malloc((size_t)*len + 1);
+    if (!m) {
+        fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
+        mpi_fail_all(CLI_FAIL);
+    }
+    MPI_Recv(m, *len, MPI_BYTE, r, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    m[*len] = '\0';
+    return m;
+}
+
 int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg) {
     int32_t st = 1;
     b->n = 0;
@@ -576,19 +590,10 @@ int mpi_cmd_search(int argc, char **argv) {
         t_search += tb - ta;
         double twait = 0;
         for (int r = 1; r < R; r++) {
-            MPI_Status ms;
             int len;
             double tw = mpi_now();
-            MPI_Probe(r, TAG_RESULTS, MPI_COMM_WORLD, &ms);
-            MPI_Get_count(&ms, MPI_BYTE, &len);
             /* The message stays until the batch is written: the ids point into it. */
-            msgs[r] = malloc((size_t)len + 1);
-            if (!msgs[r]) {
-                fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
-                mpi_fail_all(CLI_FAIL);
-            }
-            MPI_Recv(msgs[r], len, MPI_BYTE, r, TAG_RESULTS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            msgs[r][len] = '\0';
+            msgs[r] = mpi_recv(r, TAG_RESULTS, &len);
             twait += mpi_now() - tw;
             const char *msg = NULL;
             int u = unpack(msgs[r], (size_t)len, (uint32_t)m, k, &parts[r], &msg);

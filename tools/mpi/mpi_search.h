@@ -36,6 +36,9 @@ int mpi_put(mpi_buf *b, const void *x, size_t n);
  * every rank (mpi_fail_all). */
 void mpi_put_run_line(mpi_buf *lines, const char *qid, const char *id, size_t idlen,
                       uint32_t rank, float score, const char *tag);
+/* Rank 0: the next message of rank r with tag (NUL-terminated after its len bytes;
+ * free it); out of memory ends every rank. */
+char *mpi_recv(int r, int tag, int *len);
 /* An error message for a batch of m queries: i32 status 1, u32 m, the text. */
 int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg);
 /* Rank 0: writes the lines to RUN aside and renames it; -1 (said) on failure. */

@@ -316,18 +316,10 @@ int mpi_search_sparse(mpi_search_args *a) {
         double tb = mpi_now();
         t_search += tb - ta;
         for (int r = 1; r < R; r++) {
-            MPI_Status ms;
             int len;
             double tw = mpi_now();
-            MPI_Probe(r, TAG_SPARSE, MPI_COMM_WORLD, &ms);
-            MPI_Get_count(&ms, MPI_BYTE, &len);
             /* The message stays until the batch is written: the ids point into it. */
-            if (!(msgs[r] = malloc((size_t)len + 1))) {
-                fprintf(stderr, "tartan-mpi search: rank 0: out of memory\n");
-                mpi_fail_all(CLI_FAIL);
-            }
-            MPI_Recv(msgs[r], len, MPI_BYTE, r, TAG_SPARSE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            msgs[r][len] = '\0';
+            msgs[r] = mpi_recv(r, TAG_SPARSE, &len);
             t_wait += mpi_now() - tw;
             int32_t rs = 1;
             uint32_t mm = 0;
