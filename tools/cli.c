@@ -212,3 +212,45 @@ void cli_json_string(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
+
+int cli_read_lines(const char *who, const char *path, char ***list, size_t *n, size_t *cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: error: %s: %s\n", who, path, strerror(errno));
+        return CLI_FAIL;
+    }
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    int rc = CLI_OK;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        if (*n == *cap) {
+            size_t nc = *cap ? 2 * *cap : 1024;
+            char **l = realloc(*list, nc * sizeof *l);
+            if (!l) {
+                rc = CLI_FAIL;
+                break;
+            }
+            *list = l;
+            *cap = nc;
+        }
+        if (!((*list)[*n] = strdup(line))) {
+            rc = CLI_FAIL;
+            break;
+        }
+        (*n)++;
+    }
+    if (rc == CLI_OK && ferror(f)) {
+        fprintf(stderr, "%s: error: %s: %s\n", who, path, strerror(errno));
+        rc = CLI_FAIL;
+    } else if (rc != CLI_OK) {
+        fprintf(stderr, "%s: error: out of memory reading %s\n", who, path);
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}

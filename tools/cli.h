@@ -47,6 +47,10 @@ int cli_smeta_json(cli_smeta *m, uint64_t row, char **json);
  * shards. */
 int cli_shard_filter(const char *who, const tt_sharded *sh, cli_smeta *md, const char *where,
                      const char *ids_path, tt_filter **out, size_t *nids, uint64_t *found);
+/* Appends the lines of path (trailing CR and LF dropped, blank lines skipped) to *list,
+ * which holds *n of room for *cap (grown by realloc). CLI_OK, or CLI_FAIL said as
+ * "who: error: ..."; the lines read stay in the list either way (cli_free_ids). */
+int cli_read_lines(const char *who, const char *path, char ***list, size_t *n, size_t *cap);
 void cli_free_ids(char **ids, size_t n);
 
 /* Prints "tartan <cmd>: error: <tt_last_error() or tt_strerror(status)>" to stderr

@@ -23,49 +23,6 @@ static void usage(FILE *f) {
         "                 by default such ids are counted and reported\n");
 }
 
-/* Appends the lines of path (trailing CR dropped, blank lines skipped) to the list. */
-static int read_lines(const char *path, char ***list, size_t *n, size_t *cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "tartan delete: error: %s: %s\n", path, strerror(errno));
-        return CLI_FAIL;
-    }
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    int rc = CLI_OK;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if (len == 0)
-            continue;
-        if (*n == *cap) {
-            size_t nc = *cap ? 2 * *cap : 1024;
-            char **l = realloc(*list, nc * sizeof *l);
-            if (!l) {
-                rc = CLI_FAIL;
-                break;
-            }
-            *list = l;
-            *cap = nc;
-        }
-        if (!((*list)[*n] = strdup(line))) {
-            rc = CLI_FAIL;
-            break;
-        }
-        (*n)++;
-    }
-    if (rc == CLI_OK && ferror(f)) {
-        fprintf(stderr, "tartan delete: error: %s: %s\n", path, strerror(errno));
-        rc = CLI_FAIL;
-    } else if (rc != CLI_OK) {
-        fprintf(stderr, "tartan delete: error: out of memory reading %s\n", path);
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
 int cmd_delete(int argc, char **argv) {
     static const struct option longopts[] = {
         {"index", required_argument, 0, 'x'}, {"ids", required_argument, 0, 'i'},
@@ -108,7 +65,7 @@ int cmd_delete(int argc, char **argv) {
         rc = cli_usage_error("delete", "--index and --ids FILE or --id ID are required");
         goto done;
     }
-    if (file && (rc = read_lines(file, &ids, &n, &cap)) != CLI_OK)
+    if (file && (rc = cli_read_lines("tartan delete", file, &ids, &n, &cap)) != CLI_OK)
         goto done;
     cli_signals_install(true);
     o.cancel = (const volatile int *)&cli_cancel;
@@ -130,9 +87,7 @@ oom:
     fprintf(stderr, "tartan delete: error: out of memory\n");
     rc = CLI_FAIL;
 done:
-    for (size_t i = 0; i < n; i++)
-        free(ids[i]);
-    free(ids);
+    cli_free_ids(ids, n);
     cli_die_if_cancelled("delete", rc == CLI_OK, "nothing was deleted");
     return rc;
 }

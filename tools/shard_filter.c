@@ -118,53 +118,6 @@ static int ids_sharded(const tt_sharded *sh, const char *const *ids, size_t n, t
     return TT_OK;
 }
 
-/* The lines of path (empty ones skipped) into *ids. Returns 0, or -1 printed. */
-static int read_ids(const char *who, const char *path, char ***ids, size_t *n) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        fprintf(stderr, "%s: error: %s: %s\n", who, path, strerror(errno));
-        return -1;
-    }
-    char *line = NULL;
-    size_t cap = 0, lcap = 0;
-    ssize_t len;
-    int bad = 0;
-    *ids = NULL;
-    *n = 0;
-    while (!bad && (len = getline(&line, &lcap, fp)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = 0;
-        if (len == 0)
-            continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            char **g = realloc(*ids, cap * sizeof **ids);
-            if (!g) {
-                bad = 1;
-                break;
-            }
-            *ids = g;
-        }
-        if (!((*ids)[*n] = strdup(line)))
-            bad = 1;
-        else
-            (*n)++;
-    }
-    if (!bad && ferror(fp))
-        bad = 2;
-    fclose(fp);
-    free(line);
-    if (bad) {
-        fprintf(stderr, "%s: error: %s: %s\n", who, path,
-                bad == 2 ? strerror(errno) : "out of memory");
-        cli_free_ids(*ids, *n);
-        *ids = NULL;
-        *n = 0;
-        return -1;
-    }
-    return 0;
-}
-
 void cli_free_ids(char **ids, size_t n) {
     for (size_t i = 0; i < n; i++)
         free(ids[i]);
@@ -184,8 +137,9 @@ int cli_shard_filter(const char *who, const tt_sharded *sh, cli_smeta *md, const
     }
     if (ids_path) {
         char **ids = NULL;
-        size_t n = 0;
-        if (read_ids(who, ids_path, &ids, &n)) {
+        size_t n = 0, cap = 0;
+        if (cli_read_lines(who, ids_path, &ids, &n, &cap) != CLI_OK) {
+            cli_free_ids(ids, n);
             tt_filter_free(w);
             return -1;
         }
