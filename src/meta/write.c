@@ -213,6 +213,52 @@ static const char *kind_type(int kind, const char *val) {
     }
 }
 
+/* The column named name (case-insensitively), or m->ncol. */
+static size_t find_col(const tt_mdb *m, const char *name) {
+    size_t c = 0;
+    while (c < m->ncol && sqlite3_stricmp(m->col[c].name, name))
+        c++;
+    return c;
+}
+
+/* A new column `name` of `type` at the end of meta, listed in tartan_columns. */
+static int create_col(tt_mdb *m, const char *name, const char *type) {
+    char q[2 * MAX_NAME + 3], sql[2 * MAX_NAME + 64];
+    quote_ident(q, name);
+    snprintf(sql, sizeof sql, "ALTER TABLE meta ADD COLUMN %s", q);
+    int st = exec(m, sql);
+    if (st)
+        return st;
+    sqlite3_stmt *ins;
+    if (sqlite3_prepare_v2(m->db, "INSERT INTO tartan_columns(pos, name, type) "
+                                  "VALUES (?1, ?2, ?3)", -1, &ins, NULL))
+        return sql_err(m->db, TT_EIO, "tartan_columns");
+    sqlite3_bind_int64(ins, 1, (sqlite3_int64)m->ncol);
+    sqlite3_bind_text(ins, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(ins, 3, type, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(ins);
+    sqlite3_finalize(ins);
+    if (rc != SQLITE_DONE)
+        return sql_err(m->db, TT_EIO, "tartan_columns");
+    return add_col(m, name, type);
+}
+
+/* Column c's type becomes t (in tartan_columns and m). */
+static int set_col_type(tt_mdb *m, size_t c, const char *t) {
+    sqlite3_stmt *up;
+    if (sqlite3_prepare_v2(m->db, "UPDATE tartan_columns SET type = ?1 WHERE pos = ?2", -1, &up,
+                           NULL))
+        return sql_err(m->db, TT_EIO, "tartan_columns");
+    sqlite3_bind_text(up, 1, t, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(up, 2, (sqlite3_int64)c);
+    int rc = sqlite3_step(up);
+    sqlite3_finalize(up);
+    if (rc != SQLITE_DONE)
+        return sql_err(m->db, TT_EIO, "tartan_columns");
+    snprintf(m->col[c].type, sizeof m->col[c].type, "%s", t);
+    return TT_OK;
+}
+
 static int member(void *user, const char *name, size_t len, int kind, const char *val,
                   size_t vlen) {
     jl *j = user;
@@ -232,30 +278,12 @@ static int member(void *user, const char *name, size_t len, int kind, const char
         return tt_err(TT_EVALUE, "%s:%llu: member '%s' is an object or an array; metadata "
                       "values are strings, numbers, booleans or null", j->path,
                       (unsigned long long)j->line, name);
-    size_t c = 0;
-    while (c < m->ncol && sqlite3_stricmp(m->col[c].name, name))
-        c++;
+    size_t c = find_col(m, name);
     if (c == m->ncol) {
         if (m->ncol >= MAX_COLUMNS)
             return tt_err(TT_EVALUE, "%s:%llu: more than %d metadata columns", j->path,
                           (unsigned long long)j->line, MAX_COLUMNS);
-        char q[2 * MAX_NAME + 3], sql[2 * MAX_NAME + 64];
-        quote_ident(q, name);
-        snprintf(sql, sizeof sql, "ALTER TABLE meta ADD COLUMN %s", q);
-        if ((st = exec(m, sql)))
-            return st;
-        sqlite3_stmt *ins;
-        if (sqlite3_prepare_v2(m->db, "INSERT INTO tartan_columns(pos, name, type) "
-                                      "VALUES (?1, ?2, ?3)", -1, &ins, NULL))
-            return sql_err(m->db, TT_EIO, "tartan_columns");
-        sqlite3_bind_int64(ins, 1, (sqlite3_int64)m->ncol);
-        sqlite3_bind_text(ins, 2, name, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(ins, 3, type, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(ins);
-        sqlite3_finalize(ins);
-        if (rc != SQLITE_DONE)
-            return sql_err(m->db, TT_EIO, "tartan_columns");
-        if ((st = add_col(m, name, type)))
+        if ((st = create_col(m, name, type)))
             return st;
     }
     tt_mdb_col *col = &m->col[c];
@@ -272,19 +300,8 @@ static int member(void *user, const char *name, size_t len, int kind, const char
                           "%s values (mixed types are refused)", j->path,
                           (unsigned long long)j->line, name,
                           !strcmp(type, "integer") ? "an" : "a", type, col->name, col->type);
-        if (t) {
-            sqlite3_stmt *up;
-            if (sqlite3_prepare_v2(m->db, "UPDATE tartan_columns SET type = ?1 WHERE pos = ?2",
-                                   -1, &up, NULL))
-                return sql_err(m->db, TT_EIO, "tartan_columns");
-            sqlite3_bind_text(up, 1, t, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(up, 2, (sqlite3_int64)c);
-            int rc = sqlite3_step(up);
-            sqlite3_finalize(up);
-            if (rc != SQLITE_DONE)
-                return sql_err(m->db, TT_EIO, "tartan_columns");
-            snprintf(col->type, sizeof col->type, "%s", t);
-        }
+        if (t && (st = set_col_type(m, c, t)))
+            return st;
     }
     sqlite3_stmt *u = col->update;
     sqlite3_reset(u);
@@ -559,31 +576,12 @@ int tt_mdb_write(tt_mdb *m, const char *dir, const char *name, tt_manifest_entry
 /* dst's column `name` of src's type, created if missing; the types combine as the
  * JSON reader's do (null takes the other; integer and real make real); others refuse. */
 static int merge_col(tt_mdb *dst, const char *name, const char *type, size_t *out) {
-    size_t c = 0;
-    while (c < dst->ncol && sqlite3_stricmp(dst->col[c].name, name))
-        c++;
+    size_t c = find_col(dst, name);
     *out = c;
     if (c == dst->ncol) {
         if (dst->ncol >= MAX_COLUMNS)
             return tt_err(TT_EVALUE, "metadata: more than %d columns", MAX_COLUMNS);
-        char q[2 * MAX_NAME + 3], sql[2 * MAX_NAME + 64];
-        quote_ident(q, name);
-        snprintf(sql, sizeof sql, "ALTER TABLE meta ADD COLUMN %s", q);
-        int st = exec(dst, sql);
-        if (st)
-            return st;
-        sqlite3_stmt *ins;
-        if (sqlite3_prepare_v2(dst->db, "INSERT INTO tartan_columns(pos, name, type) "
-                                        "VALUES (?1, ?2, ?3)", -1, &ins, NULL))
-            return sql_err(dst->db, TT_EIO, "tartan_columns");
-        sqlite3_bind_int64(ins, 1, (sqlite3_int64)dst->ncol);
-        sqlite3_bind_text(ins, 2, name, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(ins, 3, type, -1, SQLITE_TRANSIENT);
-        int rc = sqlite3_step(ins);
-        sqlite3_finalize(ins);
-        if (rc != SQLITE_DONE)
-            return sql_err(dst->db, TT_EIO, "tartan_columns");
-        return add_col(dst, name, type);
+        return create_col(dst, name, type);
     }
     const char *have = dst->col[c].type, *t = NULL;
     if (!strcmp(type, have) || !strcmp(type, "null"))
@@ -598,18 +596,8 @@ static int merge_col(tt_mdb *dst, const char *name, const char *type, size_t *ou
                       "%s values in another: they cannot be merged", name, have, type);
     if (!strcmp(t, have))
         return TT_OK;
-    sqlite3_stmt *up;
-    if (sqlite3_prepare_v2(dst->db, "UPDATE tartan_columns SET type = ?1 WHERE pos = ?2", -1,
-                           &up, NULL))
-        return sql_err(dst->db, TT_EIO, "tartan_columns");
-    sqlite3_bind_text(up, 1, t, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(up, 2, (sqlite3_int64)c);
-    int rc = sqlite3_step(up);
-    sqlite3_finalize(up);
-    if (rc != SQLITE_DONE)
-        return sql_err(dst->db, TT_EIO, "tartan_columns");
-    snprintf(dst->col[c].type, sizeof dst->col[c].type, "%s", t);
-    return fix_reals(dst);
+    int st = set_col_type(dst, c, t);
+    return st ? st : fix_reals(dst);
 }
 
 int tt_mdb_append(tt_mdb *dst, tt_mdb *src, uint64_t r0, uint64_t n, uint64_t row0) {
