@@ -106,10 +106,10 @@ static int collect_sparse(reshard *rs, const char *dir) {
 }
 
 /* The new shard's calibration (tune.tt): that of the source part holding most of its
- * documents [g0, g1), among the parts that have one, written into wdir. Nothing when
- * none has. The parameters were measured on that part: tartan tune re-measures them. */
-static int write_tune_part(reshard *rs, builder *b, const char *wdir, uint64_t g0,
-                           uint64_t g1) {
+ * documents [g0, g1), among the parts that have one, written into b's directory.
+ * Nothing when none has. The parameters were measured on that part: tartan tune
+ * re-measures them. */
+static int write_tune_part(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
     int best = -1;
     uint64_t most = 0;
     for (uint32_t k = 0; k < rs->np; k++) {
@@ -126,24 +126,7 @@ static int write_tune_part(reshard *rs, builder *b, const char *wdir, uint64_t g
     int n = tt_tune_format(&rs->p[best].cb->tuned, text, sizeof text);
     if (n < 0)
         return n;
-    tt_fwriter w;
-    uint64_t size;
-    int st = tt_fw_open(&w, wdir, TT_F_TUNE, "TUNE");
-    if (!st)
-        st = tt_fw_write(&w, text, (size_t)n);
-    if (!st)
-        st = tt_fw_finish(&w, 0, 0, 0, &size);
-    if (!st) {
-        tt_manifest_entry e;
-        memset(&e, 0, sizeof e);
-        snprintf(e.name, sizeof e.name, "%s", TT_F_TUNE);
-        memcpy(e.kind, "TUNE", 4);
-        e.size = size;
-        e.payload_hash = w.h.payload_hash;
-        st = tt_manifest_add(&b->man, &e);
-    }
-    tt_fw_abort(&w);
-    return st;
+    return tt_build_write_small(b, TT_F_TUNE, "TUNE", text, (size_t)n, 0, 0, 0);
 }
 
 /* The new shard's metadata: the rows of the live documents [g0, g1) from the parts that
@@ -323,7 +306,7 @@ static int write_part(reshard *rs, builder *b, const char *wdir, uint64_t g0, ui
         (st = copy_range(rs, b, g0, g1)) || (st = tt_build_write_ivf(b)) ||
         (st = tt_build_segment_tables(b)) || (st = tt_build_write_meta(b, 0)) ||
         (rs->has_md && (st = write_meta_part(rs, b, wdir, g0, g1))) ||
-        (st = write_tune_part(rs, b, wdir, g0, g1)) ||
+        (st = write_tune_part(rs, b, g0, g1)) ||
         (rs->sparse && (st = tt_build_write_sparse_fixed(b, rs->sparse, g0, g1 - g0,
                                                           rs->sc.v))) ||
         (rs->sparse && (st = tt_build_write_vocab(b, rs->sparse))))
