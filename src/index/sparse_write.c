@@ -27,25 +27,25 @@ int tt_build_write_sparse(builder *b, const tt_sparse_set *set) {
     return tt_build_write_sparse_range(b, set, 0, set->n);
 }
 
-int tt_build_write_sparse_range(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n) {
+/* sparse.tt of records [r0, r0 + n) of set, quantized as tt_sparse_payload_fixed. */
+static int write_sparse(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n,
+                        bool global_scale, const float *fixed) {
     uint8_t *p = NULL;
     uint64_t len, a, bb, c;
-    int st = tt_sparse_payload_scaled(set, r0, n, n != set->n, &p, &len, &a, &bb, &c);
+    int st = tt_sparse_payload_fixed(set, r0, n, global_scale, fixed, &p, &len, &a, &bb, &c);
     if (!st)
         st = tt_build_write_small(b, TT_F_SPARSE, "SPRS", p, (size_t)len, a, bb, c);
     free(p);
     return st;
 }
 
+int tt_build_write_sparse_range(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n) {
+    return write_sparse(b, set, r0, n, n != set->n, NULL);
+}
+
 int tt_build_write_sparse_fixed(builder *b, const tt_sparse_set *set, uint64_t r0, uint64_t n,
                                 const float *fixed) {
-    uint8_t *p = NULL;
-    uint64_t len, a, bb, c;
-    int st = tt_sparse_payload_fixed(set, r0, n, true, fixed, &p, &len, &a, &bb, &c);
-    if (!st)
-        st = tt_build_write_small(b, TT_F_SPARSE, "SPRS", p, (size_t)len, a, bb, c);
-    free(p);
-    return st;
+    return write_sparse(b, set, r0, n, true, fixed);
 }
 
 int tt_build_write_vocab(builder *b, const tt_sparse_set *set) {
