@@ -197,9 +197,8 @@ int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint3
                 src = other + tt_rng_below(&r, idx->doclens[o]) * dim;
             }
             if (idx->sketch_bytes && outlier_share < 1) {
-                memcpy(in, src, (size_t)dim * sizeof *in);
-                damp_sketched(in, dim, idx->sketch_bytes, outlier_share);
-                memcpy(damped, in, (size_t)dim * sizeof *in);
+                memcpy(damped, src, (size_t)dim * sizeof *damped);
+                damp_sketched(damped, dim, idx->sketch_bytes, outlier_share);
                 src = damped;
             }
             tt_codec_to_input(&idx->codec, src, in);
