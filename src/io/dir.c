@@ -285,6 +285,12 @@ bool tt_index_owns(int dfd, const char *name, const tt_manifest *listed) {
     return (listed && tt_manifest_find(listed, name)) || tt_written_by_tartan(dfd, name);
 }
 
+/* Whether the open file fd starts with tartan's magic. */
+static bool starts_with_magic(int fd) {
+    char head[4];
+    return pread(fd, head, 4, 0) == 4 && !memcmp(head, TT_MAGIC, 4);
+}
+
 /* Whether name in dfd is a file of the index's data: index-named (not MANIFEST,
  * MANIFEST.tmp or LOCK), a regular file of at least a header that starts with the
  * magic. An empty file or a LOCK proves nothing (anyone can `touch` one). */
@@ -296,9 +302,8 @@ static bool holds_index_data(int dfd, const char *name) {
     if (fd < 0)
         return false;
     struct stat sb;
-    char head[4];
     bool ours = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= TT_HEADER_SIZE &&
-                pread(fd, head, 4, 0) == 4 && !memcmp(head, TT_MAGIC, 4);
+                starts_with_magic(fd);
     close(fd);
     return ours;
 }
@@ -360,12 +365,9 @@ bool tt_written_by_tartan(int dfd, const char *name) {
     struct stat sb;
     bool ours = false;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
-        char head[4];
         long pid;
         ours = sb.st_size == 0 ||
-               (!strcmp(name, TT_F_LOCK) ? lock_file_ours(fd, &pid)
-                                         : pread(fd, head, 4, 0) == 4 &&
-                                               !memcmp(head, TT_MAGIC, 4));
+               (!strcmp(name, TT_F_LOCK) ? lock_file_ours(fd, &pid) : starts_with_magic(fd));
     }
     close(fd);
     return ours;
