@@ -35,6 +35,27 @@ def read_tt(path, dtype, cols):
     return a.reshape(-1, cols) if cols > 1 else a
 
 
+def load_collection(index, prefix):
+    """The collection (unit-normalised vectors, lengths, queries, ids, qrels' relevant
+    documents by query) and the index's centroids and codes, as both studies read them."""
+    X = np.load(prefix + '.vectors.npy').astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    dim = X.shape[1]
+    lens = np.load(prefix + '.doclens.npy').astype(np.int64)
+    Q = np.load(prefix + '.queries.npy').astype(np.float32)
+    qids = open(prefix + '.qids.txt').read().split()
+    ids = open(prefix + '.ids.txt').read().split()
+    rel = {}
+    for line in open(prefix + '.qrels.tsv').read().splitlines()[1:]:
+        q, d, s = line.split('\t')
+        if int(s) > 0:
+            rel.setdefault(q, set()).add(d)
+    C = read_tt(os.path.join(index, 'centroids.tt'), np.float32, dim)
+    codes = read_tt(os.path.join(index, 'codes.tt'),
+                    np.uint16 if C.shape[0] <= 65536 else np.uint32, 1)
+    return X, lens, Q, qids, ids, rel, C, codes
+
+
 def lloyd_max(col, b, rounds=25):
     """Per-dimension Lloyd-Max table for one column (sorted), from the quantile start."""
     nb = 1 << b
@@ -59,22 +80,10 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--ideal-only', action='store_true', help='skip the Lloyd-Max rows')
     a = ap.parse_args()
-    X = np.load(a.prefix + '.vectors.npy').astype(np.float32)
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    X, lens, Q, qids, ids, rel, C, codes = load_collection(a.index, a.prefix)
     N, dim = X.shape
-    lens = np.load(a.prefix + '.doclens.npy').astype(np.int64)
-    Q = np.load(a.prefix + '.queries.npy').astype(np.float32)
     nq, qlen, _ = Q.shape
-    qids = open(a.prefix + '.qids.txt').read().split()
-    ids = open(a.prefix + '.ids.txt').read().split()
-    rel = {}
-    for line in open(a.prefix + '.qrels.tsv').read().splitlines()[1:]:
-        q, d, s = line.split('\t')
-        if int(s) > 0:
-            rel.setdefault(q, set()).add(d)
-    C = read_tt(os.path.join(a.index, 'centroids.tt'), np.float32, dim)
     K = C.shape[0]
-    codes = read_tt(os.path.join(a.index, 'codes.tt'), np.uint16 if K <= 65536 else np.uint32, 1)
     assert codes.shape[0] == N, (codes.shape, N)
     R = X - C[codes]
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])

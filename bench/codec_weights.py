@@ -25,11 +25,10 @@ prints recall@10 against exact MaxSim over the originals, MRR@10 and the widths.
 """
 import argparse
 import heapq
-import os
 
 import numpy as np
 
-from codec_bound import lloyd_max, read_tt
+from codec_bound import load_collection, lloyd_max
 
 WIDTHS = [0, 1, 2, 4, 8]
 
@@ -42,22 +41,10 @@ def main():
     ap.add_argument('--k', type=int, default=10)
     ap.add_argument('--debias', help='comma-separated strengths A (documents\' weights only)')
     a = ap.parse_args()
-    X = np.load(a.prefix + '.vectors.npy').astype(np.float32)
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    X, lens, Q, qids, ids, rel, C, codes = load_collection(a.index, a.prefix)
     N, dim = X.shape
-    lens = np.load(a.prefix + '.doclens.npy').astype(np.int64)
-    Q = np.load(a.prefix + '.queries.npy').astype(np.float32)
     nq, qlen, _ = Q.shape
-    qids = open(a.prefix + '.qids.txt').read().split()
-    ids = open(a.prefix + '.ids.txt').read().split()
-    rel = {}
-    for line in open(a.prefix + '.qrels.tsv').read().splitlines()[1:]:
-        q, d, s = line.split('\t')
-        if int(s) > 0:
-            rel.setdefault(q, set()).add(d)
-    C = read_tt(os.path.join(a.index, 'centroids.tt'), np.float32, dim)
     K = C.shape[0]
-    codes = read_tt(os.path.join(a.index, 'codes.tt'), np.uint16 if K <= 65536 else np.uint32, 1)
     assert codes.shape[0] == N
     Cd = C[codes]
     R = X - Cd
