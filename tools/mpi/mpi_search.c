@@ -108,10 +108,22 @@ char *mpi_recv(int r, int tag, int *len) {
     return m;
 }
 
-int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg) {
+/* An error message for a batch of m queries: i32 status 1, u32 m, the text. */
+static int pack_error(mpi_buf *b, uint32_t m, const char *msg) {
     int32_t st = 1;
     b->n = 0;
     return mpi_put(b, &st, 4) || mpi_put(b, &m, 4) || mpi_put(b, msg, strlen(msg) + 1);
+}
+
+void mpi_reply(mpi_buf *o, int st, bool injected, uint32_t m, int pe, int tag,
+               MPI_Request *req) {
+    if (st)
+        pe = pack_error(o, m, injected ? "injected failure (TARTAN_MPI_FAULT)" : tt_last_error());
+    if (pe) {
+        fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
+        mpi_fail_all(CLI_FAIL);
+    }
+    MPI_Isend(o->p, (int)o->n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, req);
 }
 
 static int pack_results(mpi_buf *b, const tt_sharded *sh, uint32_t m, uint32_t k, const tt_hit *hits,
@@ -522,14 +534,9 @@ int mpi_cmd_search(int argc, char **argv) {
                                                    qs->lens + q0, m, k, &a.so, a.threads, hits,
                                                    nhits, NULL)
                          : (memset(nhits, 0, m * sizeof *nhits), TT_OK);
-            int pe = st ? mpi_pack_error(o, (uint32_t)m, f ? "injected failure (TARTAN_MPI_FAULT)"
-                                                       : tt_last_error())
-                        : pack_results(o, sh, (uint32_t)m, k, hits, nhits);
-            if (pe) {
-                fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
-                mpi_fail_all(CLI_FAIL);
-            }
-            MPI_Isend(o->p, (int)o->n, MPI_BYTE, 0, TAG_RESULTS, MPI_COMM_WORLD, &req[b % 2]);
+            mpi_reply(o, st, f, (uint32_t)m,
+                      st ? 0 : pack_results(o, sh, (uint32_t)m, k, hits, nhits), TAG_RESULTS,
+                      &req[b % 2]);
             if (st)
                 break; /* rank 0 reports it and ends the job */
         }

@@ -39,8 +39,12 @@ void mpi_put_run_line(mpi_buf *lines, const char *qid, const char *id, size_t id
 /* Rank 0: the next message of rank r with tag (NUL-terminated after its len bytes;
  * free it); out of memory ends every rank. */
 char *mpi_recv(int r, int tag, int *len);
-/* An error message for a batch of m queries: i32 status 1, u32 m, the text. */
-int mpi_pack_error(mpi_buf *b, uint32_t m, const char *msg);
+/* A rank's reply to rank 0 for a batch of m queries, sent without waiting (*req): the
+ * results packed into o (pe: the packing's status, -1 out of memory), or with st set,
+ * the error (injected: TARTAN_MPI_FAULT's, else tt_last_error()). Out of memory ends
+ * every rank. */
+void mpi_reply(mpi_buf *o, int st, bool injected, uint32_t m, int pe, int tag,
+               MPI_Request *req);
 /* Rank 0: writes the lines to RUN aside and renames it; -1 (said) on failure. */
 int mpi_write_run(const char *out, const mpi_buf *lines);
 

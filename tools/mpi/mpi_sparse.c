@@ -271,14 +271,8 @@ int mpi_search_sparse(mpi_search_args *a) {
             MPI_Wait(&req[b % 2], MPI_STATUS_IGNORE); /* the buffer's previous send */
             int f = mpi_fault("search", b);
             st = f ? TT_EIO : search_batch(a, sh, qs, sq, sparse_of, q0, m, D, stats, rows, &l);
-            int pe = st ? mpi_pack_error(o, (uint32_t)m, f ? "injected failure (TARTAN_MPI_FAULT)"
-                                                           : tt_last_error())
-                        : pack(o, sh, (uint32_t)m, D, hybrid, &l);
-            if (pe) {
-                fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
-                mpi_fail_all(CLI_FAIL);
-            }
-            MPI_Isend(o->p, (int)o->n, MPI_BYTE, 0, TAG_SPARSE, MPI_COMM_WORLD, &req[b % 2]);
+            mpi_reply(o, st, f, (uint32_t)m, st ? 0 : pack(o, sh, (uint32_t)m, D, hybrid, &l),
+                      TAG_SPARSE, &req[b % 2]);
             if (st)
                 break; /* rank 0 reports it and ends the job */
         }
