@@ -145,6 +145,13 @@ int tt_scan_exact(tt_search_ctx *c);
  * version, k1, b: TT_EINVAL), and copied at this library's size. */
 int tt_sparse_options_check(const tt_sparse_options *o);
 void tt_sparse_options_copy(const tt_sparse_options *in, tt_sparse_options *out);
+/* sparse_search.c: the options of a hybrid batch (sopt must not be NULL; dopt may be):
+ * checked (dopt only when dense), copied at this library's size into dso and so, both
+ * with the one filter of the two retrievers (the dense options', else the sparse
+ * options'; two different ones: TT_EINVAL naming who). */
+int tt_hybrid_options(const char *who, bool dense, const tt_search_options *dopt,
+                      const tt_sparse_options *sopt, tt_search_options *dso,
+                      tt_sparse_options *so);
 /* sparse_search.c: the sparse search of a shard of a sharded index with the whole
  * collection's BM25 statistics (shard/hybrid.c): N live documents, avgdl, and per query
  * term its live document frequency over every shard (tt_sparse_query_df of each shard,

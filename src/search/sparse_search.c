@@ -324,6 +324,29 @@ int tt_fuse(const tt_hit *a, uint32_t na, const tt_hit *b, uint32_t nb,
 
 /* ---------------------------------------------------------------- batches */
 
+int tt_hybrid_options(const char *who, bool dense, const tt_search_options *dopt,
+                      const tt_sparse_options *sopt, tt_search_options *dso,
+                      tt_sparse_options *so) {
+    int st = tt_sparse_options_check(sopt);
+    if (st || (dense && (st = tt_search_options_check(dopt))))
+        return st;
+    tt_sparse_options_copy(sopt, so);
+    tt_search_options_init(dso);
+    if (dopt) {
+        memcpy(dso, dopt, TT_MIN((size_t)dopt->struct_size, sizeof *dso));
+        dso->struct_size = sizeof *dso;
+    }
+    /* One filter for both retrievers: the dense options', or the sparse options'. */
+    const tt_filter *df = dense ? dso->filter : NULL;
+    if (df && so->filter && df != so->filter)
+        return tt_err(TT_EINVAL, "%s: the dense and the sparse options name different filters "
+                      "(give one, or the same)", who);
+    if (df)
+        so->filter = df;
+    dso->filter = so->filter;
+    return TT_OK;
+}
+
 typedef struct sbatch {
     const tt_index *idx;
     /* dense side (Q NULL: sparse only) */
@@ -448,25 +471,11 @@ int tt_hybrid_search_batch(const tt_index *idx, const float *Q, const uint64_t *
         return tt_err(TT_EINVAL, "tt_hybrid_search_batch: NULL argument");
     if (k == 0)
         return tt_err(TT_EINVAL, "tt_hybrid_search_batch: k must be at least 1");
-    int st = tt_sparse_options_check(sopt);
-    if (st || (Q && (st = tt_search_options_check(dopt))))
-        return st;
-    /* One filter for both retrievers: the dense options', or the sparse options'. */
     tt_sparse_options sso;
     tt_search_options dso;
-    tt_sparse_options_copy(sopt, &sso);
-    tt_search_options_init(&dso);
-    if (dopt) {
-        memcpy(&dso, dopt, TT_MIN((size_t)dopt->struct_size, sizeof dso));
-        dso.struct_size = sizeof dso;
-    }
-    const tt_filter *df = Q ? dso.filter : NULL;
-    if (df && sso.filter && df != sso.filter)
-        return tt_err(TT_EINVAL, "tt_hybrid_search_batch: the dense and the sparse options name "
-                      "different filters (give one, or the same)");
-    if (df)
-        sso.filter = df;
-    dso.filter = sso.filter;
+    int st = tt_hybrid_options("tt_hybrid_search_batch", Q != NULL, dopt, sopt, &dso, &sso);
+    if (st)
+        return st;
     sopt = &sso;
     if (Q)
         dopt = &dso;

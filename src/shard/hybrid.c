@@ -197,29 +197,23 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
         return tt_err(TT_EUNSUPPORTED, "%s: a sparse or hybrid search needs every shard open "
                       "(the BM25 statistics are the whole collection's); this process opened "
                       "%u of %u", sh->dir, sh->nopen, sh->num_shards);
-    tt_sparse_options so;
+    tt_sparse_options so, sdef;
     tt_fusion_options fdef;
+    tt_search_options dso;
     if (!fopt) {
         tt_fusion_options_init(&fdef);
         fopt = &fdef;
     }
-    int st = sparse_opts(sopt, &so);
-    if (st || (Q && (st = tt_search_options_check(dopt))))
-        return st;
-    tt_search_options dso;
-    tt_search_options_init(&dso);
-    if (dopt) {
-        memcpy(&dso, dopt, TT_MIN((size_t)dopt->struct_size, sizeof dso));
-        dso.struct_size = sizeof dso;
+    if (!sopt) {
+        tt_sparse_options_init(&sdef);
+        sopt = &sdef;
     }
-    /* one filter over the global rows for both retrievers */
-    const tt_filter *gf = Q ? dso.filter : NULL;
-    if (gf && so.filter && gf != so.filter)
-        return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: the dense and the sparse "
-                      "options name different filters (give one, or the same)");
-    if (!gf)
-        gf = so.filter;
-    dso.filter = gf;
+    int st = tt_hybrid_options("tt_sharded_hybrid_search_batch", Q != NULL, dopt, sopt, &dso,
+                               &so);
+    if (st)
+        return st;
+    /* the one filter is over the global rows: each shard gets its part (below) */
+    const tt_filter *gf = so.filter;
     so.filter = NULL;
     if (gf && gf->num_rows != sh->num_docs)
         return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: the filter is over %llu "
