@@ -23,7 +23,6 @@ recall@10 against exact MaxSim over the original vectors, and MRR@10 on the qrel
 """
 import argparse
 import os
-import struct
 
 import numpy as np
 
@@ -54,6 +53,29 @@ def load_collection(index, prefix):
     codes = read_tt(os.path.join(index, 'codes.tt'),
                     np.uint16 if C.shape[0] <= 65536 else np.uint32, 1)
     return X, lens, Q, qids, ids, rel, C, codes
+
+
+def maxsim(Q, Xd, starts):
+    """Exact MaxSim (sum over each query's vectors) of queries Q (nq x qlen x dim) against
+    the documents whose vectors Xd start at rows `starts`: an nq x documents matrix."""
+    nq, qlen, dim = Q.shape
+    S = Q.reshape(-1, dim) @ Xd.T  # (nq*qlen, N)
+    M = np.maximum.reduceat(S, starts, axis=1)  # per doc max
+    return M.reshape(nq, qlen, -1).sum(axis=1)
+
+
+def recall_mrr(S, ref_top, k, ids, qids, rel):
+    """Recall@k of the scores S against the reference top k, and MRR@k on the qrels."""
+    nq = S.shape[0]
+    top = np.argsort(-S, axis=1)[:, :k]
+    rec = np.mean([len(set(top[i]) & set(ref_top[i])) / k for i in range(nq)])
+    mrr = 0.0
+    for i in range(nq):
+        for r, d in enumerate(top[i]):
+            if ids[d] in rel.get(qids[i], ()):
+                mrr += 1.0 / (r + 1)
+                break
+    return rec, mrr / nq
 
 
 def lloyd_max(col, b, rounds=25):
@@ -107,20 +129,10 @@ def main():
           % (kurt.mean(), kurt.min(), kurt.max(), agm))
 
     def scores(Xd):
-        S = Q.reshape(-1, dim) @ Xd.T  # (nq*qlen, N)
-        M = np.maximum.reduceat(S, starts, axis=1)  # per doc max
-        return M.reshape(nq, qlen, -1).sum(axis=1)
+        return maxsim(Q, Xd, starts)
 
     def evaluate(S, ref_top):
-        top = np.argsort(-S, axis=1)[:, :a.k]
-        rec = np.mean([len(set(top[i]) & set(ref_top[i])) / a.k for i in range(nq)])
-        mrr = 0.0
-        for i in range(nq):
-            for r, d in enumerate(top[i]):
-                if ids[d] in rel.get(qids[i], ()):
-                    mrr += 1.0 / (r + 1)
-                    break
-        return rec, mrr / nq
+        return recall_mrr(S, ref_top, a.k, ids, qids, rel)
 
     S0 = scores(X)
     ref = np.argsort(-S0, axis=1)[:, :a.k]

@@ -28,7 +28,7 @@ import heapq
 
 import numpy as np
 
-from codec_bound import load_collection, lloyd_max
+from codec_bound import load_collection, lloyd_max, maxsim, recall_mrr
 
 WIDTHS = [0, 1, 2, 4, 8]
 
@@ -82,23 +82,13 @@ def main():
         return wi
 
     def scores(Xd):
-        S = Q.reshape(-1, dim) @ Xd.T
-        M = np.maximum.reduceat(S, starts, axis=1)
-        return M.reshape(nq, qlen, -1).sum(axis=1)
+        return maxsim(Q, Xd, starts)
 
     S0 = scores(X)
     ref = np.argsort(-S0, axis=1)[:, :a.k]
 
     def evaluate(S):
-        top = np.argsort(-S, axis=1)[:, :a.k]
-        rec = np.mean([len(set(top[i]) & set(ref[i])) / a.k for i in range(nq)])
-        mrr = 0.0
-        for i in range(nq):
-            for r, d in enumerate(top[i]):
-                if ids[d] in rel.get(qids[i], ()):
-                    mrr += 1.0 / (r + 1)
-                    break
-        return rec, mrr / nq
+        return recall_mrr(S, ref, a.k, ids, qids, rel)
 
     weights = {'doc': (X ** 2).mean(axis=0), 'query': (Q.reshape(-1, dim) ** 2).mean(axis=0),
                'uniform': np.ones(dim)}
