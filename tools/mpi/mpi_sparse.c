@@ -203,6 +203,10 @@ int mpi_search_sparse(mpi_search_args *a) {
      * of ~x; ranks without a shard give 0). One process refuses shards of two kinds
      * (tt_sharded_sparse_stats); so do the ranks together. */
     uint64_t shape[6] = {0, 0, 0, 0, 0, 0}, agreed[6] = {0, 0, 0, 0, 0, 0};
+    lists l = {0}; /* the batches' buffers (below) */
+    uint64_t *rows = NULL;
+    mpi_buf out[2] = {{0}, {0}};
+    int rc = CLI_FAIL;
     if (!any && idx) {
         shape[0] = tt_sparse_set_size(sq);
         shape[1] = E;
@@ -226,14 +230,7 @@ int mpi_search_sparse(mpi_search_args *a) {
                     (unsigned long long)~agreed[3]);
         if (mpi_rank == 0)
             fprintf(stderr, "tartan-mpi search: no run written\n");
-        tt_filter_free(filter);
-        cli_smeta_close(md);
-        tt_queries_free(qs);
-        tt_sparse_set_free(sq);
-        free(sparse_of);
-        free(stats);
-        tt_sharded_close(sh);
-        return CLI_FAIL;
+        goto done;
     }
     E = agreed[1];
     /* The whole collection's statistics: every rank's part summed. */
@@ -250,19 +247,18 @@ int mpi_search_sparse(mpi_search_args *a) {
                 (unsigned long long)qs->num_queries);
     const uint64_t nq = hybrid ? qs->num_queries : agreed[0];
     const uint64_t B = a->batch, nbatch = (nq + B - 1) / B;
-    lists l = {.dh = hybrid ? malloc(B * D * sizeof *l.dh) : NULL,
-               .sh = malloc(B * D * sizeof *l.sh),
-               .ss = malloc(B * D * sizeof *l.ss),
-               .dn = calloc(B, sizeof *l.dn),
-               .sn = calloc(B, sizeof *l.sn)};
-    uint64_t *rows = malloc(B * sizeof *rows);
-    mpi_buf out[2] = {{0}, {0}};
+    l = (lists){.dh = hybrid ? malloc(B * D * sizeof *l.dh) : NULL,
+                .sh = malloc(B * D * sizeof *l.sh),
+                .ss = malloc(B * D * sizeof *l.ss),
+                .dn = calloc(B, sizeof *l.dn),
+                .sn = calloc(B, sizeof *l.sn)};
+    rows = malloc(B * sizeof *rows);
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     if ((hybrid && !l.dh) || !l.sh || !l.ss || !l.dn || !l.sn || !rows) {
         fprintf(stderr, "tartan-mpi search: rank %d: out of memory\n", mpi_rank);
         mpi_fail_all(CLI_FAIL);
     }
-    int rc = CLI_OK;
+    rc = CLI_OK;
 
     if (mpi_rank != 0) {
         for (uint64_t b = 0; b < nbatch; b++) {
