@@ -215,10 +215,8 @@ int tt_sharded_hybrid_search_batch(const tt_sharded *sh, const float *Q, const u
     /* the one filter is over the global rows: each shard gets its part (below) */
     const tt_filter *gf = so.filter;
     so.filter = NULL;
-    if (gf && gf->num_rows != sh->num_docs)
-        return tt_err(TT_EINVAL, "tt_sharded_hybrid_search_batch: the filter is over %llu "
-                      "rows, the index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
-                      (unsigned long long)sh->num_docs);
+    if ((st = tt_sharded_check_filter("tt_sharded_hybrid_search_batch", sh, gf)))
+        return st;
     uint32_t kind;
     uint64_t N, total;
     if ((st = shards_sparse(sh, &kind, &N, &total)))
@@ -341,10 +339,8 @@ int tt_sharded_sparse_search_stats(const tt_sharded *sh, const tt_sparse_set *qu
         return st;
     const tt_filter *gf = so.filter;
     so.filter = NULL;
-    if (gf && gf->num_rows != sh->num_docs)
-        return tt_err(TT_EINVAL, "tt_sharded_sparse_search_stats: the filter is over %llu "
-                      "rows, the index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
-                      (unsigned long long)sh->num_docs);
+    if ((st = tt_sharded_check_filter("tt_sharded_sparse_search_stats", sh, gf)))
+        return st;
     const uint32_t S = sh->nopen;
     if (S == 0) { /* no shard here: no hits */
         if (nqueries)

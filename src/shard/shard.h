@@ -17,6 +17,8 @@ struct tt_sharded {
     tt_index **idx;         /* nopen */
 };
 
+/* TT_EINVAL (naming who) unless gf (NULL: none) is over sh's global rows. */
+int tt_sharded_check_filter(const char *who, const tt_sharded *sh, const tt_filter *gf);
 /* A filter over the global rows (NULL: none) as one filter per open shard over its own
  * rows: *out NULL for gf NULL, else nopen filters (free with tt_sharded_filters_free). */
 int tt_sharded_split_filter(const tt_sharded *sh, const tt_filter *gf, tt_filter ***out);

@@ -243,6 +243,14 @@ static int search_chunk(const tt_sharded *sh, const float *Q, const uint64_t *qo
     return TT_OK;
 }
 
+int tt_sharded_check_filter(const char *who, const tt_sharded *sh, const tt_filter *gf) {
+    if (gf && gf->num_rows != sh->num_docs)
+        return tt_err(TT_EINVAL, "%s: the filter is over %llu rows, the index %s has %llu", who,
+                      (unsigned long long)gf->num_rows, sh->dir,
+                      (unsigned long long)sh->num_docs);
+    return TT_OK;
+}
+
 int tt_sharded_split_filter(const tt_sharded *sh, const tt_filter *gf, tt_filter ***out) {
     *out = NULL;
     if (!gf)
@@ -279,10 +287,9 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     if (!sh || !hits || !nhits || k == 0)
         return tt_err(TT_EINVAL, "tt_sharded_search_batch: NULL argument or k = 0");
     const tt_filter *gf = opt ? opt->filter : NULL;
-    if (gf && gf->num_rows != sh->num_docs)
-        return tt_err(TT_EINVAL, "tt_sharded_search_batch: the filter is over %llu rows, the "
-                      "index %s has %llu", (unsigned long long)gf->num_rows, sh->dir,
-                      (unsigned long long)sh->num_docs);
+    int st = tt_sharded_check_filter("tt_sharded_search_batch", sh, gf);
+    if (st)
+        return st;
     if (sh->nopen == 1 && sh->first_row[sh->open_id[0]] == 0 &&
         (!gf || sh->idx[0]->num_docs == gf->num_rows))
         return tt_search_batch(sh->idx[0], Q, qoffs, qlens, nq, k, opt, threads, hits, nhits,
@@ -299,7 +306,7 @@ int tt_sharded_search_batch(const tt_sharded *sh, const float *Q, const uint64_t
     w.ps = seconds ? tt_alloc(cap, sizeof *w.ps, "latencies") : NULL;
     w.lists = tt_alloc(S, sizeof *w.lists, "per-shard results");
     w.counts = tt_alloc(S, sizeof *w.counts, "per-shard results");
-    int st = TT_OK;
+    st = TT_OK;
     if (!w.part || !w.pn || (seconds && !w.ps) || !w.lists || !w.counts)
         st = TT_ENOMEM;
     /* A filter over the global rows: each shard gets its own rows' part. */
