@@ -200,15 +200,16 @@ int main(int argc, char **argv) {
     mean /= (double)nq;
     qsort(lat, nq, sizeof *lat, bench_dcmp);
     qsort(cpu, nq, sizeof *cpu, bench_dcmp);
+    /* What the searches used: the index's calibrated parameters where no flag was given. */
     tt_search_options eff;
-    tt_search_options_resolve(&so, k, &eff);
+    tt_search_options_resolve_index(idx, &so, k, &eff);
     tt_index_info info;
     tt_index_get_info(idx, &info);
     const char *io = info.io == TT_IO_URING ? (oo.direct ? "io_uring+O_DIRECT" : "io_uring")
                                             : "mmap";
     double n = (double)nq;
     printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"pruning\": \"%s\", "
-           "\"threshold\": %g, \"prune_ratio\": %g, \"rerank\": \"%s\", "
+           "\"threshold\": %g, \"prune_ratio\": %g, \"rerank\": \"%s\", \"margin\": %g, "
            "\"ndocs\": %u, \"io\": \"%s\", \"cold\": %d, \"threads\": %d, \"queries\": %llu, "
            "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
            "\"cpu_p50_ms\": %.3f, \"cpu_p95_ms\": %.3f, "
@@ -219,7 +220,8 @@ int main(int argc, char **argv) {
            eff.pruning == TT_PRUNE_ABSOLUTE ? "absolute" : "relative",
            eff.pruning == TT_PRUNE_ABSOLUTE ? eff.threshold : 0.0,
            eff.pruning == TT_PRUNE_RELATIVE ? eff.prune_ratio : 0.0,
-           eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", eff.ndocs, io, cold, threads,
+           eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", (double)eff.rerank_margin,
+           eff.ndocs, io, cold, threads,
            (unsigned long long)nq, 1e3 * pct(lat, nq, 50), 1e3 * pct(lat, nq, 95),
            1e3 * pct(lat, nq, 99), 1e3 * mean, 1e3 * pct(cpu, nq, 50), 1e3 * pct(cpu, nq, 95),
            n / total, (double)ss.bytes_read / n,
