@@ -5,6 +5,7 @@
  *                [--io uring|mmap] [--direct] [--queue-depth N] [--nprobe N]
  *                [--threshold T] [--ndocs N] [--cold] [--threads T] [--limit N]
  *                [--pruning relative|absolute] [--prune-ratio F] [--rerank adaptive|fixed]
+ *                [--rerank-margin M]
  *                [--score sum|mean] [--run FILE] [--label TEXT] [--no-sketch]
  *                [--no-avx512]
  *
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
         {"cold", 0, 0, 'c'}, {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'}, {"run", 1, 0, 'r'},
         {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {"qlens", 1, 0, 'J'},
         {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'},
+        {"rerank-margin", 1, 0, 'M'},
         {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
@@ -113,6 +115,7 @@ int main(int argc, char **argv) {
         case 'K':
             so.rerank = !strcmp(optarg, "fixed") ? TT_RERANK_FIXED : TT_RERANK_ADAPTIVE;
             break;
+        case 'M': so.rerank_margin = strtof(optarg, NULL); break;
         case 'c': cold = 1; break;
         case 'N': so.sketch = 0; break;
         case 'A': avx512 = 0; break; /* the portable twins of the AVX-512 row loops */
