@@ -35,7 +35,9 @@ static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
  * (as queries of LLM encoders weigh them less) made the DiffRetriever shape's
  * predictions worse (doc/benchmarks.md), so the default keeps them. */
 #define PSEUDO_OUTLIER_SHARE 1.0
-static const uint32_t NDOCS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+/* The grid's ndocs: 64, 128, ... doubling (at most NDOCS_MAX of them). */
+#define NDOCS_MIN 64u
+#define NDOCS_MAX 26
 /* The relative pruning the grid measures: ratio 0, which keeps every centroid that
  * scores at least 0 for some query vector (nearly all of them). Stage 2 costs the same
  * either way here (it visits every code of every candidate and only skips the pruned
@@ -339,24 +341,33 @@ static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, i
     return st;
 }
 
+/* The ndocs worth trying, into nds (NDOCS_MAX entries): from k (fewer is k anyway),
+ * doubling from NDOCS_MIN, up to the first that keeps every live document (more
+ * changes nothing). There is no other ceiling: on large collections of 3584-d hidden
+ * states the target needs more than 8192 (0.952 at 16,384 on 50k documents, against
+ * 0.940 at 8192; doc/benchmarks.md, *No search flags at 3584-d, 50k documents*), and
+ * the staircase stops at the first ndocs that reaches it. Returns the count. */
+static size_t ndocs_grid(uint32_t k, uint64_t live, uint32_t *nds) {
+    size_t nn = 0;
+    for (uint64_t nd = NDOCS_MIN; nn < NDOCS_MAX; nd *= 2) {
+        if (nd < k)
+            continue;
+        nds[nn++] = (uint32_t)nd;
+        if (nd >= live)
+            break;
+    }
+    if (nn == 0)
+        nds[nn++] = k;
+    return nn;
+}
+
 /* The staircase over (nprobe, ndocs) for one stage-4 margin: *best the cheapest set
  * reaching the target (best->ok false if none), *top the best recall seen. */
 static int staircase(tt_calib *c, uint32_t k, double target, float margin, int sketch,
                      point *best_out, point *top_out) {
     const tt_index *idx = c->idx;
-    /* The ndocs worth trying: from k (fewer is k anyway) up to the first that keeps
-     * every live document (more changes nothing). */
-    uint32_t nds[sizeof NDOCS / sizeof NDOCS[0]];
-    size_t nn = 0;
-    for (size_t n = 0; n < sizeof NDOCS / sizeof NDOCS[0]; n++) {
-        if (NDOCS[n] < k)
-            continue;
-        nds[nn++] = NDOCS[n];
-        if ((uint64_t)NDOCS[n] >= idx->num_live)
-            break;
-    }
-    if (nn == 0)
-        nds[nn++] = k;
+    uint32_t nds[NDOCS_MAX];
+    const size_t nn = ndocs_grid(k, idx->num_live, nds);
     point best = {.ok = false}, top = {.t.recall = -1};
     double prev_top = -1;
     int upper = -1; /* index into nds of the smallest ndocs that reached the target with
@@ -461,16 +472,16 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
     if (c->idx->sketch_bytes) {
         const uint32_t K = c->idx->num_centroids;
         float margin = best.ok ? best.t.rerank_margin : top.t.rerank_margin;
-        for (size_t n = 0; n < sizeof NDOCS / sizeof NDOCS[0]; n++) {
-            if (NDOCS[n] < k && n + 1 < sizeof NDOCS / sizeof NDOCS[0])
-                continue;
+        uint32_t nds[NDOCS_MAX];
+        const size_t nn = ndocs_grid(k, c->idx->num_live, nds);
+        for (size_t n = 0; n < nn; n++) {
             point at;
-            int st = measure(c, k, (int)K, NDOCS[n], margin, 1, target, &at);
+            int st = measure(c, k, (int)K, nds[n], margin, 1, target, &at);
             if (st)
                 return st;
             bool dearer = best.ok && at.cost > best.cost;
             keep_better(&best, &top, &at, &at);
-            if (at.ok || dearer || (uint64_t)NDOCS[n] >= c->idx->num_live)
+            if (at.ok || dearer)
                 break;
         }
     }
