@@ -138,7 +138,8 @@ enum { TT_ASSIGN_EXACT = 0, TT_ASSIGN_TWO_LEVEL = 1 };
 
 typedef struct tt_build_options {
     uint32_t struct_size;       /* set by tt_build_options_init */
-    int nbits;                  /* residual bits per dimension: 1, 2 or 4 (default 2) */
+    int nbits;                  /* residual bits per dimension: 1, 2 or 4 (default 2); 3
+                                 * with the adaptive codec (an average) */
     uint32_t num_centroids;     /* 0: 2^floor(log2(16*sqrt(num_vectors))) as ColBERTv2 */
     int threads;                /* worker threads; 0: number of online CPUs */
     uint64_t memory_bytes;      /* working-memory budget of the build (default 2 GiB) */

@@ -79,7 +79,14 @@ expect_ok "two shards" b --vectors "$V,$V" --doclens "$L,$L" --out "$WORK/two"
 "$T" info --json "$WORK/two" | grep -q '"num_docs": 800' && ok "two shards: 800 docs" || bad "two shards count"
 
 # Usage errors exit 2.
-"$T" build --nbits 3 --vectors "$V" --doclens "$L" --out "$WORK/y" 2>/dev/null; [ $? -eq 2 ] && ok "bad --nbits is a usage error" || bad "bad --nbits"
+"$T" build --nbits 5 --vectors "$V" --doclens "$L" --out "$WORK/y" 2>/dev/null; [ $? -eq 2 ] && ok "bad --nbits is a usage error" || bad "bad --nbits"
+# 3 bits exist only as the adaptive codec's average.
+expect_fail "--nbits 3 with per-dim tables" "nbits 3 needs the adaptive codec" b --nbits 3 --codec per-dim --vectors "$V" --doclens "$L" --out "$WORK/y"
+[ ! -e "$WORK/y" ] && ok "no index left by the refused codec" || bad "refused codec left $WORK/y"
+expect_ok "--nbits 3, adaptive" b --nbits 3 --vectors "$V" --doclens "$L" --out "$WORK/b3"
+expect_ok "3-bit index verifies" "$T" verify "$WORK/b3"
+"$T" info --json "$WORK/b3" | grep -q '"nbits": 3' && ok "info: nbits 3" || bad "info nbits 3"
+"$T" search --index "$WORK/b3" --queries "$V" --qlens "$L" --k 3 --out "$WORK/b3.run" 2>/dev/null && [ -s "$WORK/b3.run" ] && ok "3-bit index searches" || bad "3-bit search"
 "$T" build --vectors "$V" 2>/dev/null; [ $? -eq 2 ] && ok "missing --out is a usage error" || bad "missing --out"
 
 # A flipped byte anywhere is reported with the file name.

@@ -225,8 +225,8 @@ expect_fail "duplicate query id" "dupq.txt:3: duplicate query id 'q0'" \
 # An output path that cannot be a directory.
 : >"$WORK/file"
 expect_fail "--out is a file" "file" R --out "$WORK/file" --variants 2bit
-B --variants original,3bit >/dev/null 2>"$WORK/err"
-[ $? -eq 2 ] && grep -q "unknown variant '3bit'" "$WORK/err" && ok "unknown variant" ||
+B --variants original,3bit-perdim >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q "unknown variant '3bit-perdim'" "$WORK/err" && ok "unknown variant" ||
     bad "unknown variant: $(cat "$WORK/err")"
 B --variants 2bit,2bit-adaptive >/dev/null 2>&1
 [ $? -eq 2 ] && ok "variant listed twice (2bit is 2bit-adaptive)" || bad "variant listed twice"

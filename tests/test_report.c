@@ -65,7 +65,11 @@ START_TEST(variant_names) {
     ck_assert(rp_parse_variant("2bit-pool1", &v));
     ck_assert(v.pool == 1);
     ck_assert_str_eq(v.name, "2bit");
-    static const char *const bad[] = {"", "3bit", "8bit", "2bits", "2bit-", "2bit-foo", "bit",
+    /* 3 bits: the adaptive codec's average only. */
+    ck_assert(rp_parse_variant("3bit-adaptive-pool2", &v));
+    ck_assert(v.nbits == 3 && v.codec == TT_CODEC_ADAPTIVE && v.pool == 2);
+    ck_assert(rp_parse_variant("3bit", &v) == (bo.codec_tables == TT_CODEC_ADAPTIVE));
+    static const char *const bad[] = {"", "3bit-perdim", "3bit-shared", "5bit", "8bit", "2bits", "2bit-", "2bit-foo", "bit",
                                       "Original", "2", "original-shared", "12bit",
                                       "2bit-pool", "2bit-pool0", "2bit-pool02", "2bit-pool65",
                                       "2bit-pool2x", "2bit-pool2-shared", "2bit-adaptivex",

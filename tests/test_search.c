@@ -363,12 +363,13 @@ START_TEST(resdec_adaptive_matches_definition) {
         {1, 3, 700, 17, 9},  /* long 2-bit run, AVX-512 and a tail, 0-bit positions */
         {0, 200, 0, 0, 0},   /* 4 bits only */
         {2, 0, 0, 3000, 2},  /* 1 bit beyond the expanded-table budget */
+        {4, 500, 511, 9, 0}, /* a 3-bit budget at 1024-d: 4- and 2-bit runs, a 1-bit tail */
     };
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         const uint32_t *cnt = layouts[li];
         uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 2 * cnt[2] + cnt[3];
         uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4];
-        uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : 4;
+        uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : bitsum <= 3ull * dim ? 3 : 4;
         tt_codec c;
         random_adaptive(&c, cnt, nbits, 300 + li);
         tt_resdec d;

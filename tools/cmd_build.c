@@ -27,7 +27,8 @@ static void usage(FILE *f) {
         "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
         "  --out DIR            index directory to create\n"
         "  --force              replace an existing index at DIR (kept if the build fails)\n"
-        "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2)\n"
+        "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2); 3 with\n"
+        "                       the adaptive codec (an average: widths stay 0-8)\n"
         "  --centroids K        number of centroids (default 2^floor(log2(16*sqrt(N))))\n"
         "  --codec shared|per-dim|adaptive   one bucket table for all dimensions\n"
         "                       (ColBERTv2), one per dimension, or (default) bits\n"
@@ -210,8 +211,8 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         case 'o': out = optarg; break;
         case 'f': o.force = 1; break;
         case 'b':
-            if (!cli_parse_u64(optarg, &u) || (u != 1 && u != 2 && u != 4))
-                return cli_usage_error("build", "--nbits must be 1, 2 or 4");
+            if (!cli_parse_u64(optarg, &u) || u < 1 || u > 4)
+                return cli_usage_error("build", "--nbits must be 1, 2, 3 or 4");
             o.nbits = (int)u;
             break;
         case 'k':

@@ -811,8 +811,8 @@ int cmd_report(int argc, char **argv) {
             rp_variant v;
             if (!rp_parse_variant(list[i], &v)) {
                 rc = cli_usage_error(CMD, "--variants: unknown variant '%s' (original or exact; "
-                                     "Nbit with N 1, 2 or 4, then -perdim, -shared or "
-                                     "-adaptive, then -poolF: 2bit, 2bit-adaptive, "
+                                     "Nbit with N 1, 2, 3 (adaptive) or 4, then -perdim, -shared "
+                                     "or -adaptive, then -poolF: 2bit, 2bit-adaptive, "
                                      "2bit-pool2...)", list[i]);
                 cli_free_list(list);
                 goto done;

@@ -35,7 +35,7 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
         v->original = true;
         snprintf(v->name, sizeof v->name, "original");
     } else {
-        if ((s[0] != '1' && s[0] != '2' && s[0] != '4') || strncmp(s + 1, "bit", 3))
+        if (s[0] < '1' || s[0] > '4' || strncmp(s + 1, "bit", 3))
             return false;
         v->nbits = s[0] - '0';
         const char *rest = s + 4;
@@ -63,6 +63,8 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
         }
         if (*rest)
             return false;
+        if (v->nbits == 3 && v->codec != TT_CODEC_ADAPTIVE)
+            return false; /* 3 bits exist only as the adaptive codec's average */
         char pool[16] = "";
         if (v->pool > 1)
             snprintf(pool, sizeof pool, "-pool%d", v->pool);

@@ -391,7 +391,7 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     corpus); others are converted once to float32 (copy=False raises instead).
     ids: one str (or int) per document (a path with .npy files); default: row numbers.
 
-    Options (as `tartan build`'s flags): nbits (1, 2, 4; default 2), centroids, threads,
+    Options (as `tartan build`'s flags): nbits (1, 2, 4; 3 with the adaptive codec; default 2), centroids, threads,
     memory (bytes), seed, normalize, keep_originals ("none"/"f16"), codec
     ("adaptive"/"per-dim"/"shared"), assign, sample_factor, min_train_per_centroid,
     max_train_per_centroid, kmeans_iters, force, encoder, codebook, lloyd_max_rounds,

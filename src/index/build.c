@@ -271,11 +271,14 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     o = &defaults;
     if (!out_dir || !*out_dir || !in)
         return tt_err(TT_EINVAL, "tt_build: output directory and input are required");
-    if (o->nbits != 1 && o->nbits != 2 && o->nbits != 4)
-        return tt_err(TT_EINVAL, "nbits must be 1, 2 or 4 (got %d)", o->nbits);
+    if (o->nbits < 1 || o->nbits > 4)
+        return tt_err(TT_EINVAL, "nbits must be 1, 2, 3 or 4 (got %d)", o->nbits);
     if (o->codec_tables != TT_CODEC_SHARED && o->codec_tables != TT_CODEC_PER_DIM &&
         o->codec_tables != TT_CODEC_ADAPTIVE)
         return tt_err(TT_EINVAL, "unknown codec %d", o->codec_tables);
+    if (o->nbits == 3 && o->codec_tables != TT_CODEC_ADAPTIVE)
+        return tt_err(TT_EINVAL, "nbits 3 needs the adaptive codec (per-dimension and shared "
+                      "tables give every dimension the same width: 1, 2 or 4 bits)");
     if (o->lloyd_max_rounds < 0 || o->lloyd_max_rounds > 1000)
         return tt_err(TT_EINVAL, "Lloyd-Max rounds must be 0..1000 (got %d)", o->lloyd_max_rounds);
     if (o->keep_originals != TT_KEEP_NONE && o->keep_originals != TT_KEEP_F16)

@@ -150,8 +150,8 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     U64("kmeans_iters", 0, 100000, in->kmeans_iters);
     U64("threads", 0, 100000, in->threads);
     U64("assign", 0, 1, in->assign);
-    if (idx->nbits == 3)
-        return tt_err(TT_ECORRUPT, "%s: nbits 3 is not a valid value", m->path);
+    if (idx->nbits == 3 && in->codec_tables != TT_CODEC_ADAPTIVE)
+        return tt_err(TT_ECORRUPT, "%s: nbits 3 with a codec that is not adaptive", m->path);
     if (*meta_vectors < *meta_docs)
         return tt_err(TT_ECORRUPT, "%s: fewer vectors than documents", m->path);
     in->sample_factor = meta_double(m, "sample_factor");

@@ -140,7 +140,9 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
                            const uint32_t *perm, const float *cutoffs, const float *weights) {
     if (c)
         memset(c, 0, sizeof *c);
-    if (!c || !bits || !perm || !cutoffs || !weights || dim == 0 || !valid_nbits(nbits))
+    /* The budget may be any of 1-4 bits per dimension: the widths themselves stay 0, 1,
+     * 2, 4 or 8, so codes never straddle bytes within a run. */
+    if (!c || !bits || !perm || !cutoffs || !weights || dim == 0 || nbits < 1 || nbits > 4)
         return tt_err(TT_EINVAL, "codec: invalid adaptive codec (dim=%u, nbits=%u)", dim, nbits);
     uint64_t sum = 0;
     for (uint32_t k = 0; k < dim; k++) {
