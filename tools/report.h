@@ -18,10 +18,11 @@ enum { RP_MAX_METRICS = 16 };
 #define RP_ALPHA 0.05
 
 /* A variant name (doc/report.md): "original" (or "exact"), or "<n>bit" with n in
- * {1, 2, 3, 4} (3: adaptive codec only), then optionally the codec, "-perdim" (per-dimension tables), "-shared"
- * (one table for every dimension, as ColBERTv2) or "-adaptive" (bits allocated per
- * dimension), then optionally "-pool<F>" (token pooling with factor F, 2..64). Without a
- * codec the variant uses tartan's default codec, and its canonical name leaves it out. */
+ * {1, 2, 3, 4} (3: adaptive codec only), then optionally the codec, "-perdim"
+ * (per-dimension tables), "-shared" (one table for every dimension, as ColBERTv2) or
+ * "-adaptive" (bits allocated per dimension), then optionally "-pool<F>" (token pooling
+ * with factor F, 2..64). Without a codec the variant uses tartan's default codec, and
+ * its canonical name leaves it out. */
 typedef struct rp_variant {
     char name[32];          /* canonical name, e.g. "2bit-shared", "2bit-adaptive-pool2" */
     bool original;          /* uncompressed float16 vectors, exact MaxSim */

@@ -352,7 +352,7 @@ static size_t ndocs_grid(uint32_t k, uint64_t live, uint32_t *nds) {
     for (uint64_t nd = NDOCS_MIN; nn < NDOCS_MAX; nd *= 2) {
         if (nd < k)
             continue;
-        nds[nn++] = (uint32_t)nd;
+        nds[nn++] = (uint32_t)TT_MIN(nd, (uint64_t)UINT32_MAX);
         if (nd >= live)
             break;
     }
