@@ -35,9 +35,10 @@ static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
  * (as queries of LLM encoders weigh them less) made the DiffRetriever shape's
  * predictions worse (doc/benchmarks.md), so the default keeps them. */
 #define PSEUDO_OUTLIER_SHARE 1.0
-/* The grid's ndocs: 64, 128, ... doubling (at most NDOCS_MAX of them). */
+/* The grid's ndocs: 64, 128, ... 8192 (NDOCS_MAX of them). */
 #define NDOCS_MIN 64u
-#define NDOCS_MAX 26
+#define NDOCS_TOP 8192u
+#define NDOCS_MAX 8
 /* The relative pruning the grid measures: ratio 0, which keeps every centroid that
  * scores at least 0 for some query vector (nearly all of them). Stage 2 costs the same
  * either way here (it visits every code of every candidate and only skips the pruned
@@ -341,18 +342,15 @@ static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, i
     return st;
 }
 
-/* The ndocs worth trying, into nds (NDOCS_MAX entries): from k (fewer is k anyway),
- * doubling from NDOCS_MIN, up to the first that keeps every live document (more
- * changes nothing). There is no other ceiling: on large collections of 3584-d hidden
- * states the target needs more than 8192 (0.952 at 16,384 on 50k documents, against
- * 0.940 at 8192; doc/benchmarks.md, *No search flags at 3584-d, 50k documents*), and
- * the staircase stops at the first ndocs that reaches it. Returns the count. */
+/* The ndocs of the grid, into nds (NDOCS_MAX entries): from k (fewer is k anyway),
+ * NDOCS_MIN doubling to NDOCS_TOP, up to the first that keeps every live document (more
+ * changes nothing). Returns the count. */
 static size_t ndocs_grid(uint32_t k, uint64_t live, uint32_t *nds) {
     size_t nn = 0;
-    for (uint64_t nd = NDOCS_MIN; nn < NDOCS_MAX; nd *= 2) {
+    for (uint32_t nd = NDOCS_MIN; nd <= NDOCS_TOP; nd *= 2) {
         if (nd < k)
             continue;
-        nds[nn++] = (uint32_t)TT_MIN(nd, (uint64_t)UINT32_MAX);
+        nds[nn++] = nd;
         if (nd >= live)
             break;
     }
@@ -483,6 +481,28 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
             keep_better(&best, &top, &at, &at);
             if (at.ok || dearer)
                 break;
+        }
+    }
+    /* Past the grid's ceiling, where nothing reached the target and the best recall
+     * came at the ceiling: that set with ndocs doubled until it reaches the target,
+     * keeps every live document, or stops gaining (less than 0.005 a step). One column,
+     * not the grid: on 50k documents of 16 x 3584-d the target needs 16,384 (0.952
+     * against 0.940 at 8192, doc/benchmarks.md, *No search flags at 3584-d, 50k
+     * documents*), and one set at that depth costs about 11 s of pseudo-queries; the
+     * whole grid carried past 8192 ran for over 25 minutes. */
+    if (!best.ok && top.t.ndocs >= NDOCS_TOP && top.t.ndocs < c->idx->num_live) {
+        const tt_tuned base = top.t;
+        double prev = base.recall;
+        for (uint64_t nd = (uint64_t)base.ndocs * 2; nd <= UINT32_MAX; nd *= 2) {
+            point at;
+            int st = measure(c, k, base.nprobe, (uint32_t)nd, base.rerank_margin, base.sketch,
+                             target, &at);
+            if (st)
+                return st;
+            keep_better(&best, &top, &at, &at);
+            if (at.ok || at.t.recall < prev + 0.005 || nd >= c->idx->num_live)
+                break;
+            prev = at.t.recall;
         }
     }
     *out = best.ok ? best.t : top.t;
