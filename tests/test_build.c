@@ -491,8 +491,15 @@ START_TEST(bad_inputs_leave_nothing) {
     ck_assert_int_eq(tt_build(other, in, &o, NULL), TT_EEXIST);
     ck_assert_int_eq(access(path, F_OK), 0);
     /* bad options */
-    o.nbits = 3;
+    o.nbits = 5;
     ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EINVAL);
+    /* 3 bits exist only as the adaptive codec's budget */
+    const int tables = o.codec_tables;
+    o.nbits = 3;
+    o.codec_tables = TT_CODEC_PER_DIM;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "adaptive"));
+    o.codec_tables = tables;
     o.nbits = 2;
     o.num_centroids = 5000; /* more centroids than vectors */
     snprintf(path, sizeof path, "%s/toomany", dir);

@@ -362,7 +362,10 @@ class TestErrors(Base):
         self.check(tartan.ParseError, -15, "duplicate id 'x'", tartan.build,
                    os.path.join(d, "c"), self.docs[:3], ids=["x", "y", "x"], centroids=2)
         self.check(tartan.InvalidArgumentError, -1, "nbits", tartan.build, os.path.join(d, "n"),
-                   self.docs[:50], nbits=3)
+                   self.docs[:50], nbits=5)
+        self.check(tartan.InvalidArgumentError, -1, "nbits 3 needs the adaptive codec",
+                   tartan.build, os.path.join(d, "n"), self.docs[:50], nbits=3, codec="per-dim")
+        self.assertFalse(os.path.exists(os.path.join(d, "n")))
         self.check(tartan.NotFoundError, -14, "missing.npy", tartan.build, os.path.join(d, "f"),
                    os.path.join(d, "missing.npy"), os.path.join(d, "missing.doclens.npy"))
         with tartan.Index(self.path) as ix:
