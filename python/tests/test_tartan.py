@@ -658,7 +658,10 @@ class TestInterrupt(unittest.TestCase):
         with tempfile.TemporaryDirectory() as t:
             out = os.path.join(t, "idx")
             code = textwrap.dedent("""
-                import sys, time, numpy as np, tartan
+                import signal, sys, time, numpy as np, tartan
+                # A process started in the background by a non-interactive shell (as a
+                # CI runner may start the suite) inherits SIGINT ignored: take it back.
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 x = np.random.default_rng(0).standard_normal((600000, 64), dtype=np.float32)
                 lens = np.full(30000, 20, np.int64)
                 print("start", flush=True)
