@@ -276,7 +276,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
     if (o->codec_tables != TT_CODEC_SHARED && o->codec_tables != TT_CODEC_PER_DIM &&
         o->codec_tables != TT_CODEC_ADAPTIVE)
         return tt_err(TT_EINVAL, "unknown codec %d", o->codec_tables);
-    if (o->nbits == 3 && o->codec_tables != TT_CODEC_ADAPTIVE)
+    if (!tt_codec_nbits_ok(o->codec_tables, (uint32_t)o->nbits))
         return tt_err(TT_EINVAL, "nbits 3 needs the adaptive codec (per-dimension and shared "
                       "tables give every dimension the same width: 1, 2 or 4 bits)");
     if (o->lloyd_max_rounds < 0 || o->lloyd_max_rounds > 1000)

@@ -150,7 +150,7 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     U64("kmeans_iters", 0, 100000, in->kmeans_iters);
     U64("threads", 0, 100000, in->threads);
     U64("assign", 0, 1, in->assign);
-    if (idx->nbits == 3 && in->codec_tables != TT_CODEC_ADAPTIVE)
+    if (!tt_codec_nbits_ok((int)in->codec_tables, idx->nbits))
         return tt_err(TT_ECORRUPT, "%s: nbits 3 with a codec that is not adaptive", m->path);
     if (*meta_vectors < *meta_docs)
         return tt_err(TT_ECORRUPT, "%s: fewer vectors than documents", m->path);

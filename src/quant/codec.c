@@ -18,8 +18,6 @@
 
 /* ================================================================= tables */
 
-static int valid_nbits(uint32_t nbits) { return nbits == 1 || nbits == 2 || nbits == 4; }
-
 /* Allocates the tables and the layout of a codec whose position k has width bits[k]
  * (bits NULL: nbits everywhere; shared: one table) and fills the layout. */
 static int codec_alloc(tt_codec *c, uint32_t dim, uint32_t nbits, int kind, const uint8_t *bits) {
@@ -126,7 +124,7 @@ int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
                   const float *cutoffs, const float *weights) {
     if (c)
         memset(c, 0, sizeof *c);
-    if (!c || !cutoffs || !weights || dim == 0 || !valid_nbits(nbits) ||
+    if (!c || !cutoffs || !weights || dim == 0 || !tt_codec_nbits_ok(TT_CODEC_PER_DIM, nbits) ||
         (ntables != 1 && ntables != dim))
         return tt_err(TT_EINVAL, "codec: invalid table shape (dim=%u, nbits=%u, tables=%u)",
                       dim, nbits, ntables);
@@ -140,9 +138,10 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
                            const uint32_t *perm, const float *cutoffs, const float *weights) {
     if (c)
         memset(c, 0, sizeof *c);
-    /* The budget may be any of 1-4 bits per dimension: the widths themselves stay 0, 1,
-     * 2, 4 or 8, so codes never straddle bytes within a run. */
-    if (!c || !bits || !perm || !cutoffs || !weights || dim == 0 || nbits < 1 || nbits > 4)
+    /* The budget may be 3 bits too: the widths themselves stay 0, 1, 2, 4 or 8, so codes
+     * never straddle bytes within a run. */
+    if (!c || !bits || !perm || !cutoffs || !weights || dim == 0 ||
+        !tt_codec_nbits_ok(TT_CODEC_ADAPTIVE, nbits))
         return tt_err(TT_EINVAL, "codec: invalid adaptive codec (dim=%u, nbits=%u)", dim, nbits);
     uint64_t sum = 0;
     for (uint32_t k = 0; k < dim; k++) {

@@ -51,6 +51,13 @@ typedef struct tt_codec_run {
                                    * ct[i * n + j] (NULL for width 0 and shared codecs) */
 } tt_codec_run;
 
+/* Whether a codec of this kind may have nbits bits per dimension: 1, 2 or 4 (whole codes
+ * per byte); an adaptive codec's budget may also be 3, an average over its widths. The
+ * one rule for build options, training, stored indexes and decoders. */
+static inline bool tt_codec_nbits_ok(int kind, uint32_t nbits) {
+    return nbits == 1 || nbits == 2 || nbits == 4 || (nbits == 3 && kind == TT_CODEC_ADAPTIVE);
+}
+
 typedef struct tt_codec {
     uint32_t dim, nbits, ntables; /* ntables = 1 (shared) or dim (per-dim, adaptive) */
     int kind;                     /* TT_CODEC_SHARED, TT_CODEC_PER_DIM, TT_CODEC_ADAPTIVE */

@@ -402,9 +402,7 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
     if (c)
         memset(c, 0, sizeof *c);
     if (!c || !p || !residuals || n == 0 || dim == 0 || p->nbits < 1 ||
-        !(p->nbits == 1 || p->nbits == 2 || p->nbits == 4 ||
-          (p->nbits == 3 && p->kind == TT_CODEC_ADAPTIVE)) ||
-        p->lloyd_rounds < 0 ||
+        !tt_codec_nbits_ok(p->kind, (uint32_t)p->nbits) || p->lloyd_rounds < 0 ||
         (p->kind != TT_CODEC_SHARED && p->kind != TT_CODEC_PER_DIM &&
          p->kind != TT_CODEC_ADAPTIVE))
         return tt_err(TT_EINVAL, "codec: invalid arguments (n=%llu, dim=%u, nbits=%d, kind=%d)",

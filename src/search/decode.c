@@ -50,7 +50,7 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
     d->shared = c->kind == TT_CODEC_SHARED;
     int st;
     if (d->shared) {
-        if (c->nbits != 1 && c->nbits != 2 && c->nbits != 4)
+        if (!tt_codec_nbits_ok(TT_CODEC_SHARED, c->nbits))
             return tt_err(TT_EINVAL, "residual decoder: nbits %u not in {1, 2, 4}", c->nbits);
         const uint32_t pb = d->per_byte = 8 / c->nbits, mask = (1u << c->nbits) - 1;
         d->weights = c->weights;
