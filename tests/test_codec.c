@@ -697,7 +697,7 @@ START_TEST(adaptive_allocation) {
     float *x = malloc(n * dim * sizeof *x), imp[64];
     for (uint64_t i = 0; i < n * dim; i++)
         x[i] = (float)(0.05 * gauss(&r));
-    for (int nbits = 1; nbits <= 4; nbits *= 2) {
+    for (int nbits = 1; nbits <= 4; nbits++) {
         tt_codec c = train_kind(x, n, dim, TT_CODEC_ADAPTIVE, nbits, 25, NULL);
         ck_assert_int_eq(c.kind, TT_CODEC_ADAPTIVE);
         ck_assert_ptr_null(c.perm);
@@ -797,7 +797,9 @@ START_TEST(lloyd_max_never_increases_error) {
             }
         const int kinds[3] = {TT_CODEC_SHARED, TT_CODEC_PER_DIM, TT_CODEC_ADAPTIVE};
         for (int ki = 0; ki < 3; ki++)
-            for (int nbits = 1; nbits <= 4; nbits *= 2) {
+            for (int nbits = 1; nbits <= 4; nbits++) {
+                if (nbits == 3 && kinds[ki] != TT_CODEC_ADAPTIVE)
+                    continue;
                 tt_codec q = train_kind(x, n, dim, kinds[ki], nbits, 0, NULL);
                 tt_codec l = train_kind(x, n, dim, kinds[ki], nbits, 100, NULL);
                 double eq = weighted_error(&q, x, n, NULL), el = weighted_error(&l, x, n, NULL);
@@ -845,6 +847,14 @@ START_TEST(adaptive_encode_lut_and_init) {
         for (uint32_t k = 0; k < dim; k++)
             q[k] = (float)gauss(&r);
         tt_codec_build_lut(&c, q, lut);
+        /* 3-bit codes straddle bytes: there is no per-byte table for them (NaN) */
+        uint32_t n3 = 0;
+        for (uint32_t k = 0; k < dim; k++)
+            n3 += c.bits[k] == 3;
+        ck_assert_msg(nbits != 3 || n3 > 0, "no 3-bit position at 3 bits");
+        ck_assert(tt_codec_lut_ok(&c) == (n3 == 0));
+        if (n3)
+            ck_assert(isnan(lut[0]) && isnan(lut[c.bytes_per_vec * 256 - 1]));
         for (uint64_t i = 0; i < n; i++) {
             tt_codec_to_positions(&c, x + i * dim, rp);
             tt_codec_encode(&c, rp, p);
@@ -861,7 +871,7 @@ START_TEST(adaptive_encode_lut_and_init) {
             for (uint32_t k = 0; k < dim; k++)
                 dot += (double)q[k] * out[k];
             float l = tt_codec_dot_lut(lut, p, c.bytes_per_vec);
-            CHECK(fabs(l - dot) < 1e-4 * (1 + fabs(dot)));
+            CHECK(n3 || fabs(l - dot) < 1e-4 * (1 + fabs(dot)));
             /* back to the input order */
             float back[40];
             tt_codec_to_input(&c, rp, back);
@@ -882,17 +892,34 @@ START_TEST(adaptive_encode_lut_and_init) {
         w[i] = (float)i;
     cut[15] = 0; /* table 1 starts over: fine */
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, bits, perm, cut, w), TT_OK);
+    {   /* without 3-bit widths the per-byte table is defined: LUT dot == decoded dot */
+        float q4[4] = {0.5f, -2, 3, 1.25f}, lut4[256], o4[4];
+        ck_assert(tt_codec_lut_ok(&cl));
+        tt_codec_build_lut(&cl, q4, lut4);
+        for (uint32_t v = 0; v < 256; v++) {
+            uint8_t pv = (uint8_t)v;
+            tt_codec_decode(&cl, &pv, o4);
+            float want = q4[0] * o4[0] + q4[1] * o4[1] + q4[2] * o4[2] + q4[3] * o4[3];
+            CHECK(fabsf(tt_codec_dot_lut(lut4, &pv, 1) - want) < 1e-4f * (1 + fabsf(want)));
+        }
+    }
     tt_codec_free(&cl);
-    uint8_t b3[4] = {3, 2, 2, 1}, up[4] = {1, 2, 2, 2}, big[4] = {8, 1, 0, 0};
+    uint8_t b5[4] = {5, 1, 1, 1}, up[4] = {1, 2, 2, 2}, big[4] = {8, 1, 0, 0};
     uint32_t dup[4] = {0, 1, 1, 3}, out_of[4] = {0, 1, 2, 4};
-    ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, b3, perm, cut, w), TT_ECORRUPT);
+    ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, b5, perm, cut, w), TT_ECORRUPT);
+    /* a 3-bit width (its 7 cutoffs and 8 weights come first) */
+    uint8_t b3[4] = {3, 3, 1, 1};
+    ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, b3, perm, cut, w), TT_OK);
+    ck_assert_uint_eq(cl.bytes_per_vec, 1);
+    ck_assert_uint_eq(cl.bitoff[1], 3);
+    tt_codec_free(&cl);
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, up, perm, cut, w), TT_ECORRUPT);
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, big, perm, cut, w), TT_ECORRUPT);
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, bits, dup, cut, w), TT_ECORRUPT);
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 2, bits, out_of, cut, w), TT_ECORRUPT);
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 5, bits, perm, cut, w), TT_EINVAL);
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 0, bits, perm, cut, w), TT_EINVAL);
-    /* 3 bits on average: an adaptive budget (the widths are still 0, 1, 2, 4, 8) */
+    /* 3 bits on average: an adaptive budget, here from widths 4, 2, 1, 1 */
     ck_assert_int_eq(tt_codec_init_adaptive(&cl, 4, 3, bits, perm, cut, w), TT_OK);
     ck_assert_uint_eq(cl.bytes_per_vec, 2);
     tt_codec_free(&cl);

@@ -310,21 +310,21 @@ END_TEST
             ck_abort_msg("assertion failed: %s", #cond); \
     } while (0)
 
-/* An adaptive codec with the given width counts (8, 4, 2, 1, 0 bits), a random
+/* An adaptive codec with the given width counts (8, 4, 3, 2, 1, 0 bits), a random
  * permutation and random ascending tables. */
-static void random_adaptive(tt_codec *c, const uint32_t cnt[5], uint32_t nbits, uint64_t seed) {
-    static const uint32_t wid[5] = {8, 4, 2, 1, 0};
+static void random_adaptive(tt_codec *c, const uint32_t cnt[6], uint32_t nbits, uint64_t seed) {
+    static const uint32_t wid[6] = {8, 4, 3, 2, 1, 0};
     tt_rng r;
     tt_rng_seed(&r, seed);
     uint32_t dim = 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         dim += cnt[i];
     uint8_t *bits = malloc(dim);
     uint32_t *perm = malloc(dim * sizeof *perm);
     float *cut = malloc((size_t)dim * 255 * sizeof *cut + 4), *w = malloc((size_t)dim * 256 * sizeof *w);
     uint32_t k = 0;
     uint64_t nc = 0, nw = 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         for (uint32_t j = 0; j < cnt[i]; j++, k++) {
             bits[k] = (uint8_t)wid[i];
             uint32_t nb = 1u << wid[i];
@@ -356,19 +356,24 @@ static void random_adaptive(tt_codec *c, const uint32_t cnt[5], uint32_t nbits, 
  * writes the scalar definition's values, with and without centroids, and its AVX-512
  * and portable loops write the same floats. */
 START_TEST(resdec_adaptive_matches_definition) {
-    const uint32_t layouts[][5] = {
-        {4, 0, 996, 24, 0},  /* the LLM allocation at 1024-d, 2 bits */
-        {3, 1, 5, 3, 4},     /* every width, mixed bytes at each boundary */
-        {0, 0, 60, 8, 0},    /* 2 + 1 bits with expanded tables */
-        {1, 3, 700, 17, 9},  /* long 2-bit run, AVX-512 and a tail, 0-bit positions */
-        {0, 200, 0, 0, 0},   /* 4 bits only */
-        {2, 0, 0, 3000, 2},  /* 1 bit beyond the expanded-table budget */
-        {4, 500, 511, 9, 0}, /* a 3-bit budget at 1024-d: 4- and 2-bit runs, a 1-bit tail */
+    const uint32_t layouts[][6] = {
+        {4, 0, 0, 996, 24, 0},   /* the LLM allocation at 1024-d, 2 bits */
+        {3, 1, 0, 5, 3, 4},      /* every width but 3, mixed bytes at each boundary */
+        {0, 0, 0, 60, 8, 0},     /* 2 + 1 bits with expanded tables */
+        {1, 3, 0, 700, 17, 9},   /* long 2-bit run, AVX-512 and a tail, 0-bit positions */
+        {0, 200, 0, 0, 0, 0},    /* 4 bits only */
+        {2, 0, 0, 0, 3000, 2},   /* 1 bit beyond the expanded-table budget */
+        {4, 500, 0, 511, 9, 0},  /* 3 bits on average from 4- and 2-bit runs */
+        {4, 0, 1013, 3, 4, 0},   /* a 3-bit budget at 1024-d with the 3-bit width */
+        {3, 1, 37, 5, 3, 4},     /* 3-bit run starting mid-byte, ending mid-group */
+        {0, 0, 45, 0, 0, 0},     /* 3 bits only: 2 groups of 16, a group, a tail */
+        {1, 0, 5, 1, 0, 0},      /* fewer 3-bit codes than a group */
+        {0, 1, 16, 0, 7, 1},     /* 3-bit run from a nibble, exactly one AVX-512 step */
     };
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         const uint32_t *cnt = layouts[li];
-        uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 2 * cnt[2] + cnt[3];
-        uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4];
+        uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 3 * cnt[2] + 2 * cnt[3] + cnt[4];
+        uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4] + cnt[5];
         uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : bitsum <= 3ull * dim ? 3 : 4;
         tt_codec c;
         random_adaptive(&c, cnt, nbits, 300 + li);

@@ -28,7 +28,7 @@ static void usage(FILE *f) {
         "  --out DIR            index directory to create\n"
         "  --force              replace an existing index at DIR (kept if the build fails)\n"
         "  --nbits N            residual bits per dimension: 1, 2 or 4 (default 2); 3 with\n"
-        "                       the adaptive codec (an average: widths stay 0-8)\n"
+        "                       the adaptive codec (an average over widths 0-4 and 8)\n"
         "  --centroids K        number of centroids (default 2^floor(log2(16*sqrt(N))))\n"
         "  --codec shared|per-dim|adaptive   one bucket table for all dimensions\n"
         "                       (ColBERTv2), one per dimension, or (default) bits\n"

@@ -26,14 +26,15 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     printf(",\n  \"num_docs\": %llu,\n  \"num_vectors\": %llu,\n  \"dim\": %u,\n"
            "  \"nbits\": %u,\n  \"num_centroids\": %u,\n  \"normalized\": %s,\n"
            "  \"codec_tables\": \"%s\",\n  \"lloyd_max_rounds\": %d,\n  \"debias\": %s,\n"
-           "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"4\": %u, \"8\": %u},\n"
+           "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"3\": %u, \"4\": %u, "
+           "\"8\": %u},\n"
            "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
            "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n  \"sketch_bytes\": %u,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
            codec_name(in->codec_tables), in->lloyd_max_rounds, in->debias ? "true" : "false",
            in->dims_by_width[0],
-           in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[4],
+           in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[3], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
            in->keep_originals ? "\"f16\"" : "null", in->pool_factor,
            (unsigned long long)in->input_vectors, in->sketch_bytes);

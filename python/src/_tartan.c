@@ -1778,7 +1778,7 @@ static PyObject *Index_info(IndexObject *self, PyObject *unused) {
     /* The rest of tt_index_info, under the names `tartan info --json` uses where it has
      * one (its "bytes" object's members become bytes_<name>). */
     more = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,s:{s:I,s:I,s:I,s:I,s:I},s:K,s:K,"
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:K,s:K,"
         "s:I,s:I,s:d,s:K,s:d}",
         "bytes_meta", (unsigned long long)i->bytes_meta, "bytes_codec",
         (unsigned long long)i->bytes_codec, "bytes_doclens", (unsigned long long)i->bytes_doclens,
@@ -1789,7 +1789,8 @@ static PyObject *Index_info(IndexObject *self, PyObject *unused) {
         (unsigned long long)i->bytes_metadata, "bytes_tune", (unsigned long long)i->bytes_tune,
         "sketch_bytes", i->sketch_bytes, "debias", i->debias ? Py_True : Py_False,
         "dims_by_width", "0", i->dims_by_width[0], "1", i->dims_by_width[1], "2",
-        i->dims_by_width[2], "4", i->dims_by_width[4], "8", i->dims_by_width[8], "train_vectors",
+        i->dims_by_width[2], "3", i->dims_by_width[3], "4", i->dims_by_width[4], "8",
+        i->dims_by_width[8], "train_vectors",
         (unsigned long long)i->train_vectors, "heldout_vectors",
         (unsigned long long)i->heldout_vectors, "kmeans_iters", i->kmeans_iters, "threads",
         i->threads, "sample_factor", i->sample_factor, "added_vectors",

@@ -138,17 +138,15 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
                            const uint32_t *perm, const float *cutoffs, const float *weights) {
     if (c)
         memset(c, 0, sizeof *c);
-    /* The budget may be 3 bits too: the widths themselves stay 0, 1, 2, 4 or 8, so codes
-     * never straddle bytes within a run. */
     if (!c || !bits || !perm || !cutoffs || !weights || dim == 0 ||
         !tt_codec_nbits_ok(TT_CODEC_ADAPTIVE, nbits))
         return tt_err(TT_EINVAL, "codec: invalid adaptive codec (dim=%u, nbits=%u)", dim, nbits);
     uint64_t sum = 0;
     for (uint32_t k = 0; k < dim; k++) {
         uint32_t b = bits[k];
-        if ((b != 0 && b != 1 && b != 2 && b != 4 && b != 8) || (k > 0 && b > bits[k - 1]))
-            return tt_err(TT_ECORRUPT, "codec: position %u: width %u (widths are 0, 1, 2, 4 "
-                          "or 8, in non-increasing order)", k, b);
+        if ((b > 4 && b != 8) || (k > 0 && b > bits[k - 1]))
+            return tt_err(TT_ECORRUPT, "codec: position %u: width %u (widths are 0, 1, 2, 3, "
+                          "4 or 8, in non-increasing order)", k, b);
         sum += b;
     }
     if (sum > (uint64_t)nbits * dim)
@@ -321,7 +319,8 @@ static inline void pack_codes(const int32_t *c, uint32_t m, uint32_t nbits, uint
     }
 }
 
-/* Adaptive: run by run (one width each), each code then or-ed in at its bit offset. */
+/* Adaptive: run by run (one width each), each code then or-ed in at its bit offset
+ * (into two bytes when it straddles them: 3-bit codes). */
 static void encode_adaptive(const tt_codec *c, const float *residual, uint8_t *packed) {
     int32_t codes[TT_CODEC_CHUNK];
     memset(packed, 0, c->bytes_per_vec);
@@ -335,7 +334,10 @@ static void encode_adaptive(const tt_codec *c, const float *residual, uint8_t *p
             bucket_codes(residual + run->k0 + j0, m, run->ct + j0, run->n, nc, codes);
             for (uint32_t t = 0; t < m; t++) {
                 uint32_t off = c->bitoff[run->k0 + j0 + t];
-                packed[off >> 3] |= (uint8_t)((uint32_t)codes[t] << (8 - run->w - (off & 7)));
+                uint32_t x = (uint32_t)codes[t] << (16 - run->w - (off & 7));
+                packed[off >> 3] |= (uint8_t)(x >> 8);
+                if (x & 0xff)
+                    packed[(off >> 3) + 1] |= (uint8_t)x;
             }
         }
     }
@@ -465,9 +467,21 @@ static void build_lut_adaptive(const tt_codec *c, const float *q, float *lut) {
         lut[x] += cst;
 }
 
+bool tt_codec_lut_ok(const tt_codec *c) {
+    for (uint32_t r = 0; r < c->nruns; r++)
+        if (c->runs[r].w == 3)
+            return false;
+    return true;
+}
+
 /* Each byte's 256 entries are (high-nibble sum) + (low-nibble sum): two 16-entry
  * tables and 256 additions, vectorized, instead of 256*(8/nbits) multiply-adds. */
 void tt_codec_build_lut(const tt_codec *c, const float *q, float *lut) {
+    if (!tt_codec_lut_ok(c)) {
+        for (uint64_t i = 0; i < (uint64_t)c->bytes_per_vec * 256; i++)
+            lut[i] = NAN;
+        return;
+    }
     if (c->kind == TT_CODEC_ADAPTIVE) {
         build_lut_adaptive(c, q, lut);
         return;

@@ -3,8 +3,8 @@
  *
  *  - shared (ColBERTv2): one table of 2^nbits buckets for every dimension;
  *  - per-dim: one table of 2^nbits buckets per dimension;
- *  - adaptive: each dimension gets its own width b in {0, 1, 2, 4, 8} and a table of
- *    2^b buckets; the widths add up to at most nbits * dim bits, allocated by greedy
+ *  - adaptive: each dimension gets its own width b in {0, 1, 2, 3, 4, 8} and a table
+ *    of 2^b buckets; the widths add up to at most nbits * dim bits, allocated by greedy
  *    water-filling on w_j * D_j(b) (D_j the dimension's measured distortion at width
  *    b, w_j its importance: the mean square of the dimension over the documents, a
  *    stand-in for how much queries weigh it). A 0-bit dimension decodes to a constant.
@@ -36,15 +36,18 @@
  * c0<<6 | c1<<4 | c2<<2 | c3; nbits=1 -> c0<<7 | ... | c7. This equals
  * numpy.packbits(np.unpackbits(codes[:, None], axis=1)[:, 8-nbits:]). (ColBERTv2 itself
  * expands each code LSB first before packbits, i.e. its fields are bit-reversed; tartan
- * does not read ColBERTv2 residual files, so the plain order is used.) Widths are powers
- * of two in non-increasing order, so a code never straddles a byte, which the per-byte
- * lookup tables and the decoder's runs rely on. nbits (the average) is 1, 2 or 4. */
+ * does not read ColBERTv2 residual files, so the plain order is used.) Widths are in
+ * non-increasing order. Codes of 1, 2, 4 and 8 bits never straddle a byte; 3-bit codes
+ * (adaptive codecs only) do: eight fill three bytes, and one may also share a byte with
+ * the run before or after. The per-byte lookup tables (tt_codec_build_lut) are for
+ * codecs without them (tt_codec_lut_ok); the search decoder reads 3-bit runs in groups
+ * of three bytes. nbits (the average) is 1, 2 or 4, or 3 for an adaptive codec. */
 #ifndef TT_CODEC_H
 #define TT_CODEC_H
 
 #include "common/common.h"
 
-/* A run of consecutive positions of one width (an adaptive codec has up to five). */
+/* A run of consecutive positions of one width (an adaptive codec has up to six). */
 typedef struct tt_codec_run {
     uint32_t w, k0, n;            /* width, first position, positions */
     const float *ct;              /* cutoffs transposed: cutoff i of position k0 + j at
@@ -52,8 +55,9 @@ typedef struct tt_codec_run {
 } tt_codec_run;
 
 /* Whether a codec of this kind may have nbits bits per dimension: 1, 2 or 4 (whole codes
- * per byte); an adaptive codec's budget may also be 3, an average over its widths. The
- * one rule for build options, training, stored indexes and decoders. */
+ * per byte); an adaptive codec's budget may also be 3 (an average over its widths, of
+ * which 3 is one). The one rule for build options, training, stored indexes and
+ * decoders. */
 static inline bool tt_codec_nbits_ok(int kind, uint32_t nbits) {
     return nbits == 1 || nbits == 2 || nbits == 4 || (nbits == 3 && kind == TT_CODEC_ADAPTIVE);
 }
@@ -77,13 +81,14 @@ typedef struct tt_codec {
     uint32_t *perm;               /* adaptive: input dimension of each position (dim);
                                    * NULL: the identity */
     uint32_t nruns;
-    tt_codec_run runs[5];
+    tt_codec_run runs[6];
 } tt_codec;
 
 /* How to train a codec. */
 typedef struct tt_codec_params {
     int kind;                     /* TT_CODEC_SHARED, TT_CODEC_PER_DIM, TT_CODEC_ADAPTIVE */
-    int nbits;                    /* bits per dimension (adaptive: on average): 1, 2, 4 */
+    int nbits;                    /* bits per dimension (adaptive: on average): 1, 2, 4
+                                   * (adaptive: also 3) */
     int lloyd_rounds;             /* Lloyd-Max refinement rounds; 0: quantile tables */
     const float *importance;      /* adaptive: w_j per input dimension (NULL: all 1) */
     int debias;                   /* 1: scale each table's weights by g = sum x^2 /
@@ -117,8 +122,8 @@ int tt_codec_train(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim
  * TT_ENOMEM. */
 int tt_codec_init(tt_codec *c, uint32_t dim, uint32_t nbits, uint32_t ntables,
                   const float *cutoffs, const float *weights);
-/* Fills an adaptive codec from stored tables (copies them): bits[dim] (each 0, 1, 2, 4
- * or 8, non-increasing, summing to at most nbits*dim), perm[dim] (a permutation), then
+/* Fills an adaptive codec from stored tables (copies them): bits[dim] (each 0, 1, 2, 3,
+ * 4 or 8, non-increasing, summing to at most nbits*dim), perm[dim] (a permutation), then
  * per position its 2^bits - 1 cutoffs and 2^bits weights, concatenated. On failure *c
  * is zeroed. Errors: TT_EINVAL (nbits, dim), TT_ECORRUPT (widths, permutation, tables),
  * TT_ENOMEM. */
@@ -155,10 +160,15 @@ void tt_codec_encode(const tt_codec *c, const float *residual, uint8_t *packed);
 void tt_codec_decode(const tt_codec *c, const uint8_t *packed, float *out);
 
 /* The code and the decoded value of position k of a packed vector (the scalar
- * definition, for references and tests). */
+ * definition, for references and tests). A code may straddle two bytes (3 bits): the
+ * second is read only then, so the last byte of a vector is never overrun. */
 static inline uint32_t tt_codec_code(const tt_codec *c, const uint8_t *packed, uint32_t k) {
-    uint32_t w = c->bits[k], off = c->bitoff[k];
-    return w ? ((uint32_t)packed[off >> 3] >> (8 - w - (off & 7))) & ((1u << w) - 1) : 0;
+    uint32_t w = c->bits[k], off = c->bitoff[k], sh = off & 7;
+    if (!w)
+        return 0;
+    const uint8_t *p = packed + (off >> 3);
+    uint32_t x = (uint32_t)p[0] << 8 | (sh + w > 8 ? p[1] : 0u);
+    return (x >> (16 - w - sh)) & ((1u << w) - 1);
 }
 static inline float tt_codec_value(const tt_codec *c, const uint8_t *packed, uint32_t k) {
     return c->weights[c->woff[k] + tt_codec_code(c, packed, k)];
@@ -167,7 +177,10 @@ static inline float tt_codec_value(const tt_codec *c, const uint8_t *packed, uin
 /* Per-query-vector lookup table over packed bytes: lut[b*256 + byte] = sum over the
  * positions stored in byte b of q[k] * weight(k, bucket) (q in position order; the
  * constant of 0-bit positions is added to byte 0's entries). Size bytes_per_vec*256
- * floats. Then <q, decode(packed)> = sum_b lut[b*256 + packed[b]]. */
+ * floats. Then <q, decode(packed)> = sum_b lut[b*256 + packed[b]]. Only for codecs
+ * whose codes never straddle a byte (tt_codec_lut_ok: no 3-bit positions); for others
+ * it fills the table with NaN. */
+bool tt_codec_lut_ok(const tt_codec *c);
 void tt_codec_build_lut(const tt_codec *c, const float *q, float *lut);
 float tt_codec_dot_lut(const float *lut, const uint8_t *packed, uint32_t bytes_per_vec);
 

@@ -320,11 +320,14 @@ static double train_table(const column *col, uint32_t b, int rounds, bool debias
 
 /* ========================================================= allocation */
 
-/* The widths a dimension may have, in order: a step goes to the next one. */
-static const uint32_t widths[5] = {0, 1, 2, 4, 8};
+/* The widths a dimension may have, in order: a step goes to the next one. 3 bits is
+ * the Lloyd-Max step that a 2/4-bit mix cannot replace (for a Gaussian, an even mix of
+ * 2 and 4 bits has 1.84x the error of 3 bits: doc/benchmarks.md, "Codec ceilings"). */
+enum { NW = 6 };
+static const uint32_t widths[NW] = {0, 1, 2, 3, 4, 8};
 /* A dimension's tables at every width, one block: where width index wi's start. */
-static const uint32_t cut_at[5] = {0, 0, 1, 4, 19}, w_at[5] = {0, 1, 3, 7, 23};
-enum { max_cut = 19 + 255, max_w = 23 + 256 };
+static const uint32_t cut_at[NW] = {0, 0, 1, 4, 11, 26}, w_at[NW] = {0, 1, 3, 7, 15, 31};
+enum { max_cut = 26 + 255, max_w = 31 + 256 };
 
 /* Greedy water-filling: every dimension starts at width 0; the step (to its next
  * width) with the largest importance-weighted error drop per added bit is taken while
@@ -339,12 +342,12 @@ static void allocate(uint32_t dim, uint64_t budget, const double *err, const flo
         int64_t best = -1;
         double bg = -1;
         for (uint32_t j = 0; j < dim; j++) {
-            if (wi[j] == 4)
+            if (wi[j] == NW - 1)
                 continue;
             uint32_t cost = widths[wi[j] + 1] - widths[wi[j]];
             if (cost > left)
                 continue;
-            double g = (imp ? imp[j] : 1.0) * (err[j * 5 + wi[j]] - err[j * 5 + wi[j] + 1]) / cost;
+            double g = (imp ? imp[j] : 1.0) * (err[j * NW + wi[j]] - err[j * NW + wi[j] + 1]) / cost;
             if (g > bg) {
                 bg = g;
                 best = j;
@@ -362,14 +365,14 @@ static void allocate(uint32_t dim, uint64_t budget, const double *err, const flo
             if (wi[a] == 0)
                 continue;
             uint32_t freed = widths[wi[a]] - widths[wi[a] - 1];
-            double loss = (imp ? imp[a] : 1.0) * (err[a * 5 + wi[a] - 1] - err[a * 5 + wi[a]]);
+            double loss = (imp ? imp[a] : 1.0) * (err[a * NW + wi[a] - 1] - err[a * NW + wi[a]]);
             for (uint32_t b = 0; b < dim; b++) {
-                if (b == a || wi[b] == 4)
+                if (b == a || wi[b] == NW - 1)
                     continue;
                 uint32_t cost = widths[wi[b] + 1] - widths[wi[b]];
                 if (cost <= freed || cost - freed > left)
                     continue;
-                double net = (imp ? imp[b] : 1.0) * (err[b * 5 + wi[b]] - err[b * 5 + wi[b] + 1]) -
+                double net = (imp ? imp[b] : 1.0) * (err[b * NW + wi[b]] - err[b * NW + wi[b] + 1]) -
                              loss;
                 if (net > bnet) {
                     bnet = net;
@@ -442,7 +445,7 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
     s2 = tt_alloc(n + 1, sizeof *s2, "codec: residual column sums");
     cut = tt_alloc(dim, (uint64_t)ncut * sizeof *cut, "codec tables");
     w = tt_alloc(dim, (uint64_t)nw * sizeof *w, "codec tables");
-    err = tt_alloc(dim, 5 * sizeof *err, "codec errors");
+    err = tt_alloc(dim, NW * sizeof *err, "codec errors");
     if (!scratch || !s || !s2 || !cut || !w || !err) {
         rc = TT_ENOMEM;
         goto done;
@@ -462,8 +465,8 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
                             w + (size_t)d * nw);
                 continue;
             }
-            for (uint32_t k = 0; k < 5; k++)
-                err[d * 5 + k] = train_table(&col, widths[k], p->lloyd_rounds, p->debias,
+            for (uint32_t k = 0; k < NW; k++)
+                err[d * NW + k] = train_table(&col, widths[k], p->lloyd_rounds, p->debias,
                                              cut + (size_t)d * ncut + cut_at[k],
                                              w + (size_t)d * nw + w_at[k]);
         }
@@ -488,7 +491,7 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
     allocate(dim, (uint64_t)nbits * dim, err, p->importance, wi);
     uint32_t k = 0;
     uint64_t oc = 0, ow = 0;
-    for (int x = 4; x >= 0; x--)
+    for (int x = NW - 1; x >= 0; x--)
         for (uint32_t d = 0; d < dim; d++) {
             if (wi[d] != (uint32_t)x)
                 continue;

@@ -72,7 +72,10 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
         if (cr->w)
             while (a < cr->n && (c->bitoff[cr->k0 + a] & 7))
                 a++;
-        uint32_t nbytes = cr->w ? (cr->n - a) * cr->w / 8 : 0, covered = nbytes * 8 / TT_MAX(cr->w, 1u);
+        /* whole groups: 1 byte of 8 / w codes, or 3 bytes of 8 3-bit codes */
+        const uint32_t gp = cr->w == 3 ? 8 : 8 / TT_MAX(cr->w, 1u), gb = cr->w == 3 ? 3 : 1;
+        const uint32_t groups = cr->w ? (cr->n - a) / gp : 0;
+        const uint32_t nbytes = groups * gb, covered = groups * gp;
         for (uint32_t j = 0; j < cr->n; j++)
             if (j < a || j >= a + covered)
                 d->loose[d->nloose++] = cr->k0 + j;
@@ -80,12 +83,14 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
             continue;
         tt_resdec_run *r = &d->runs[d->nruns++];
         r->w = cr->w;
-        r->pb = 8 / cr->w;
+        r->pb = gp;
         r->nb = 1u << cr->w;
         r->k0 = cr->k0 + a;
         r->byte0 = c->bitoff[r->k0] / 8;
         r->nbytes = nbytes;
         r->weights = c->weights + c->woff[r->k0];
+        if (cr->w == 3)
+            continue; /* no byte tables: codes straddle bytes */
         if ((st = bucket_table(d, cr->w)))
             return st;
         r->bucket = d->bucket[cr->w];
@@ -95,7 +100,8 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
     for (;;) {
         tt_resdec_run *best = NULL;
         for (uint32_t i = 0; i < d->nruns; i++)
-            if (!d->runs[i].ptab && used + ptab_bytes(&d->runs[i]) <= RESDEC_TABLE_BYTES &&
+            if (!d->runs[i].ptab && d->runs[i].w != 3 &&
+                used + ptab_bytes(&d->runs[i]) <= RESDEC_TABLE_BYTES &&
                 (!best || ptab_bytes(&d->runs[i]) < ptab_bytes(best)))
                 best = &d->runs[i];
         if (!best)
@@ -197,12 +203,73 @@ AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec_run *run, const u
     }
     return full;
 }
+
+/* A run of 3-bit codes: 16 positions (two groups of 3 bytes) at a time. The 6 bytes,
+ * read big-endian, hold codes 0-7 in their top 24 bits and 8-15 in the low 24; lane j
+ * shifts its group's word by 21 - 3 (j % 8). Its weight weights[(d0 + j) * 8 + code] is
+ * one of the 128 consecutive weights of the 16 positions: four vpermi2ps over 32 each,
+ * lanes 4i..4i+3 taken from the i-th. Then the centroid, as in the scalar loop.
+ * Returns the positions done (a multiple of 16). */
+AVX512_FN static uint32_t decode3_avx512(const tt_resdec_run *run, const uint8_t *p,
+                                         const float *c, float *o) {
+    const uint32_t full = run->nbytes / 6 * 16;
+    int32_t sh[16], lane[16];
+    for (uint32_t j = 0; j < 16; j++) {
+        sh[j] = (int32_t)(21 - 3 * (j % 8));
+        lane[j] = (int32_t)(j * 8);
+    }
+    const __m512i shv = _mm512_loadu_si512(sh), lanev = _mm512_loadu_si512(lane);
+    const __m512i mask = _mm512_set1_epi32(7);
+    for (uint32_t d0 = 0; d0 < full; d0 += 16) {
+        uint64_t v = 0;
+        memcpy(&v, p + d0 / 8 * 3, 6);
+        v = __builtin_bswap64(v) >> 16;
+        const __m512i x = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32((int)(v >> 24)),
+                                                  _mm512_set1_epi32((int)(v & 0xFFFFFF)));
+        const __m512i idx =
+            _mm512_add_epi32(lanev, _mm512_and_si512(_mm512_srlv_epi32(x, shv), mask));
+        const float *t = run->weights + (uint64_t)d0 * 8;
+        __m512 r = _mm512_permutex2var_ps(_mm512_loadu_ps(t), idx, _mm512_loadu_ps(t + 16));
+        for (uint32_t i = 1; i < 4; i++) {
+            __m512 ri = _mm512_permutex2var_ps(_mm512_loadu_ps(t + 32 * i), idx,
+                                               _mm512_loadu_ps(t + 32 * i + 16));
+            r = _mm512_mask_blend_ps((__mmask16)(0xFu << (4 * i)), r, ri);
+        }
+        if (c)
+            r = _mm512_add_ps(_mm512_loadu_ps(c + d0), r);
+        _mm512_storeu_ps(o + d0, r);
+    }
+    return full;
+}
 #endif
+
+/* A 3-bit run, portable: each group of 3 bytes read as a 24-bit big-endian word holds
+ * 8 codes, MSB-first. Positions from g0 (a multiple of 8) on. */
+static void decode_run3(const tt_resdec_run *run, uint32_t g0, const uint8_t *p,
+                        const float *c, float *o) {
+    const uint32_t groups = run->nbytes / 3;
+    for (uint32_t g = g0 / 8; g < groups; g++) {
+        const uint8_t *q = p + 3 * g;
+        const uint32_t x = (uint32_t)q[0] << 16 | (uint32_t)q[1] << 8 | q[2];
+        const float *w = run->weights + (uint64_t)g * 64;
+        for (uint32_t j = 0; j < 8; j++)
+            o[8 * g + j] = (c ? c[8 * g + j] : 0.0f) + w[j * 8 + ((x >> (21 - 3 * j)) & 7)];
+    }
+}
 
 /* One run of one vector: p, c and o start at the run's first byte and position. */
 static inline void decode_run(const tt_resdec *d, const tt_resdec_run *run, const uint8_t *p,
                               const float *c, float *o) {
     const uint32_t full = run->nbytes, pb = run->pb, nb = run->nb;
+    if (run->w == 3) {
+        uint32_t k0 = 0;
+#ifdef TT_AVX512
+        if (d->avx512)
+            k0 = decode3_avx512(run, p, c, o);
+#endif
+        decode_run3(run, k0, p, c, o);
+        return;
+    }
     if (run->ptab) {
         const float *t = run->ptab;
         switch (pb) {

@@ -5,10 +5,13 @@
 
 #include "quant/codec.h"
 
-/* The whole bytes of one width of a packed vector, decoded together. */
+/* The whole bytes of one width of a packed vector, decoded together: bytes of 8 / w
+ * codes, or for 3-bit codes groups of 3 bytes holding 8. */
 typedef struct tt_resdec_run {
-    uint32_t w, pb, nb;        /* width, codes per byte (8 / w), buckets (2^w) */
-    uint32_t k0, byte0, nbytes; /* first position, its byte, whole bytes */
+    uint32_t w, pb, nb;        /* width, codes per byte (8 / w; 3 bits: 8 per group),
+                                * buckets (2^w) */
+    uint32_t k0, byte0, nbytes; /* first position, its byte, whole bytes (3 bits: groups
+                                 * of 3) */
     const float *weights;      /* position k0's weights, nb per position (the codec's) */
     float *ptab;               /* expanded: nbytes * 256 * pb weights, or NULL */
     const uint8_t *bucket;     /* 256 * pb bucket indices of a byte */
@@ -17,21 +20,22 @@ typedef struct tt_resdec_run {
 /* Residual decoder: unpacks packed residuals (layout of quant/codec.h) to floats in
  * position order through byte tables: one 256-entry table of (8/nbits) floats for a
  * shared codec; otherwise, for each run of one width (a per-dim codec has one, an
- * adaptive one up to five), one such table per byte position while they fit in 512 KiB
- * together, else bucket indices + per-position weights. Codes that share a byte with
- * another width, a partial last byte and 0-bit positions are decoded one by one. */
+ * adaptive one up to six), one such table per byte position while they fit in 512 KiB
+ * together, else bucket indices + per-position weights; 3-bit runs by shifts of each
+ * 3-byte group. Codes that share a byte with another width, a partial last byte or
+ * group and 0-bit positions are decoded one by one. */
 typedef struct tt_resdec {
     uint32_t dim, nbits, bytes_per_vec, per_byte;  /* per_byte = 8 / nbits (shared) */
     int shared;
     float *tab;            /* shared: 256 * per_byte weights */
     const float *weights;  /* shared: the codec's table */
     uint32_t nruns;
-    tt_resdec_run runs[5];
+    tt_resdec_run runs[6];
     uint32_t nloose;
     uint32_t *loose;       /* positions decoded one by one */
     const tt_codec *codec; /* borrowed: must outlive the decoder */
     uint8_t *bucket[9];    /* by width 1, 2, 4, 8: 256 * (8/w) bucket indices */
-    int avx512;            /* runs of 1-2 bits without tables: 16 positions at a time */
+    int avx512;            /* runs of 1-3 bits without tables: 16 positions at a time */
 } tt_resdec;
 
 /* d->avx512 is set where the CPU has AVX-512; a test may clear it to compare with the
