@@ -676,6 +676,11 @@ TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
  * the calibration (0: none; the parameters are ColBERTv2's table and the caller's). */
 TT_API int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options *opt,
                                            uint32_t k, tt_search_options *out);
+/* The same for a query of nq vectors: a calibration with short-query sets
+ * (tt_tune_info.short_len) gives them to queries of at most 2 * short_len vectors
+ * (nq 0: the long sets, as tt_search_options_resolve_index). tt_search uses this. */
+TT_API int tt_search_options_resolve_query(const tt_index *idx, const tt_search_options *opt,
+                                           uint32_t k, uint32_t nq, tt_search_options *out);
 
 /* Counters of one search context since it was created or last reset. */
 typedef struct tt_search_stats {
@@ -727,7 +732,16 @@ typedef struct tt_tune_info {
     uint64_t generation;   /* the generation measured */
     int cost;              /* TT_TUNE_COST_TIME or TT_TUNE_COST_WORK */
     tt_tuned k10, k100;
+    /* Short queries: with ColBERT-length pseudo-queries (more than 2 * TT_TUNE_SHORT_LEN
+     * vectors), the calibration also measures pseudo-queries of short_len vectors
+     * (TT_TUNE_SHORT_LEN), whose sets serve queries of at most 2 * short_len vectors
+     * (a lexical or unpadded encoder's queries: fewer vectors, more near-ties, a deeper
+     * search for the same recall). 0: none (the long sets serve every query). */
+    uint32_t short_len;
+    tt_tuned k10_short, k100_short;
 } tt_tune_info;
+
+enum { TT_TUNE_SHORT_LEN = 8 };
 
 /* Errors: TT_EINVAL (NULL). out->tuned = 0 for an index without calibration. */
 TT_API int tt_index_tuned(const tt_index *idx, tt_tune_info *out);

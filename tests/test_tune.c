@@ -97,10 +97,20 @@ START_TEST(deterministic_and_round_trip) {
     ck_assert_uint_eq(ta.query_len, 32); /* 32-d, 12 vectors per document: ColBERT's */
     assert_same_set(&ta.k10, &tb.k10);
     assert_same_set(&ta.k100, &tb.k100);
+    /* ColBERT-length pseudo-queries: short ones are calibrated too */
+    ck_assert_uint_eq(ta.short_len, TT_TUNE_SHORT_LEN);
+    ck_assert_uint_eq(tb.short_len, TT_TUNE_SHORT_LEN);
+    assert_same_set(&ta.k10_short, &tb.k10_short);
+    assert_same_set(&ta.k100_short, &tb.k100_short);
     tt_tune_info sa = stored(a);
     ck_assert_int_eq(sa.tuned, 1);
     assert_same_set(&sa.k10, &ta.k10);
     assert_same_set(&sa.k100, &ta.k100);
+    ck_assert_uint_eq(sa.short_len, TT_TUNE_SHORT_LEN);
+    assert_same_set(&sa.k10_short, &ta.k10_short);
+    assert_same_set(&sa.k100_short, &ta.k100_short);
+    ck_assert_int_eq(sa.k10_short.k, 10);
+    ck_assert_int_eq(sa.k100_short.k, 100);
     ck_assert_uint_eq(sa.num_queries, 24);
     ck_assert_uint_eq(sa.live_docs, NDOCS);
     ck_assert_uint_eq(sa.generation, generation(a));
@@ -336,6 +346,20 @@ START_TEST(search_uses_calibration) {
     ck_assert_uint_eq(eff.ndocs, TT_MAX(t.k100.ndocs, 50u));
     ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 1000, &eff), 4);
     ck_assert_uint_eq(eff.ndocs, TT_MAX((uint32_t)((uint64_t)t.k100.ndocs * 10), 4096u));
+    /* By query length: up to 2 * short_len vectors the short-query sets, longer (and
+     * an unknown length, 0) the long ones. */
+    ck_assert_uint_eq(t.short_len, TT_TUNE_SHORT_LEN);
+    const uint32_t lens[5] = {1, 2 * TT_TUNE_SHORT_LEN, 2 * TT_TUNE_SHORT_LEN + 1, 32, 0};
+    for (int i = 0; i < 5; i++)
+        for (uint32_t kk = 10; kk <= 100; kk += 90) {
+            bool sh = lens[i] && lens[i] <= 2 * TT_TUNE_SHORT_LEN;
+            const tt_tuned *want = kk == 10 ? (sh ? &t.k10_short : &t.k10)
+                                            : (sh ? &t.k100_short : &t.k100);
+            ck_assert_int_eq(tt_search_options_resolve_query(idx, &so, kk, lens[i], &eff), 4);
+            ck_assert_int_eq(eff.nprobe, want->nprobe);
+            ck_assert_uint_eq(eff.ndocs, TT_MAX(want->ndocs, kk));
+            ck_assert_float_eq_tol(eff.rerank_margin, want->rerank_margin, 1e-4);
+        }
     /* Flags win field by field; tuned = 0 and the reference modes ignore it. */
     so.nprobe = 7;
     ck_assert_int_eq(tt_search_options_resolve_index(idx, &so, 10, &eff), 3);

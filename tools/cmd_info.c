@@ -118,14 +118,17 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            t.target, t.pseudo ? "pseudo" : "queries", t.num_queries, t.query_len,
            (unsigned long long)t.live_docs, (unsigned long long)t.generation,
            t.cost == TT_TUNE_COST_WORK ? "work" : "time");
-    const tt_tuned *sets[2] = {&t.k10, &t.k100};
-    for (int i = 0; i < 2; i++)
-        printf(",\n    \"k%u\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
+    const tt_tuned *sets[4] = {&t.k10, &t.k100, &t.k10_short, &t.k100_short};
+    if (t.short_len)
+        printf(", \"short_len\": %u", t.short_len);
+    for (int i = 0; i < (t.short_len ? 4 : 2); i++)
+        printf(",\n    \"k%u%s\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
                "\"rerank_margin\": %.4f, \"sketch\": %s, \"recall\": %.4f, \"ms\": %.4f, "
                "\"reached\": %s}",
-               sets[i]->k, sets[i]->nprobe, sets[i]->ndocs, (double)sets[i]->prune_ratio,
-               (double)sets[i]->rerank_margin, sets[i]->sketch ? "true" : "false",
-               sets[i]->recall, sets[i]->ms, sets[i]->reached ? "true" : "false");
+               sets[i]->k, i >= 2 ? "_short" : "", sets[i]->nprobe, sets[i]->ndocs,
+               (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin,
+               sets[i]->sketch ? "true" : "false", sets[i]->recall, sets[i]->ms,
+               sets[i]->reached ? "true" : "false");
     printf("}\n}\n");
 }
 
@@ -272,13 +275,17 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
         printf("search       calibrated on %u %s at %llu live documents (generation %llu), "
                "target recall %.2f:\n", t.num_queries, t.pseudo ? "pseudo-queries" : "queries",
                (unsigned long long)t.live_docs, (unsigned long long)t.generation, t.target);
-        const tt_tuned *sets[2] = {&t.k10, &t.k100};
-        for (int i = 0; i < 2; i++)
+        const tt_tuned *sets[4] = {&t.k10, &t.k100, &t.k10_short, &t.k100_short};
+        for (int i = 0; i < (t.short_len ? 4 : 2); i++) {
+            if (i == 2)
+                printf("             queries of at most %u vectors (pseudo-queries of %u):\n",
+                       2 * t.short_len, t.short_len);
             printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank margin "
                    "%.0f%s: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
                    (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin,
                    sets[i]->sketch ? "" : ", no sketch", sets[i]->k, sets[i]->recall,
                    sets[i]->reached ? "" : " (target not reached)");
+        }
     } else {
         printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
     }

@@ -680,23 +680,37 @@ int cmd_search(int argc, char **argv) {
     const bool by_sparse = retriever == R_SPARSE; /* query ids and order: the sparse set's */
     const uint64_t nq = by_sparse ? tt_sparse_set_size(sq) : qs->num_queries;
     /* Where the dense parameters come from (tartan tune). */
-    char from[160];
+    char from[320];
+    tt_search_options eff_short;
+    bool short_used = false; /* some queries take the calibration's short-query set */
     {
         tt_tune_info ti;
         tt_index_tuned(idx, &ti);
         const tt_tuned *ts = dense_k <= 10 ? &ti.k10 : &ti.k100;
+        if (tuned_fields && ti.short_len && qs) {
+            for (uint64_t i = 0; i < qs->num_queries && !short_used; i++)
+                short_used = qs->lens[i] <= 2 * ti.short_len;
+            tt_search_options_resolve_query(idx, &so, dense_k, ti.short_len, &eff_short);
+        }
+        const tt_tuned *tss = dense_k <= 10 ? &ti.k10_short : &ti.k100_short;
+        char shorts[160] = "";
+        if (short_used)
+            snprintf(shorts, sizeof shorts, "; queries of at most %u vectors: nprobe=%d ndocs=%u "
+                     "margin=%g (recall@%u %.3f on pseudo-queries of %u)", 2 * ti.short_len,
+                     eff_short.nprobe, eff_short.ndocs, (double)eff_short.rerank_margin,
+                     tss->k, tss->recall, ti.short_len);
         if (tuned_fields)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
-                     "%.2f%s)%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
+                     "%.2f%s)%s%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
                      ts->k, ts->recall, ti.target, ts->reached ? "" : ", not reached",
-                     tuned_fields < 4 ? ", with your flags" : "");
+                     tuned_fields < 4 ? ", with your flags" : "", shorts);
         else
             snprintf(from, sizeof from, "%s", !ti.tuned ? "ColBERTv2's defaults by k (the index "
                      "is not calibrated: tartan tune)" : so.tuned ? "your flags" :
                      "ColBERTv2's defaults by k (--untuned)");
     }
     if (retriever != R_DENSE) {
-        char fusion[320] = "";
+        char fusion[480] = "";
         if (retriever == R_HYBRID)
             snprintf(fusion, sizeof fusion, " + %s dense%s%s%s, fusion %s depth %u%s",
                      mode_name(eff.mode), eff.mode == TT_MODE_PLAID ? " (" : "",

@@ -50,6 +50,17 @@ void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool publis
                 (double)s[i]->prune_ratio, (double)s[i]->rerank_margin,
                 s[i]->sketch ? "" : " no-sketch", s[i]->k, s[i]->recall, s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
+    if (t->short_len) {
+        const tt_tuned *ss[2] = {&t->k10_short, &t->k100_short};
+        fprintf(f, "  queries of at most %u vectors (measured on pseudo-queries of %u):\n",
+                2 * t->short_len, t->short_len);
+        for (int i = 0; i < 2; i++)
+            fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s: "
+                    "recall@%u %.3f, %.3f ms per query%s\n", ss[i]->k, ss[i]->nprobe,
+                    ss[i]->ndocs, (double)ss[i]->prune_ratio, (double)ss[i]->rerank_margin,
+                    ss[i]->sketch ? "" : " no-sketch", ss[i]->k, ss[i]->recall, ss[i]->ms,
+                    ss[i]->reached ? "" : " (target not reached: the best the grid had)");
+    }
 }
 
 int cmd_tune(int argc, char **argv) {

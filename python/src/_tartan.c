@@ -852,6 +852,17 @@ static PyObject *tune_dict(const tt_tune_info *t) {
                           t->cost == TT_TUNE_COST_WORK ? "work" : "time", "k10", a, "k100", b);
     Py_XDECREF(a);
     Py_XDECREF(b);
+    if (d && t->short_len) {
+        PyObject *sa = tuned_dict(&t->k10_short), *sb = tuned_dict(&t->k100_short),
+                 *sl = PyLong_FromUnsignedLong(t->short_len);
+        if (!sa || !sb || !sl || PyDict_SetItemString(d, "short_len", sl) < 0 ||
+            PyDict_SetItemString(d, "k10_short", sa) < 0 ||
+            PyDict_SetItemString(d, "k100_short", sb) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(sa);
+        Py_XDECREF(sb);
+        Py_XDECREF(sl);
+    }
     return d;
 }
 

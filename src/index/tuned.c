@@ -29,6 +29,12 @@ int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
                      t->noise, (unsigned long long)t->seed, (unsigned long long)t->live_docs,
                      (unsigned long long)t->generation,
                      t->cost == TT_TUNE_COST_WORK ? "work" : "time", a, b);
+    if (n >= 0 && (size_t)n < cap && t->short_len) {
+        fmt_set(a, sizeof a, &t->k10_short);
+        fmt_set(b, sizeof b, &t->k100_short);
+        n += snprintf(buf + n, cap - (size_t)n, "short_len=%u\nk10_short=%s\nk100_short=%s\n",
+                      t->short_len, a, b);
+    }
     if (n < 0 || (size_t)n >= cap)
         return tt_err(TT_ENOMEM, "tune.tt: the text does not fit in %zu bytes", cap);
     return n;
@@ -125,6 +131,16 @@ int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t) {
         return bad(m->path, "k10");
     if (!get_set(m, "k100", 100, num_centroids, &t->k100))
         return bad(m->path, "k100");
+    /* optional (written since the short-query sets): short_len with both of its sets */
+    if (tt_meta_get(m, "short_len", v, sizeof v)) {
+        if (!get_u64(m, "short_len", &x) || x == 0 || x > 1024)
+            return bad(m->path, "short_len");
+        t->short_len = (uint32_t)x;
+        if (!get_set(m, "k10_short", 10, num_centroids, &t->k10_short))
+            return bad(m->path, "k10_short");
+        if (!get_set(m, "k100_short", 100, num_centroids, &t->k100_short))
+            return bad(m->path, "k100_short");
+    }
     t->tuned = 1;
     return TT_OK;
 }

@@ -119,6 +119,11 @@ void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
  * left at their defaults take the index's measured values. */
 int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options *opt,
                                     uint32_t k, tt_search_options *out) {
+    return tt_search_options_resolve_query(idx, opt, k, 0, out);
+}
+
+int tt_search_options_resolve_query(const tt_index *idx, const tt_search_options *opt,
+                                    uint32_t k, uint32_t nq, tt_search_options *out) {
     tt_search_options o;
     tt_search_options_init(&o);
     if (opt && opt->struct_size > sizeof(uint32_t))
@@ -128,7 +133,10 @@ int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options
      * above stops at its struct_size): it is the index's default. */
     int from = 0;
     if (idx && idx->tuned.tuned && o.tuned && o.mode == TT_MODE_PLAID) {
-        const tt_tuned *t = k <= 10 ? &idx->tuned.k10 : &idx->tuned.k100;
+        const tt_tune_info *ti = &idx->tuned;
+        const bool short_q = ti->short_len && nq && nq <= 2 * ti->short_len;
+        const tt_tuned *t = k <= 10 ? (short_q ? &ti->k10_short : &ti->k10)
+                                    : (short_q ? &ti->k100_short : &ti->k100);
         if (o.nprobe <= 0) {
             o.nprobe = t->nprobe;
             from++;

@@ -130,7 +130,7 @@ int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t 
     tt_search_options o;
     if ((st = tt_search_options_check(opt)))
         return st;
-    tt_search_options_resolve_index(idx, opt, k, &o);
+    tt_search_options_resolve_query(idx, opt, k, nq, &o);
     if ((st = check_options(idx, &o)) || (st = tt_ctx_set_query(ctx, Q, nq, o.score)))
         return st;
     /* The filter: the allowed live documents, counted; the plan follows from it. */
