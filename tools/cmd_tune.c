@@ -40,26 +40,19 @@ static void usage(FILE *f) {
 }
 
 void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool published) {
-    const tt_tuned *s[2] = {&t->k10, &t->k100};
+    const tt_tuned *s[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
     fprintf(f, "%s: %s on %u %s (target recall %.2f):\n", cmd,
             published ? "calibrated" : "calibration still holds", t->num_queries,
             t->pseudo ? "pseudo-queries" : "queries", t->target);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < (t->short_len ? 4 : 2); i++) {
+        if (i == 2)
+            fprintf(f, "  queries of at most %u vectors (measured on pseudo-queries of %u):\n",
+                    2 * t->short_len, t->short_len);
         fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s: "
                 "recall@%u %.3f, %.3f ms per query%s\n", s[i]->k, s[i]->nprobe, s[i]->ndocs,
                 (double)s[i]->prune_ratio, (double)s[i]->rerank_margin,
                 s[i]->sketch ? "" : " no-sketch", s[i]->k, s[i]->recall, s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
-    if (t->short_len) {
-        const tt_tuned *ss[2] = {&t->k10_short, &t->k100_short};
-        fprintf(f, "  queries of at most %u vectors (measured on pseudo-queries of %u):\n",
-                2 * t->short_len, t->short_len);
-        for (int i = 0; i < 2; i++)
-            fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s: "
-                    "recall@%u %.3f, %.3f ms per query%s\n", ss[i]->k, ss[i]->nprobe,
-                    ss[i]->ndocs, (double)ss[i]->prune_ratio, (double)ss[i]->rerank_margin,
-                    ss[i]->sketch ? "" : " no-sketch", ss[i]->k, ss[i]->recall, ss[i]->ms,
-                    ss[i]->reached ? "" : " (target not reached: the best the grid had)");
     }
 }
 

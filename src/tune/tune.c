@@ -80,24 +80,12 @@ static int still_good(tt_calib *c, tt_calib *cs, const tt_tune_info *old, double
     int st;
     const tt_tuned *sets[4] = {&old->k10, &old->k100, &old->k10_short, &old->k100_short};
     tt_tuned *outs[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
-    *good = true;
-    if (cs && old->short_len) {
-        for (int i = 2; i < 4; i++) {
-            if ((st = tt_calib_measure(cs, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
-                                       sets[i]->prune_ratio, sets[i]->rerank_margin,
-                                       sets[i]->sketch, outs[i], &cost)))
-                return st;
-            outs[i]->reached = outs[i]->recall >= target;
-            *good = *good && outs[i]->reached;
-        }
-    } else if (cs || old->short_len) {
-        *good = false; /* the short sets are due (or no longer apply) */
-    }
-    for (int i = 0; i < 2; i++) {
-        if ((st = tt_calib_measure(c, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+    /* short sets wanted but not stored, or stored but no longer wanted: re-tune */
+    *good = !cs == !old->short_len;
+    for (int i = 0; i < (cs && old->short_len ? 4 : 2); i++) {
+        if ((st = tt_calib_measure(i < 2 ? c : cs, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
                                    sets[i]->prune_ratio, sets[i]->rerank_margin,
-                                   sets[i]->sketch, outs[i],
-                                   &cost)))
+                                   sets[i]->sketch, outs[i], &cost)))
             return st;
         outs[i]->reached = outs[i]->recall >= target;
         *good = *good && outs[i]->reached;
@@ -115,7 +103,6 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
     memset(&next, 0, sizeof next);
     memset(&c, 0, sizeof c);
     memset(&cs, 0, sizeof cs);
-    bool have_short = false;
     tt_err_clear();
     if (out)
         memset(out, 0, sizeof *out);
@@ -187,19 +174,18 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
         if ((st = tt_calib_init_pseudo_mix(&cs, idx, ns, TT_TUNE_SHORT_LEN, c.noise,
                                            0.5, -1, o.seed + 1, o.cost, &used)))
             goto done;
-        have_short = true;
         t.short_len = used;
         cs.cancel = o.cancel;
     }
     c.cancel = o.cancel;
     if ((st = progress(&s, "reference", 0, 1)) || (st = tt_calib_truth(&c, o.threads)) ||
-        (have_short && (st = tt_calib_truth(&cs, o.threads))) ||
+        (t.short_len && (st = tt_calib_truth(&cs, o.threads))) ||
         (st = progress(&s, "reference", 1, 1)))
         goto done;
     bool good = false;
     if (o.if_stale && idx->tuned.tuned) {
         tt_tune_info now;
-        if ((st = still_good(&c, have_short ? &cs : NULL, &idx->tuned, o.target_recall, &now,
+        if ((st = still_good(&c, t.short_len ? &cs : NULL, &idx->tuned, o.target_recall, &now,
                              &good)))
             goto done;
         if (good) { /* the same parameters, measured on this generation */
@@ -209,18 +195,18 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
             t.k100_short = now.k100_short;
         }
     }
-    const uint32_t steps = have_short ? 4 : 2;
+    const uint32_t steps = t.short_len ? 4 : 2;
     if (!good &&
         ((st = progress(&s, "tune k=10", 0, steps)) ||
          (st = tt_calib_search(&c, 10, o.target_recall, &t.k10)) ||
          (st = progress(&s, "tune k=100", 1, steps)) ||
          (st = tt_calib_search(&c, 100, o.target_recall, &t.k100)) ||
-         (have_short &&
+         (t.short_len &&
           ((st = progress(&s, "tune k=10, short queries", 2, steps)) ||
            (st = tt_calib_search(&cs, 10, o.target_recall, &t.k10_short)) ||
            (st = progress(&s, "tune k=100, short queries", 3, steps)) ||
            (st = tt_calib_search(&cs, 100, o.target_recall, &t.k100_short)))) ||
-         (st = progress(&s, have_short ? "tune k=100, short queries" : "tune k=100", steps,
+         (st = progress(&s, t.short_len ? "tune k=100, short queries" : "tune k=100", steps,
                         steps))))
         goto done;
     if ((st = tt_store_next(&s, &next)) || (st = write_tune(&s, &next, &t)) ||
