@@ -441,6 +441,15 @@ static void keep_better(point *best, point *top, const point *b, const point *t)
         *top = *t;
 }
 
+int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tuned *out) {
+    point best, top;
+    int st = staircase(c, like->k, target, like->rerank_margin, like->sketch, &best, &top);
+    if (st)
+        return st;
+    *out = best.ok ? best.t : top.t;
+    return TT_OK;
+}
+
 int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
     point best = {.ok = false}, top = {.t.recall = -1};
     for (size_t m = 0; m < sizeof MARGINS / sizeof MARGINS[0]; m++) {

@@ -167,7 +167,10 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
      * more near-ties at rank k: short ones are measured too, made like the long ones
      * (half their vectors from other documents), as many query vectors in all: 4x the
      * queries (64 short ones predicted scifact's recall at one set 0.914 or 0.958 by
-     * seed, 256 0.932-0.941; doc/benchmarks.md, "Short queries"). */
+     * seed, 256 0.932-0.941; doc/benchmarks.md, "Short queries"). Their search is the
+     * (nprobe, ndocs) staircase at the long sets' stage-4 margin and sketch setting
+     * (tt_calib_search_like): the whole grid over 256 short queries made calibration,
+     * and the test suite, several times slower. */
     if (t.pseudo && t.query_len > 2 * TT_TUNE_SHORT_LEN) {
         uint32_t used, ns = (uint32_t)TT_MIN((uint64_t)o.num_queries * t.query_len /
                                                  TT_TUNE_SHORT_LEN, 100000u);
@@ -203,9 +206,9 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
          (st = tt_calib_search(&c, 100, o.target_recall, &t.k100)) ||
          (t.short_len &&
           ((st = progress(&s, "tune k=10, short queries", 2, steps)) ||
-           (st = tt_calib_search(&cs, 10, o.target_recall, &t.k10_short)) ||
+           (st = tt_calib_search_like(&cs, &t.k10, o.target_recall, &t.k10_short)) ||
            (st = progress(&s, "tune k=100, short queries", 3, steps)) ||
-           (st = tt_calib_search(&cs, 100, o.target_recall, &t.k100_short)))) ||
+           (st = tt_calib_search_like(&cs, &t.k100, o.target_recall, &t.k100_short)))) ||
          (st = progress(&s, t.short_len ? "tune k=100, short queries" : "tune k=100", steps,
                         steps))))
         goto done;
