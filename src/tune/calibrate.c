@@ -359,13 +359,19 @@ static size_t ndocs_grid(uint32_t k, uint64_t live, uint32_t *nds) {
     return nn;
 }
 
-/* The staircase over (nprobe, ndocs) for one stage-4 margin: *best the cheapest set
- * reaching the target (best->ok false if none), *top the best recall seen. */
+/* The staircase over (nprobe, ndocs) for one stage-4 margin, from ndocs nd_min up (the
+ * grid's largest when it is below nd_min): *best the cheapest set reaching the target
+ * (best->ok false if none), *top the best recall seen. */
 static int staircase(tt_calib *c, uint32_t k, double target, float margin, int sketch,
-                     point *best_out, point *top_out) {
+                     uint32_t nd_min, point *best_out, point *top_out) {
     const tt_index *idx = c->idx;
-    uint32_t nds[NDOCS_MAX];
-    const size_t nn = ndocs_grid(k, idx->num_live, nds);
+    uint32_t grid[NDOCS_MAX];
+    const size_t ng = ndocs_grid(k, idx->num_live, grid);
+    size_t skip = 0;
+    while (skip + 1 < ng && grid[skip] < nd_min)
+        skip++;
+    const uint32_t *nds = grid + skip;
+    const size_t nn = ng - skip;
     point best = {.ok = false}, top = {.t.recall = -1};
     double prev_top = -1;
     int upper = -1; /* index into nds of the smallest ndocs that reached the target with
@@ -443,7 +449,8 @@ static void keep_better(point *best, point *top, const point *b, const point *t)
 
 int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tuned *out) {
     point best, top;
-    int st = staircase(c, like->k, target, like->rerank_margin, like->sketch, &best, &top);
+    int st = staircase(c, like->k, target, like->rerank_margin, like->sketch, like->ndocs,
+                       &best, &top);
     if (st)
         return st;
     *out = best.ok ? best.t : top.t;
@@ -454,7 +461,7 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
     point best = {.ok = false}, top = {.t.recall = -1};
     for (size_t m = 0; m < sizeof MARGINS / sizeof MARGINS[0]; m++) {
         point b, t;
-        int st = staircase(c, k, target, MARGINS[m], 1, &b, &t);
+        int st = staircase(c, k, target, MARGINS[m], 1, 0, &b, &t);
         if (st)
             return st;
         keep_better(&best, &top, &b, &t);
@@ -466,7 +473,7 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
     if (c->idx->sketch_bytes) {
         float margin = best.ok ? best.t.rerank_margin : top.t.rerank_margin;
         point b, t;
-        int st = staircase(c, k, target, margin, 0, &b, &t);
+        int st = staircase(c, k, target, margin, 0, 0, &b, &t);
         if (st)
             return st;
         keep_better(&best, &top, &b, &t);

@@ -165,15 +165,18 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
     /* ColBERT-length pseudo-queries (32 vectors) calibrate too cheap a search for
      * queries of a few vectors (a lexical encoder's: scifact's average 9), which have
      * more near-ties at rank k: short ones are measured too, made like the long ones
-     * (half their vectors from other documents), as many query vectors in all: 4x the
-     * queries (64 short ones predicted scifact's recall at one set 0.914 or 0.958 by
-     * seed, 256 0.932-0.941; doc/benchmarks.md, "Short queries"). Their search is the
-     * (nprobe, ndocs) staircase at the long sets' stage-4 margin and sketch setting
-     * (tt_calib_search_like): the whole grid over 256 short queries made calibration,
-     * and the test suite, several times slower. */
+     * (half their vectors from other documents), twice as many: half the long ones'
+     * query vectors (64 short ones predicted scifact's recall at one set 0.914 or 0.958
+     * by seed, 128 0.926-0.947, 256 0.932-0.941; doc/benchmarks.md, "Short queries";
+     * 256 made the calibration of small noisy indexes, and the test suite, much
+     * slower). Fewer vectors
+     * search at least as deep (scifact: lower recall at every ndocs), so their search
+     * is the (nprobe, ndocs) staircase from the long set's ndocs up, at its stage-4
+     * margin and sketch setting (tt_calib_search_like): the whole grid over 256 short
+     * queries made calibration, and the test suite, several times slower. */
     if (t.pseudo && t.query_len > 2 * TT_TUNE_SHORT_LEN) {
         uint32_t used, ns = (uint32_t)TT_MIN((uint64_t)o.num_queries * t.query_len /
-                                                 TT_TUNE_SHORT_LEN, 100000u);
+                                                 (2 * TT_TUNE_SHORT_LEN), 100000u);
         if ((st = tt_calib_init_pseudo_mix(&cs, idx, ns, TT_TUNE_SHORT_LEN, c.noise,
                                            0.5, -1, o.seed + 1, o.cost, &used)))
             goto done;

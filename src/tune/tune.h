@@ -59,8 +59,9 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
  * progress (may be NULL) counts sets measured. */
 int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out);
 /* A smaller search for like->k: the (nprobe, ndocs) staircase at like's stage-4 margin
- * and sketch setting only (the full search also tries every margin, the sketch off and
- * every document as a candidate). */
+ * and sketch setting only, from like's ndocs up (the full search also tries every
+ * margin, the sketch off, every document as a candidate, and smaller ndocs). For
+ * queries that need at least like's depth: like measured on longer queries. */
 int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tuned *out);
 
 #endif
