@@ -596,7 +596,9 @@ TT_API int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, ui
 
 /* Searches nqueries queries on `threads` threads (0: all CPUs). Query i has qlens[i]
  * vectors starting at Q + qoffs[i]*dim. hits is nqueries*k; nhits is nqueries;
- * seconds (may be NULL) receives each query's latency. Results equal serial ones. */
+ * seconds (may be NULL) receives each query's latency. Results equal serial ones. In
+ * exhaustive mode without a filter and without seconds, the queries share one pass over
+ * the index (each document read and decoded once, scored against all of them). */
 TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
                            const uint32_t *qlens, uint64_t nqueries, uint32_t k,
                            const tt_search_options *opt, int threads, tt_hit *hits,
@@ -772,8 +774,8 @@ typedef struct tt_tune_options {
     uint32_t query_len;
     float noise;
     uint64_t seed;           /* pseudo-queries (default 42) */
-    int threads;             /* the exhaustive reference's threads (0: every CPU); the
-                              * candidates are timed on one */
+    int threads;             /* threads (0: every CPU) of the exhaustive reference and
+                              * of the measurements, each timing its own CPU */
     int cost;                /* TT_TUNE_COST_TIME (default) or TT_TUNE_COST_WORK */
     int if_stale;            /* 1: re-check (what tartan add does): nothing happens
                               * unless the index has changed by a quarter of its live

@@ -1392,6 +1392,69 @@ START_TEST(batch_equals_serial) {
 }
 END_TEST
 
+/* Exhaustive search of a batch without per-query times is one pass over the index for
+ * every query (scan_batch.c): bit for bit what the queries return one by one, for
+ * query lengths that pad and do not, sum and mean scores, k beyond the documents, on
+ * 1-3 threads, on the 128-d per-dimension index and the adaptive 64-d one (_i); and it
+ * stops when cancelled. */
+START_TEST(exhaustive_batch_equals_serial) {
+    const corpus *c = _i ? &g_ca : &g_c;
+    tt_index *idx = open_idx(_i ? g_idx_ad : g_idx, TT_IO_AUTO, 0);
+    const uint64_t nqry = 9;
+    const uint32_t dim = c->dim, kbig = (uint32_t)idx->num_docs + 5;
+    float *Q = malloc(nqry * 40 * dim * sizeof *Q);
+    uint64_t offs[9], row = 0;
+    uint32_t lens[9];
+    for (uint64_t t = 0; t < nqry; t++) {
+        lens[t] = (uint32_t[]){1, 4, 7, 32, 40, 3, 16, 9, 2}[t];
+        float *q = query_near(c, t * 31 % c->ndocs, lens[t], 0.3f, 700 + t);
+        memcpy(Q + row * dim, q, (size_t)lens[t] * dim * sizeof *Q);
+        free(q);
+        offs[t] = row;
+        row += lens[t];
+    }
+    tt_hit *hb = malloc(nqry * kbig * sizeof *hb), *hs = malloc(kbig * sizeof *hs);
+    uint32_t nb[9], ns;
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    for (int v = 0; v < 6; v++) {
+        const uint32_t k = v % 2 ? kbig : 10;
+        const int threads = 1 + v / 2;
+        tt_search_options o;
+        tt_search_options_init(&o);
+        o.mode = TT_MODE_EXHAUSTIVE;
+        o.score = v == 1 || v == 4 ? TT_SCORE_MEAN : TT_SCORE_SUM;
+        ck_assert_msg(tt_search_batch(idx, Q, offs, lens, nqry, k, &o, threads, hb, nb, NULL) ==
+                          TT_OK, "%s", tt_last_error());
+        for (uint64_t t = 0; t < nqry; t++) {
+            ck_assert_int_eq(tt_search(idx, ctx, Q + offs[t] * dim, lens[t], k, &o, hs, &ns),
+                             TT_OK);
+            ck_assert_uint_eq(nb[t], ns);
+            ck_assert_uint_eq(ns, TT_MIN(k, (uint32_t)idx->num_live));
+            ck_assert_msg(hits_equal(hb + t * k, hs, ns), "variant %d query %llu", v,
+                          (unsigned long long)t);
+        }
+    }
+    tt_search_options o;
+    tt_search_options_init(&o);
+    o.mode = TT_MODE_EXHAUSTIVE;
+    Q[(offs[5] + 1) * dim + 2] = NAN;
+    ck_assert_int_eq(tt_search_batch(idx, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL),
+                     TT_EVALUE);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "query 5"));
+    Q[(offs[5] + 1) * dim + 2] = 0;
+    volatile int cancel = 1;
+    ck_assert_int_eq(tt_scan_batch(idx, Q, offs, lens, nqry, 10, TT_SCORE_SUM, 2, &cancel, hb,
+                                   nb),
+                     TT_ECANCELED);
+    tt_search_ctx_free(ctx);
+    free(Q);
+    free(hb);
+    free(hs);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* The AVX-512 row loops of the centroid stages return exactly what the SSE2 loops do,
  * for the nprobe == 1 scan and the general one, sum and mean scores. */
 START_TEST(avx512_loops_agree) {
@@ -1841,6 +1904,7 @@ int main(void) {
     tcase_add_test(tc, sketch_stage_scores_match_definition);
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
+    tcase_add_loop_test(tc, exhaustive_batch_equals_serial, 0, 2);
     tcase_add_test(tc, avx512_loops_agree);
     tcase_add_loop_test(tc, sketch_avx512_agrees, 0, 2);
     tcase_add_test(tc, cq_kernels_same_hits);

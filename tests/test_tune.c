@@ -149,6 +149,16 @@ START_TEST(reaches_target_on_held_out_queries) {
     ck_assert_int_eq(tt_calib_measure(&c, 10, 1, 256, 0.5f, 1.0f, 1, &dflt, &cost_d), TT_OK);
     ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 8192, 0.5f, 4.0f, 1, &dflt, &cost_max), TT_OK);
     ck_assert_msg(cost_tuned <= cost_max, "tuned %.0f, widest %.0f", cost_tuned, cost_max);
+    /* The measurement spread over threads: the same recall and work, bit for bit. */
+    for (int threads = 2; threads <= 3; threads++) {
+        tt_tuned m2;
+        double cost2;
+        c.threads = threads;
+        ck_assert_int_eq(tt_calib_measure(&c, 10, t.k10.nprobe, t.k10.ndocs, t.k10.prune_ratio,
+                                          t.k10.rerank_margin, t.k10.sketch, &m2, &cost2),
+                         TT_OK);
+        ck_assert(m2.recall == m.recall && cost2 == cost_tuned);
+    }
     tt_calib_free(&c);
     tt_index_close(idx);
 }

@@ -33,8 +33,8 @@ static void usage(FILE *f) {
         "                        deterministic work count (the same choice on every run)\n"
         "  --if-stale            only re-check the stored parameters on new pseudo-queries;\n"
         "                        re-tune when they miss the target\n"
-        "  --threads T           threads for the exhaustive reference (default: all CPUs);\n"
-        "                        the candidates are timed on one\n"
+        "  --threads T           threads (default: all CPUs) for the exhaustive reference\n"
+        "                        and the measured searches (each thread times its own CPU)\n"
         "  --io uring|mmap       residual reads of the measured searches (default: as\n"
         "                        tartan search)\n");
 }
@@ -134,7 +134,6 @@ int cmd_tune(int argc, char **argv) {
         return cli_usage_error("tune", "--index is required");
     if (qlens && !queries)
         return cli_usage_error("tune", "--qlens needs --queries");
-    tt_blas_set_threads(1);
     int st;
     tt_queries *qs = NULL;
     if (queries) {
@@ -158,6 +157,9 @@ int cmd_tune(int argc, char **argv) {
 }
 
 int cli_tune_index(const char *cmd, const char *index, tt_tune_options *o) {
+    /* The calibration spreads its reference scan and its measurements over o->threads
+     * itself; sgemm threads on top would oversubscribe and escape its CPU clocks. */
+    tt_blas_set_threads(1);
     cli_signals_install(true);
     o->cancel = (const volatile int *)&cli_cancel;
     cli_progress_state ps;

@@ -68,6 +68,24 @@ int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
         threads = (int)nqueries;
     for (uint64_t q = 0; q < nqueries; q++)
         nhits[q] = 0;
+    /* Exhaustive search without a filter or per-query times: one pass over the index
+     * for all the queries (scan_batch.c), each document decoded once; the same results.
+     * The queries are checked first, as tt_search checks them. */
+    tt_search_options o;
+    tt_search_options_resolve(opt, k, &o);
+    if (o.mode == TT_MODE_EXHAUSTIVE && !o.filter && !seconds && nqueries > 1) {
+        for (uint64_t q = 0; q < nqueries; q++) {
+            if (qlens[q] == 0)
+                return tt_err(TT_EINVAL, "query %llu: a query needs at least one vector",
+                              (unsigned long long)q);
+            int64_t bad = tt_find_nonfinite(Q + qoffs[q] * idx->dim, qlens[q], idx->dim);
+            if (bad >= 0)
+                return tt_err(TT_EVALUE, "query %llu: vector %lld has a NaN or infinite value",
+                              (unsigned long long)q, (long long)bad);
+        }
+        return tt_scan_batch(idx, Q, qoffs, qlens, nqueries, k, o.score, threads, NULL, hits,
+                             nhits);
+    }
     batch_job j = {.idx = idx, .Q = Q, .qoffs = qoffs, .qlens = qlens, .nqueries = nqueries,
                    .k = k, .opt = opt, .hits = hits, .nhits = nhits, .seconds = seconds};
     atomic_init(&j.next, 0);

@@ -1,5 +1,6 @@
 /* Search internals: the per-thread search context and the parts of one search, split
- * by concern over src/search/ (context.c, plaid.c, score.c, scan.c, search.c, batch.c).
+ * by concern over src/search/ (context.c, plaid.c, score.c, scan.c, scan_batch.c, search.c,
+ * batch.c).
  * The kernels below them have their own headers (decode.h, maxsim.h; io/fetch.h,
  * quant/cscore.h). */
 #ifndef TT_SEARCH_H
@@ -140,6 +141,15 @@ int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);
  * float16 originals (exact). */
 int tt_scan_decompressed(tt_search_ctx *c);
 int tt_scan_exact(tt_search_ctx *c);
+/* scan_batch.c: exhaustive search of nq queries (query q: qlens[q] vectors at Q +
+ * qoffs[q] * dim, checked finite by the caller) in one pass over the live documents on
+ * `threads` threads, each document decoded once: the top k of query q into hits + q * k
+ * and their count into nhits[q], the same hits and scores as tt_search in exhaustive
+ * mode with that score reduction (TT_SCORE_*). Stops with TT_ECANCELED when *cancel
+ * (may be NULL) becomes non-zero. */
+int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                  const uint32_t *qlens, uint64_t nq, uint32_t k, int score, int threads,
+                  const volatile int *cancel, tt_hit *hits, uint32_t *nhits);
 
 /* sparse_search.c: sparse options checked (struct_size of this library or its first
  * version, k1, b: TT_EINVAL), and copied at this library's size. */

@@ -10,9 +10,11 @@
  * grows with both, so the smallest ndocs that reaches the target with nprobe p is an
  * upper bound for 2p, and each nprobe costs a measurement or two; the search stops
  * when more probes cost more than the cheapest set found, or stop adding recall. */
+#include "common/first_err.h"
 #include "tune/tune.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
@@ -57,6 +59,7 @@ static void calib_zero(tt_calib *c, const tt_index *idx, int cost) {
     memset(c, 0, sizeof *c);
     c->idx = idx;
     c->cost = cost;
+    c->threads = 1;
     uint64_t live_vecs = 0;
     for (uint64_t d = 0; d < idx->num_docs; d++)
         if (!tt_index_deleted(idx, d))
@@ -71,7 +74,8 @@ static int calib_buffers(tt_calib *c) {
     c->truth = tt_alloc(c->nq, TT_CALIB_DEPTH * sizeof *c->truth, "calibration reference");
     c->ntruth = tt_alloc(c->nq, sizeof *c->ntruth, "calibration reference");
     c->hits = tt_alloc(TT_CALIB_DEPTH, sizeof *c->hits, "calibration hits");
-    return c->truth && c->ntruth && c->hits ? TT_OK : TT_ENOMEM;
+    c->qrecall = tt_alloc(c->nq, sizeof *c->qrecall, "calibration recall");
+    return c->truth && c->ntruth && c->hits && c->qrecall ? TT_OK : TT_ENOMEM;
 }
 
 int tt_calib_init(tt_calib *c, const tt_index *idx, const float *Q, const uint64_t *qoffs,
@@ -234,6 +238,11 @@ done:
 
 void tt_calib_free(tt_calib *c) {
     tt_search_ctx_free(c->ctx);
+    for (int t = 0; t < c->ntctx; t++)
+        tt_search_ctx_free(c->tctx[t]);
+    free(c->tctx);
+    free(c->thits);
+    free(c->qrecall);
     free(c->Q_own);
     free(c->qoffs_own);
     free(c->qlens_own);
@@ -243,12 +252,13 @@ void tt_calib_free(tt_calib *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* One pass over the index for all the queries (src/search/scan_batch.c): the same top
+ * as exhaustive search query by query, for a fraction of the decoding. */
 int tt_calib_truth(tt_calib *c, int threads) {
     tt_search_options o;
     tt_search_options_init(&o);
-    o.mode = TT_MODE_EXHAUSTIVE;
-    return tt_search_batch(c->idx, c->Q, c->qoffs, c->qlens, c->nq, TT_CALIB_DEPTH, &o, threads,
-                           c->truth, c->ntruth, NULL);
+    return tt_scan_batch(c->idx, c->Q, c->qoffs, c->qlens, c->nq, TT_CALIB_DEPTH, o.score,
+                         threads, c->cancel, c->truth, c->ntruth);
 }
 
 /* Share of the reference's top min(k, n) among the hits. */
@@ -266,6 +276,68 @@ static double overlap(const tt_hit *truth, uint32_t ntruth, const tt_hit *hits, 
     return (double)got / want;
 }
 
+/* The measuring threads' job: queries taken from a shared counter. */
+typedef struct measure_job {
+    tt_calib *c;
+    const tt_search_options *o;
+    uint32_t k;
+    atomic_uint_fast64_t next;
+    double cpu[TT_CALIB_THREADS_MAX];
+    tt_first_err err;
+} measure_job;
+
+static void measure_worker(void *arg, int t, int nthreads) {
+    (void)nthreads;
+    measure_job *j = arg;
+    tt_calib *c = j->c;
+    const tt_index *idx = c->idx;
+    tt_search_ctx *ctx = t ? c->tctx[t - 1] : c->ctx;
+    tt_hit *hits = t ? c->thits + (uint64_t)(t - 1) * TT_CALIB_DEPTH : c->hits;
+    /* The thread's CPU time, not the wall clock: on a busy machine (the one a build
+     * often runs on) the wall clock measures the other processes too, and the choice
+     * among the sets would follow their load. Residual reads are served from the page
+     * cache after the reference scan, in this thread (io_uring completes buffered
+     * reads of cached pages inline), so their copying is counted. */
+    const double t0 = tt_thread_cpu_now();
+    while (!tt_first_err_failed(&j->err)) {
+        uint64_t q = atomic_fetch_add(&j->next, 1);
+        if (q >= c->nq)
+            break;
+        int st;
+        uint32_t nh;
+        if (c->cancel && *c->cancel)
+            st = tt_err(TT_ECANCELED, "%s: calibration cancelled", idx->dir);
+        else
+            st = tt_search(idx, ctx, c->Q + c->qoffs[q] * idx->dim, c->qlens[q], j->k, j->o,
+                           hits, &nh);
+        if (st) {
+            tt_first_err_set(&j->err, st, UINT64_MAX);
+            break;
+        }
+        c->qrecall[q] = overlap(c->truth + q * TT_CALIB_DEPTH, c->ntruth[q], hits, nh, j->k);
+    }
+    j->cpu[t] = tt_thread_cpu_now() - t0;
+}
+
+/* The other measuring threads' contexts and hits, made on first use. */
+static int measure_threads(tt_calib *c, int *threads) {
+    int n = (int)TT_MIN((uint64_t)TT_MAX(c->threads, 1), TT_MIN(c->nq, TT_CALIB_THREADS_MAX));
+    if (n > 1 && !c->tctx) {
+        c->tctx = tt_calloc((size_t)n - 1, sizeof *c->tctx, "calibration threads");
+        c->thits = tt_alloc((uint64_t)(n - 1) * TT_CALIB_DEPTH, sizeof *c->thits,
+                            "calibration threads");
+        if (!c->tctx || !c->thits)
+            return TT_ENOMEM;
+        for (; c->ntctx < n - 1; c->ntctx++) {
+            int st = tt_search_ctx_new(c->idx, &c->tctx[c->ntctx]);
+            if (st)
+                return st;
+        }
+    }
+    *threads = TT_MIN(n, c->ntctx + 1);
+    return TT_OK;
+}
+
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
                      float margin, int sketch, tt_tuned *t, double *cost) {
     const tt_index *idx = c->idx;
@@ -278,26 +350,34 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
     o.rerank_margin = margin;
     o.sketch = sketch;
     o.tuned = 0;
+    int threads, st;
+    if ((st = measure_threads(c, &threads)))
+        return st;
     tt_search_ctx_reset_stats(c->ctx);
-    /* The thread's CPU time, not the wall clock: on a busy machine (the one a build
-     * often runs on) the wall clock measures the other processes too, and the choice
-     * among the sets would follow their load. Residual reads are served from the page
-     * cache after the reference scan, in this thread (io_uring completes buffered
-     * reads of cached pages inline), so their copying is counted. */
-    double recall = 0, t0 = tt_thread_cpu_now();
-    for (uint64_t q = 0; q < c->nq; q++) {
-        if (c->cancel && *c->cancel)
-            return tt_err(TT_ECANCELED, "%s: calibration cancelled", idx->dir);
-        uint32_t nh;
-        int st = tt_search(idx, c->ctx, c->Q + c->qoffs[q] * idx->dim, c->qlens[q], k, &o,
-                           c->hits, &nh);
-        if (st)
-            return st;
-        recall += overlap(c->truth + q * TT_CALIB_DEPTH, c->ntruth[q], c->hits, nh, k);
-    }
-    double secs = tt_thread_cpu_now() - t0;
+    for (int i = 0; i < threads - 1; i++)
+        tt_search_ctx_reset_stats(c->tctx[i]);
+    measure_job j = {.c = c, .o = &o, .k = k};
+    atomic_init(&j.next, 0);
+    tt_first_err_init(&j.err);
+    tt_parallel(threads, measure_worker, &j);
+    if ((st = tt_first_err_end(&j.err)))
+        return st;
+    /* Summed in query order: the same figure on any number of threads. */
+    double recall = 0, secs = 0;
+    for (uint64_t q = 0; q < c->nq; q++)
+        recall += c->qrecall[q];
+    for (int i = 0; i < threads; i++)
+        secs += j.cpu[i];
     tt_search_stats ss;
     tt_search_ctx_stats(c->ctx, &ss);
+    for (int i = 0; i < threads - 1; i++) {
+        tt_search_stats s2;
+        tt_search_ctx_stats(c->tctx[i], &s2);
+        ss.candidates += s2.candidates;
+        ss.stage2_docs += s2.stage2_docs;
+        ss.stage3_docs += s2.stage3_docs;
+        ss.scored_docs += s2.scored_docs;
+    }
     memset(t, 0, sizeof *t);
     t->k = k;
     t->nprobe = nprobe;

@@ -182,8 +182,10 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
             goto done;
         t.short_len = used;
         cs.cancel = o.cancel;
+        cs.threads = o.threads > 0 ? o.threads : tt_default_threads();
     }
     c.cancel = o.cancel;
+    c.threads = o.threads > 0 ? o.threads : tt_default_threads();
     if ((st = progress(&s, "reference", 0, 1)) || (st = tt_calib_truth(&c, o.threads)) ||
         (t.short_len && (st = tt_calib_truth(&cs, o.threads))) ||
         (st = progress(&s, "reference", 1, 1)))

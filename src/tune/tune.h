@@ -9,6 +9,8 @@
 
 /* Depth of the exhaustive reference: recall is measured at k = 10 and k = 100. */
 #define TT_CALIB_DEPTH 100
+/* Most threads a measurement uses. */
+#define TT_CALIB_THREADS_MAX 64
 
 typedef struct tt_calib {
     const tt_index *idx;
@@ -21,8 +23,13 @@ typedef struct tt_calib {
     uint32_t *qlens_own;
     tt_hit *truth;             /* nq * TT_CALIB_DEPTH: exhaustive top, best first */
     uint32_t *ntruth;          /* nq */
-    tt_search_ctx *ctx;        /* one thread times every candidate */
+    tt_search_ctx *ctx;        /* the first measuring thread's (and the pseudo-queries') */
     tt_hit *hits;              /* TT_CALIB_DEPTH */
+    int threads;               /* measuring threads (1 after init; the caller may raise it) */
+    tt_search_ctx **tctx;      /* threads - 1: the other measuring threads' contexts */
+    tt_hit *thits;             /* (threads - 1) * TT_CALIB_DEPTH */
+    int ntctx;                 /* contexts made so far */
+    double *qrecall;           /* nq: each query's recall in the last measurement */
     double avg_doclen;
     float noise;               /* pseudo-queries: the relative noise used */
     int cost;                  /* TT_TUNE_COST_* */
@@ -52,7 +59,9 @@ void tt_calib_free(tt_calib *c);
 int tt_calib_truth(tt_calib *c, int threads);
 /* Recall@k against the truth and the cost of one parameter set over every query
  * (sketch: the search option, 0 or 1): t->recall and t->ms filled, *cost the comparison
- * key (ms, or the work count). */
+ * key (ms, or the work count). The queries are spread over c->threads threads, each
+ * timing its own CPU: ms is their CPU time per query, the recall and work counts do
+ * not depend on the threads. */
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
                      float margin, int sketch, tt_tuned *t, double *cost);
 /* The grid search for one k: the cheapest set reaching `target`, else the best recall.

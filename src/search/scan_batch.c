@@ -1,0 +1,290 @@
+/* Exhaustive search of many queries in one pass over the index: each document's
+ * residuals are read and decoded once and scored against every query, instead of once
+ * per query. The calibration's reference (src/tune/) is this: decoding was most of a
+ * per-query scan's time (a 3584-d document is 57,344 values to decode for 4 query
+ * vectors).
+ *
+ * The results are those of tt_search in exhaustive mode, bit for bit: documents are
+ * grouped exactly as its scan groups them (score.c: consecutive live documents until
+ * the group's rows are full), each group is scored per query by the same call with the
+ * same rows, and the top k of every query is kept under the same total order (higher
+ * score, then lower document), so splitting the documents over threads and merging
+ * their tops changes nothing. */
+#include "common/first_err.h"
+#include "search/search.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* Residual bytes per unit of work (whole groups): enough for long sequential reads,
+ * small enough to balance the threads. */
+#define UNIT_BYTES (2u << 20)
+
+typedef struct scan_job {
+    const tt_index *idx;
+    const float *Qall;        /* every query's padded rows, in order */
+    const uint64_t *col0;     /* nq + 1: query q's first row in Qall */
+    const uint32_t *qlens;
+    const float *scale;       /* nq: 1 or 1/qlens[q] */
+    uint64_t nq;
+    uint32_t k;
+    const uint64_t *unit;     /* nunit + 1: first row of each unit (a group's first) */
+    size_t nunit;
+    uint64_t rows_cap;
+    tt_search_ctx **ctx;      /* per thread */
+    float **QR;               /* per thread: rows_cap * the widest query's padded rows */
+    tt_topk *top;             /* per thread, nq each */
+    atomic_uint_fast64_t next;
+    tt_first_err err;
+    const volatile int *cancel;
+} scan_job;
+
+/* Scores the group decoded in c (c->gn documents of c->glens rows in c->R) against
+ * every query into the thread's tops: one tt_maxsim_group per query, the very call a
+ * search of that query alone makes on this group. (One sgemm over all the queries'
+ * columns would multiply faster, but OpenBLAS picks its kernel by the shape, and at
+ * 3584-d a 4-vector query's product takes a path that rounds differently: 5,468 of
+ * 6,400 top-100 scores differed in the last bits.) */
+static void group_flush(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top) {
+    const uint32_t dim = j->idx->dim;
+    if (c->gn == 0)
+        return;
+    for (uint64_t q = 0; q < j->nq; q++) {
+        const uint32_t nqp = (uint32_t)(j->col0[q + 1] - j->col0[q]);
+        tt_maxsim_group(j->Qall + j->col0[q] * dim, j->qlens[q], nqp, dim, c->R, c->glens,
+                        c->gn, QR, c->gscores);
+        for (uint32_t d = 0; d < c->gn; d++)
+            tt_topk_push(&top[q], c->gdocs[d], c->gscores[d] * j->scale[q]);
+    }
+    c->gn = 0;
+    c->grows = 0;
+}
+
+/* Reads, decodes and scores the rows [r0, r1) (whole groups). */
+static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uint64_t r0,
+                     uint64_t r1) {
+    const tt_index *idx = j->idx;
+    const uint64_t rb = idx->res_bytes;
+    int st;
+    /* One range per segment the unit touches (rows are contiguous within a segment's
+     * residual file, deleted ones included); c->list holds each range's first row. */
+    size_t nr = 0;
+    if ((st = tt_score_reserve_ranges(c, idx->nseg)) ||
+        (st = tt_grow((void **)&c->list, &c->list_cap, idx->nseg, sizeof *c->list,
+                      "scan ranges")))
+        return st;
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        const uint64_t a = TT_MAX(r0, idx->seg[s].doc0);
+        const uint64_t b = TT_MIN(r1, idx->seg[s].doc0 + idx->seg[s].num_docs);
+        if (a >= b)
+            continue;
+        c->roff[nr] = idx->doc_vec0[a] * rb;
+        c->rlen[nr] = (idx->doc_vec0[b] - idx->doc_vec0[a]) * rb;
+        c->list[nr++] = a;
+    }
+    if (nr == 0)
+        return TT_OK;
+    if ((st = tt_fetcher_read(c->fetch, nr, c->roff, c->rlen, c->rptr)))
+        return st;
+    const uint64_t *first = c->list;
+    const uint8_t *const *base = c->rptr;
+    size_t r = 0;
+    c->gn = 0;
+    c->grows = 0;
+    for (uint64_t d = r0; d < r1; d++) {
+        while (r + 1 < nr && d >= first[r + 1])
+            r++;
+        if (tt_index_deleted(idx, d))
+            continue;
+        const uint32_t len = idx->doclens[d];
+        if (c->grows + len > j->rows_cap)
+            group_flush(j, c, QR, top);
+        const uint64_t v0 = idx->doc_vec0[d];
+        for (uint32_t t = 0; t < len; t++)
+            c->gcodes[t] = tt_index_code(idx, v0 + t);
+        tt_resdec_decode_add(&c->dec, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
+                             idx->centroids, c->gcodes, c->R + c->grows * idx->dim);
+        c->glens[c->gn] = len;
+        c->gdocs[c->gn] = d;
+        c->gn++;
+        c->grows += len;
+    }
+    group_flush(j, c, QR, top);
+    return TT_OK;
+}
+
+static void scan_worker(void *arg, int t, int nthreads) {
+    (void)nthreads;
+    scan_job *j = arg;
+    tt_topk *top = j->top + (uint64_t)t * j->nq;
+    while (!tt_first_err_failed(&j->err)) {
+        uint64_t u = atomic_fetch_add(&j->next, 1);
+        if (u >= j->nunit)
+            break;
+        int st = j->cancel && *j->cancel
+                     ? tt_err(TT_ECANCELED, "%s: exhaustive scan cancelled", j->idx->dir)
+                     : scan_unit(j, j->ctx[t], j->QR[t], top, j->unit[u], j->unit[u + 1]);
+        if (st) {
+            tt_first_err_set(&j->err, st, UINT64_MAX);
+            break;
+        }
+    }
+}
+
+/* The units: the scan's groups (consecutive live rows while their vectors fit
+ * rows_cap, as tt_score_slot forms them), cut after a group once a unit holds
+ * UNIT_BYTES of residuals, or an eighth of a thread's share of them on a small index.
+ * unit[nunit] = num_docs. */
+static int make_units(const tt_index *idx, uint64_t rows_cap, int threads, uint64_t **unit,
+                      size_t *nunit) {
+    size_t cap = 0, n = 0;
+    uint64_t *u = NULL, rows = 0, start = 0, bytes = 0, live = 0;
+    int st;
+    for (uint64_t d = 0; d < idx->num_docs; d++)
+        if (!tt_index_deleted(idx, d))
+            live += (uint64_t)idx->doclens[d] * idx->res_bytes;
+    const uint64_t unit_bytes = TT_MIN((uint64_t)UNIT_BYTES, live / (8 * (uint64_t)threads));
+    for (uint64_t d = 0; d <= idx->num_docs; d++) {
+        const bool end = d == idx->num_docs;
+        const uint32_t len = end || tt_index_deleted(idx, d) ? 0 : idx->doclens[d];
+        /* A group closes before d: at the end, or when d does not fit. */
+        if (end || (len && rows + len > rows_cap)) {
+            if (end || bytes >= unit_bytes) {
+                if ((st = tt_grow((void **)&u, &cap, n + 2, sizeof *u, "scan units"))) {
+                    free(u);
+                    return st;
+                }
+                u[n++] = start;
+                start = d;
+                bytes = 0;
+            }
+            rows = 0;
+        }
+        rows += len;
+        bytes += (uint64_t)len * idx->res_bytes;
+    }
+    u[n] = idx->num_docs;
+    *unit = u;
+    *nunit = n;
+    return TT_OK;
+}
+
+int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                  const uint32_t *qlens, uint64_t nq, uint32_t k, int score, int threads,
+                  const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
+    if (!idx || !Q || !qoffs || !qlens || !hits || !nhits || k == 0)
+        return tt_err(TT_EINVAL, "tt_scan_batch: NULL argument or k = 0");
+    for (uint64_t q = 0; q < nq; q++)
+        nhits[q] = 0;
+    if (nq == 0 || idx->num_live == 0)
+        return TT_OK;
+    if (threads <= 0)
+        threads = tt_default_threads();
+    const uint32_t dim = idx->dim;
+    scan_job j = {.idx = idx, .qlens = qlens, .nq = nq, .k = k, .cancel = cancel};
+    uint64_t *col0 = tt_alloc(nq + 1, sizeof *col0, "exhaustive scan");
+    float *scale = tt_alloc(nq, sizeof *scale, "exhaustive scan");
+    float *Qall = NULL;
+    uint64_t *unit = NULL;
+    int st = TT_OK;
+    if (!col0 || !scale) {
+        st = TT_ENOMEM;
+        goto out;
+    }
+    col0[0] = 0;
+    for (uint64_t q = 0; q < nq; q++) {
+        if (qlens[q] == 0) {
+            st = tt_err(TT_EINVAL, "tt_scan_batch: query %llu has no vectors",
+                        (unsigned long long)q);
+            goto out;
+        }
+        col0[q + 1] = col0[q] + tt_qpad(qlens[q]);
+        scale[q] = score == TT_SCORE_MEAN ? 1.0f / (float)qlens[q] : 1.0f;
+    }
+    if (!(Qall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qall, 64, "exhaustive scan"))) {
+        st = TT_ENOMEM;
+        goto out;
+    }
+    /* Each query as tt_ctx_set_query lays it out: the codec's position order, zero rows
+     * up to the padded count. */
+    for (uint64_t q = 0; q < nq; q++) {
+        float *dst = Qall + col0[q] * dim;
+        for (uint32_t i = 0; i < qlens[q]; i++)
+            tt_codec_to_positions(&idx->codec, Q + (qoffs[q] + i) * dim, dst + (uint64_t)i * dim);
+        memset(dst + (uint64_t)qlens[q] * dim, 0,
+               (col0[q + 1] - col0[q] - qlens[q]) * dim * sizeof *dst);
+    }
+    tt_search_ctx *ctx0 = NULL;
+    if ((st = tt_search_ctx_new(idx, &ctx0)))
+        goto out;
+    j.rows_cap = ctx0->rows_cap;
+    tt_search_ctx_free(ctx0);
+    uint64_t widest = 0;
+    for (uint64_t q = 0; q < nq; q++)
+        widest = TT_MAX(widest, col0[q + 1] - col0[q]);
+    if ((st = make_units(idx, j.rows_cap, threads, &unit, &j.nunit)))
+        goto out;
+    if ((uint64_t)threads > j.nunit)
+        threads = (int)j.nunit;
+    j.Qall = Qall;
+    j.col0 = col0;
+    j.scale = scale;
+    j.unit = unit;
+    j.ctx = tt_calloc((size_t)threads, sizeof *j.ctx, "exhaustive scan");
+    j.QR = tt_calloc((size_t)threads, sizeof *j.QR, "exhaustive scan");
+    j.top = tt_calloc((uint64_t)threads * nq, sizeof *j.top, "exhaustive scan");
+    if (!j.ctx || !j.QR || !j.top) {
+        st = TT_ENOMEM;
+        goto free_threads;
+    }
+    for (int t = 0; t < threads; t++) {
+        if ((st = tt_search_ctx_new(idx, &j.ctx[t])))
+            goto free_threads;
+        if (!(j.QR[t] = tt_alloc_aligned(j.rows_cap * widest, sizeof(float), 64,
+                                         "exhaustive scan"))) {
+            st = TT_ENOMEM;
+            goto free_threads;
+        }
+        for (uint64_t q = 0; q < nq; q++)
+            if ((st = tt_topk_reset(&j.top[(uint64_t)t * nq + q], k)))
+                goto free_threads;
+    }
+    atomic_init(&j.next, 0);
+    tt_first_err_init(&j.err);
+    tt_parallel(threads, scan_worker, &j);
+    if ((st = tt_first_err_end(&j.err)))
+        goto free_threads;
+    /* Every query's top k of the threads' tops. */
+    tt_topk all = {0};
+    for (uint64_t q = 0; q < nq && !st; q++) {
+        if ((st = tt_topk_reset(&all, k)))
+            break;
+        for (int t = 0; t < threads; t++) {
+            const tt_topk *tq = &j.top[(uint64_t)t * nq + q];
+            for (uint32_t i = 0; i < tq->n; i++)
+                tt_topk_push(&all, tq->h[i].doc, tq->h[i].score);
+        }
+        nhits[q] = tt_topk_finish(&all);
+        memcpy(hits + q * k, all.h, (size_t)nhits[q] * sizeof *hits);
+    }
+    tt_topk_free(&all);
+free_threads:
+    for (int t = 0; t < threads; t++) {
+        if (j.ctx)
+            tt_search_ctx_free(j.ctx[t]);
+        if (j.QR)
+            free(j.QR[t]);
+        if (j.top)
+            for (uint64_t q = 0; q < nq; q++)
+                tt_topk_free(&j.top[(uint64_t)t * nq + q]);
+    }
+    free(j.ctx);
+    free(j.QR);
+    free(j.top);
+out:
+    free(col0);
+    free(scale);
+    free(Qall);
+    free(unit);
+    return st;
+}
