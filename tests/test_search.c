@@ -1438,6 +1438,30 @@ START_TEST(exhaustive_batch_equals_serial) {
     tt_search_options o;
     tt_search_options_init(&o);
     o.mode = TT_MODE_EXHAUSTIVE;
+    if (_i == 0) {
+        /* More queries than one pass holds (tops of 2 threads x 2,000 hits each: 64 MiB
+         * is about 1,000 of them): two passes, the same results. */
+        const uint64_t nmany = 1100;
+        uint64_t *mo = malloc(nmany * sizeof *mo);
+        uint32_t *ml = malloc(nmany * sizeof *ml), *mn = malloc(nmany * sizeof *mn);
+        tt_hit *mh = malloc(nmany * kbig * sizeof *mh);
+        for (uint64_t t = 0; t < nmany; t++) {
+            mo[t] = t % row;
+            ml[t] = 1;
+        }
+        ck_assert_msg(tt_search_batch(idx, Q, mo, ml, nmany, kbig, &o, 2, mh, mn, NULL) ==
+                          TT_OK, "%s", tt_last_error());
+        for (uint64_t t = 0; t < nmany; t += 7) {
+            ck_assert_int_eq(tt_search(idx, ctx, Q + mo[t] * dim, 1, kbig, &o, hs, &ns), TT_OK);
+            ck_assert_uint_eq(mn[t], ns);
+            ck_assert_msg(hits_equal(mh + t * kbig, hs, ns), "many: query %llu",
+                          (unsigned long long)t);
+        }
+        free(mo);
+        free(ml);
+        free(mn);
+        free(mh);
+    }
     Q[(offs[5] + 1) * dim + 2] = NAN;
     ck_assert_int_eq(tt_search_batch(idx, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL),
                      TT_EVALUE);

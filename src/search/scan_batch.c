@@ -169,19 +169,12 @@ static int make_units(const tt_index *idx, uint64_t rows_cap, int threads, uint6
     return TT_OK;
 }
 
-int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                  const uint32_t *qlens, uint64_t nq, uint32_t k, int score, int threads,
-                  const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
-    if (!idx || !Q || !qoffs || !qlens || !hits || !nhits || k == 0)
-        return tt_err(TT_EINVAL, "tt_scan_batch: NULL argument or k = 0");
-    for (uint64_t q = 0; q < nq; q++)
-        nhits[q] = 0;
-    if (nq == 0 || idx->num_live == 0)
-        return TT_OK;
-    if (threads <= 0)
-        threads = tt_default_threads();
+/* One pass for queries [0, nq) (checked): their top k (kept kk = min(k, live) deep). */
+static int scan_chunk(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                      const uint32_t *qlens, uint64_t nq, uint32_t k, uint32_t kk, int score,
+                      int threads, const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
     const uint32_t dim = idx->dim;
-    scan_job j = {.idx = idx, .qlens = qlens, .nq = nq, .k = k, .cancel = cancel};
+    scan_job j = {.idx = idx, .qlens = qlens, .nq = nq, .k = kk, .cancel = cancel};
     uint64_t *col0 = tt_alloc(nq + 1, sizeof *col0, "exhaustive scan");
     float *scale = tt_alloc(nq, sizeof *scale, "exhaustive scan");
     float *Qall = NULL;
@@ -193,11 +186,6 @@ int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
     }
     col0[0] = 0;
     for (uint64_t q = 0; q < nq; q++) {
-        if (qlens[q] == 0) {
-            st = tt_err(TT_EINVAL, "tt_scan_batch: query %llu has no vectors",
-                        (unsigned long long)q);
-            goto out;
-        }
         col0[q + 1] = col0[q] + tt_qpad(qlens[q]);
         scale[q] = score == TT_SCORE_MEAN ? 1.0f / (float)qlens[q] : 1.0f;
     }
@@ -246,7 +234,7 @@ int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
             goto free_threads;
         }
         for (uint64_t q = 0; q < nq; q++)
-            if ((st = tt_topk_reset(&j.top[(uint64_t)t * nq + q], k)))
+            if ((st = tt_topk_reset(&j.top[(uint64_t)t * nq + q], kk)))
                 goto free_threads;
     }
     atomic_init(&j.next, 0);
@@ -257,7 +245,7 @@ int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
     /* Every query's top k of the threads' tops. */
     tt_topk all = {0};
     for (uint64_t q = 0; q < nq && !st; q++) {
-        if ((st = tt_topk_reset(&all, k)))
+        if ((st = tt_topk_reset(&all, kk)))
             break;
         for (int t = 0; t < threads; t++) {
             const tt_topk *tq = &j.top[(uint64_t)t * nq + q];
@@ -287,4 +275,41 @@ out:
     free(Qall);
     free(unit);
     return st;
+}
+
+/* Queries per pass: their tops on every thread and their padded copies within this
+ * many bytes (more queries take more passes over the index). */
+#define SCAN_QUERY_BYTES (64ull << 20)
+
+int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                  const uint32_t *qlens, uint64_t nq, uint32_t k, int score, int threads,
+                  const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
+    if (!idx || !Q || !qoffs || !qlens || !hits || !nhits || k == 0)
+        return tt_err(TT_EINVAL, "tt_scan_batch: NULL argument or k = 0");
+    for (uint64_t q = 0; q < nq; q++) {
+        nhits[q] = 0;
+        if (qlens[q] == 0)
+            return tt_err(TT_EINVAL, "tt_scan_batch: query %llu has no vectors",
+                          (unsigned long long)q);
+    }
+    if (nq == 0 || idx->num_live == 0)
+        return TT_OK;
+    if (threads <= 0)
+        threads = tt_default_threads();
+    /* A top never holds more than the live documents (as tt_search's). */
+    const uint32_t kk = (uint32_t)TT_MIN((uint64_t)k, idx->num_live);
+    const uint64_t per_top = (uint64_t)threads * kk * sizeof(tt_hit);
+    for (uint64_t q0 = 0; q0 < nq;) {
+        uint64_t q1 = q0, bytes = 0;
+        do {
+            bytes += per_top + (uint64_t)tt_qpad(qlens[q1]) * idx->dim * sizeof(float);
+            q1++;
+        } while (q1 < nq && bytes < SCAN_QUERY_BYTES);
+        int st = scan_chunk(idx, Q, qoffs + q0, qlens + q0, q1 - q0, k, kk, score, threads,
+                            cancel, hits + q0 * k, nhits + q0);
+        if (st)
+            return st;
+        q0 = q1;
+    }
+    return TT_OK;
 }

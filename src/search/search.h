@@ -143,7 +143,8 @@ int tt_scan_decompressed(tt_search_ctx *c);
 int tt_scan_exact(tt_search_ctx *c);
 /* scan_batch.c: exhaustive search of nq queries (query q: qlens[q] vectors at Q +
  * qoffs[q] * dim, checked finite by the caller) in one pass over the live documents on
- * `threads` threads, each document decoded once: the top k of query q into hits + q * k
+ * `threads` threads (one pass per as many queries as 64 MiB of per-thread tops and
+ * query copies hold), each document decoded once: the top k of query q into hits + q * k
  * and their count into nhits[q], the same hits and scores as tt_search in exhaustive
  * mode with that score reduction (TT_SCORE_*). Stops with TT_ECANCELED when *cancel
  * (may be NULL) becomes non-zero. */
