@@ -74,15 +74,8 @@ int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
     tt_search_options o;
     tt_search_options_resolve(opt, k, &o);
     if (o.mode == TT_MODE_EXHAUSTIVE && !o.filter && !seconds && nqueries > 1) {
-        for (uint64_t q = 0; q < nqueries; q++) {
-            if (qlens[q] == 0)
-                return tt_err(TT_EINVAL, "query %llu: a query needs at least one vector",
-                              (unsigned long long)q);
-            int64_t bad = tt_find_nonfinite(Q + qoffs[q] * idx->dim, qlens[q], idx->dim);
-            if (bad >= 0)
-                return tt_err(TT_EVALUE, "query %llu: vector %lld has a NaN or infinite value",
-                              (unsigned long long)q, (long long)bad);
-        }
+        if ((st = tt_queries_valid(idx, Q, qoffs, qlens, nqueries, "tt_search_batch")))
+            return st;
         return tt_scan_batch(idx, Q, qoffs, qlens, nqueries, k, o.score, threads, NULL, hits,
                              nhits);
     }

@@ -270,6 +270,20 @@ int tt_ctx_allowed_list(tt_search_ctx *c) {
     return TT_OK;
 }
 
+int tt_queries_valid(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                     const uint32_t *qlens, uint64_t nq, const char *who) {
+    for (uint64_t q = 0; q < nq; q++) {
+        if (qlens[q] == 0)
+            return tt_err(TT_EINVAL, "%s: query %llu has no vectors", who,
+                          (unsigned long long)q);
+        int64_t bad = tt_find_nonfinite(Q + qoffs[q] * idx->dim, qlens[q], idx->dim);
+        if (bad >= 0)
+            return tt_err(TT_EVALUE, "%s: query %llu, vector %lld, has a NaN or infinite value",
+                          who, (unsigned long long)q, (long long)bad);
+    }
+    return TT_OK;
+}
+
 int tt_queries_check(const tt_queries *q, const tt_index *idx) {
     if (!q || !idx)
         return tt_err(TT_EINVAL, "tt_queries_check: NULL argument");

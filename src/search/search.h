@@ -137,6 +137,12 @@ int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
  * codec's position order) into out; for calibration's pseudo-queries (src/tune/). */
 int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);
 
+/* search.c: every query of a batch (query q: qlens[q] vectors at Q + qoffs[q] * dim)
+ * has vectors (TT_EINVAL) and finite values (TT_EVALUE), the error naming who, the
+ * query and the vector. */
+int tt_queries_valid(const tt_index *idx, const float *Q, const uint64_t *qoffs,
+                     const uint32_t *qlens, uint64_t nq, const char *who);
+
 /* scan.c: the reference modes over every document: decompressed (exhaustive) and
  * float16 originals (exact). */
 int tt_scan_decompressed(tt_search_ctx *c);

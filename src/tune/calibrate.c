@@ -83,15 +83,9 @@ int tt_calib_init(tt_calib *c, const tt_index *idx, const float *Q, const uint64
     calib_zero(c, idx, cost);
     if (!Q || !qoffs || !qlens || nq == 0)
         return tt_err(TT_EINVAL, "calibration: no queries");
-    for (uint64_t i = 0; i < nq; i++) {
-        if (qlens[i] == 0)
-            return tt_err(TT_EINVAL, "calibration: query %llu has no vectors",
-                          (unsigned long long)i);
-        int64_t bad = tt_find_nonfinite(Q + qoffs[i] * idx->dim, qlens[i], idx->dim);
-        if (bad >= 0)
-            return tt_err(TT_EVALUE, "calibration: query %llu has a NaN or infinite value",
-                          (unsigned long long)i);
-    }
+    int st = tt_queries_valid(idx, Q, qoffs, qlens, nq, "calibration");
+    if (st)
+        return st;
     c->Q = Q;
     c->qoffs = qoffs;
     c->qlens = qlens;
