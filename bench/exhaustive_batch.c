@@ -1,11 +1,12 @@
 /* One pass for many exhaustive queries (doc/benchmarks.md, "One pass for many
- * exhaustive queries"): N calibration pseudo-queries searched exhaustively query by
- * query (tt_search_batch with per-query times) and in one pass over the index
+ * exhaustive queries"): N calibration pseudo-queries searched in a reference mode query
+ * by query (tt_search_batch with per-query times) and in one pass over the index
  * (tt_search_batch without them: src/search/scan_batch.c), wall-clock seconds of each
  * and whether the two returned the same top K, documents and scores bit for bit.
  *
- * usage: exhaustive_batch INDEX THREADS QLEN N SCORE
- *   QLEN vectors per pseudo-query (0: the index's shape), SCORE 0 sum, 1 mean; K = 100.
+ * usage: exhaustive_batch INDEX THREADS QLEN N SCORE [exact]
+ *   QLEN vectors per pseudo-query (0: the index's shape), SCORE 0 sum, 1 mean; K = 100;
+ *   exact: the exact mode (float16 originals) instead of the exhaustive one.
  *
  * Build (from a configured build directory B, after make):
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -include B/config.h -I include -I src \
@@ -17,12 +18,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define K 100
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: exhaustive_batch INDEX THREADS QLEN N SCORE\n");
+    if (argc != 6 && !(argc == 7 && !strcmp(argv[6], "exact"))) {
+        fprintf(stderr, "usage: exhaustive_batch INDEX THREADS QLEN N SCORE [exact]\n");
         return 2;
     }
     const int threads = atoi(argv[2]), score = atoi(argv[5]);
@@ -40,7 +42,7 @@ int main(int argc, char **argv) {
     double *secs = malloc(sizeof *secs * n);
     tt_search_options o;
     tt_search_options_init(&o);
-    o.mode = TT_MODE_EXHAUSTIVE;
+    o.mode = argc == 7 ? TT_MODE_EXACT : TT_MODE_EXHAUSTIVE;
     o.score = score;
     double t0 = tt_now();
     int st = tt_search_batch(idx, c.Q, c.qoffs, c.qlens, n, K, &o, threads, h1, n1, secs);
@@ -58,9 +60,9 @@ int main(int argc, char **argv) {
             diff += h1[q * K + i].doc != h2[q * K + i].doc ||
                     h1[q * K + i].score != h2[q * K + i].score;
     }
-    printf("%u queries of %u vectors, %d thread(s): query by query %.2f s, one pass %.2f s "
-           "(%.1fx); hits that differ: %llu\n",
-           n, used, threads, t1 - t0, t2 - t1, (t1 - t0) / (t2 - t1), (unsigned long long)diff);
+    printf("%s, %u queries of %u vectors, %d thread(s): query by query %.2f s, one pass "
+           "%.2f s (%.1fx); hits that differ: %llu\n",
+           argc == 7 ? "exact" : "exhaustive", n, used, threads, t1 - t0, t2 - t1, (t1 - t0) / (t2 - t1), (unsigned long long)diff);
     free(h1);
     free(h2);
     free(n1);

@@ -591,6 +591,20 @@ START_TEST(half_conversion_through_reader) {
     ck_assert_int_eq(tt_vecfile_read(&vf, 0, 1024, v), TT_OK);
     ck_assert(v[0x3f80] == 1.0f && v[0xc000] == -2.0f && v[0x3e20] == 0.15625f);
     tt_vecfile_close(&vf);
+    /* tt_f16_to_f32_n (what the exact search converts rows with) directly, from an odd
+     * start and over a length that is not a multiple of its blocks. */
+    uint16_t *h = malloc(65536 * sizeof *h);
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    tt_f16_to_f32_n(v, h + 1, 65535);
+    for (uint32_t i = 1; i < 65536; i++) {
+        float want = tt_f16_to_f32((uint16_t)i);
+        uint32_t a, b;
+        memcpy(&a, &v[i - 1], 4);
+        memcpy(&b, &want, 4);
+        CHECK(a == b, "0x%04x: 0x%08x != 0x%08x", i, a, b);
+    }
+    free(h);
     free(v);
     free(raw);
     tu_rmrf(dir);

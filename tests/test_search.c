@@ -1392,11 +1392,11 @@ START_TEST(batch_equals_serial) {
 }
 END_TEST
 
-/* Exhaustive search of a batch without per-query times is one pass over the index for
- * every query (scan_batch.c): bit for bit what the queries return one by one, for
- * query lengths that pad and do not, sum and mean scores, k beyond the documents, on
- * 1-3 threads, on the 128-d per-dimension index and the adaptive 64-d one (_i); and it
- * stops when cancelled. */
+/* Exhaustive and exact search of a batch without per-query times is one pass over the
+ * index for every query (scan_batch.c): bit for bit what the queries return one by one,
+ * for query lengths that pad and do not, sum and mean scores, k beyond the documents,
+ * on 1-3 threads, on the 128-d per-dimension index and the adaptive 64-d one (_i); it
+ * stops when cancelled, and exact mode needs the originals. */
 START_TEST(exhaustive_batch_equals_serial) {
     const corpus *c = _i ? &g_ca : &g_c;
     tt_index *idx = open_idx(_i ? g_idx_ad : g_idx, TT_IO_AUTO, 0);
@@ -1417,13 +1417,13 @@ START_TEST(exhaustive_batch_equals_serial) {
     uint32_t nb[9], ns;
     tt_search_ctx *ctx;
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
-    for (int v = 0; v < 6; v++) {
+    for (int v = 0; v < 12; v++) {
         const uint32_t k = v % 2 ? kbig : 10;
-        const int threads = 1 + v / 2;
+        const int threads = 1 + v % 6 / 2;
         tt_search_options o;
         tt_search_options_init(&o);
-        o.mode = TT_MODE_EXHAUSTIVE;
-        o.score = v == 1 || v == 4 ? TT_SCORE_MEAN : TT_SCORE_SUM;
+        o.mode = v < 6 ? TT_MODE_EXHAUSTIVE : TT_MODE_EXACT;
+        o.score = v % 6 == 1 || v % 6 == 4 ? TT_SCORE_MEAN : TT_SCORE_SUM;
         ck_assert_msg(tt_search_batch(idx, Q, offs, lens, nqry, k, &o, threads, hb, nb, NULL) ==
                           TT_OK, "%s", tt_last_error());
         for (uint64_t t = 0; t < nqry; t++) {
@@ -1467,8 +1467,14 @@ START_TEST(exhaustive_batch_equals_serial) {
                      TT_EVALUE);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "query 5"));
     Q[(offs[5] + 1) * dim + 2] = 0;
+    tt_index *plain = open_idx(g_idx_plain, TT_IO_MMAP, 0);
+    o.mode = TT_MODE_EXACT;
+    ck_assert_int_eq(tt_search_batch(plain, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL),
+                     TT_EUNSUPPORTED);
+    tt_index_close(plain);
     volatile int cancel = 1;
-    ck_assert_int_eq(tt_scan_batch(idx, Q, offs, lens, nqry, 10, TT_SCORE_SUM, 2, &cancel, hb,
+    ck_assert_int_eq(tt_scan_batch(idx, Q, offs, lens, nqry, 10, TT_MODE_EXHAUSTIVE,
+                                   TT_SCORE_SUM, 2, &cancel, hb,
                                    nb),
                      TT_ECANCELED);
     tt_search_ctx_free(ctx);

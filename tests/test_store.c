@@ -210,8 +210,8 @@ static void assert_same_results(const char *live_dir, const char *ref_dir, const
                 }
             }
         }
-        /* Exhaustive search of all the queries in one pass over the segments (a batch
-         * without times): what they return one by one, deleted rows skipped. */
+        /* Exhaustive and exact search of all the queries in one pass over the segments
+         * (a batch without times): what they return one by one, deleted rows skipped. */
         uint64_t offs[16];
         uint32_t lens[16];
         ck_assert_uint_le(nq, 16);
@@ -219,20 +219,23 @@ static void assert_same_results(const char *live_dir, const char *ref_dir, const
             offs[q] = (uint64_t)q * nqv;
             lens[q] = nqv;
         }
-        tt_search_options so;
-        tt_search_options_init(&so);
-        so.mode = TT_MODE_EXHAUSTIVE;
-        tt_hit hb[16 * 10], hs[10];
-        uint32_t nb[16], ns;
-        ck_assert_msg(tt_search_batch(a, Q, offs, lens, nq, 10, &so, 2, hb, nb, NULL) == TT_OK,
-                      "%s: %s", when, tt_last_error());
-        for (uint32_t q = 0; q < nq; q++) {
-            ck_assert_int_eq(tt_search(a, ca, Q + offs[q] * DIM, nqv, 10, &so, hs, &ns), TT_OK);
-            ck_assert_uint_eq(nb[q], ns);
-            for (uint32_t i = 0; i < ns; i++)
-                ck_assert_msg(hb[q * 10 + i].doc == hs[i].doc &&
-                                  hb[q * 10 + i].score == hs[i].score,
-                              "%s: batched exhaustive, query %u rank %u", when, q, i);
+        for (int mo = TT_MODE_EXHAUSTIVE; mo <= TT_MODE_EXACT; mo++) {
+            tt_search_options so;
+            tt_search_options_init(&so);
+            so.mode = mo;
+            tt_hit hb[16 * 10], hs[10];
+            uint32_t nb[16], ns;
+            ck_assert_msg(tt_search_batch(a, Q, offs, lens, nq, 10, &so, 2, hb, nb, NULL) ==
+                              TT_OK, "%s: %s", when, tt_last_error());
+            for (uint32_t q = 0; q < nq; q++) {
+                ck_assert_int_eq(tt_search(a, ca, Q + offs[q] * DIM, nqv, 10, &so, hs, &ns),
+                                 TT_OK);
+                ck_assert_uint_eq(nb[q], ns);
+                for (uint32_t i = 0; i < ns; i++)
+                    ck_assert_msg(hb[q * 10 + i].doc == hs[i].doc &&
+                                      hb[q * 10 + i].score == hs[i].score,
+                                  "%s: batched mode %d, query %u rank %u", when, mo, q, i);
+            }
         }
         tt_search_ctx_free(ca);
         tt_search_ctx_free(cb);

@@ -119,6 +119,9 @@ static inline uint64_t tt_find_le(const uint64_t *a, uint64_t n, uint64_t v) {
 /* ---------------------------------------------------- half precision */
 
 float tt_f16_to_f32(uint16_t h);
+/* dst[i] = tt_f16_to_f32(src[i]) for i < n, bit for bit, in a loop that vectorises
+ * (numeric.c; host-order values). */
+void tt_f16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t n);
 uint16_t tt_f32_to_f16(float f);
 static inline float tt_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;

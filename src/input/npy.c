@@ -106,32 +106,6 @@ static int open_regular(const char *path, int *fd_out, uint64_t *size) {
 
 /* ------------------------------------------------------------ f16 / bf16 */
 
-/* binary16 -> binary32 without a call, a loop or a branch, after F. Giesen, "half
- * to float done quick" (2012, variant 5): move exponent and mantissa into place and
- * rebias by 112; Inf/NaN get another 112 (exponent 255, payload kept); subnormals
- * are renormalised by one exact float subtraction, 2^-14 * (1 + m/1024) - 2^-14.
- * Both candidates are computed and selected with masks, so the blocked loop below
- * vectorises at -O2, and no float operand is ever subnormal (correct under DAZ/FTZ).
- * Bit-identical to tt_f16_to_f32 for all 65536 inputs (tests/test_npy.c). */
-static inline float f16_to_f32_inline(uint16_t h) {
-    const uint32_t rebias = (uint32_t)(127 - 15) << 23, magic_bits = (uint32_t)113 << 23;
-    uint32_t o = (uint32_t)(h & 0x7fff) << 13;
-    uint32_t exp = o & 0x0f800000u;
-    uint32_t is_infnan = 0u - (uint32_t)(exp == 0x0f800000u);
-    uint32_t is_sub = 0u - (uint32_t)(exp == 0);
-    uint32_t normal = o + rebias + (is_infnan & rebias);
-    uint32_t sub = normal + (1u << 23);
-    float fs, magic;
-    memcpy(&fs, &sub, 4);
-    memcpy(&magic, &magic_bits, 4);
-    fs -= magic;
-    memcpy(&sub, &fs, 4);
-    o = (sub & is_sub) | (normal & ~is_sub) | ((uint32_t)(h & 0x8000) << 16);
-    float r;
-    memcpy(&r, &o, 4);
-    return r;
-}
-
 /* Fixed-length inner blocks let gcc's cheap -O2 vectoriser handle these loops. */
 static void convert_u16(float *restrict dst, const uint16_t *restrict src, size_t n, tt_dtype dt) {
     size_t i = 0;
@@ -142,11 +116,7 @@ static void convert_u16(float *restrict dst, const uint16_t *restrict src, size_
         for (; i < n; i++)
             dst[i] = tt_bf16_to_f32(src[i]);
     } else {
-        for (; i + 16 <= n; i += 16)
-            for (size_t j = 0; j < 16; j++)
-                dst[i + j] = f16_to_f32_inline(src[i + j]);
-        for (; i < n; i++)
-            dst[i] = f16_to_f32_inline(src[i]);
+        tt_f16_to_f32_n(dst, src, n);
     }
 }
 
@@ -932,7 +902,7 @@ int tt_npy_read_floats(const char *path, float **out, tt_npy_header *h) {
         narrow_f64(v, raw, (size_t)cnt);
     } else {
         for (uint64_t i = 0; i < cnt; i++)
-            v[i] = f16_to_f32_inline(tt_rd16(raw + 2 * i));
+            v[i] = tt_f16_to_f32(tt_rd16(raw + 2 * i));
     }
     *out = v;
 done:

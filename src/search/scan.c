@@ -68,8 +68,7 @@ int tt_scan_exact(tt_search_ctx *c) {
             uint32_t len = idx->doclens[d];
             const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
             float *dst = tt_score_slot(c, d, len);
-            for (uint64_t e = 0; e < (uint64_t)len * dim; e++)
-                dst[e] = tt_f16_to_f32(src[e]);
+            tt_f16_to_f32_n(dst, src, (size_t)len * dim);
             /* Builds refuse values float16 cannot hold; a damaged file can still hold
              * them. */
             int64_t bad = tt_find_nonfinite(dst, len, dim);

@@ -1,12 +1,12 @@
-/* Exhaustive search of many queries in one pass over the index: each document's
- * residuals are read and decoded once and scored against every query, instead of once
- * per query. The calibration's reference (src/tune/) is this: decoding was most of a
- * per-query scan's time (a 3584-d document is 57,344 values to decode for 4 query
- * vectors).
+/* The reference modes for many queries in one pass over the index: each document's
+ * residuals are read and decoded (exhaustive) or its float16 originals converted
+ * (exact) once and scored against every query, instead of once per query. The
+ * calibration's reference (src/tune/) is this: decoding was most of a per-query scan's
+ * time (a 3584-d document is 57,344 values to decode for 4 query vectors).
  *
- * The results are those of tt_search in exhaustive mode, bit for bit: documents are
- * grouped exactly as its scan groups them (score.c: consecutive live documents until
- * the group's rows are full), each group is scored per query by the same call with the
+ * The results are those of tt_search in that mode, bit for bit: documents are grouped
+ * exactly as its scans group them (score.c: consecutive live documents until the
+ * group's rows are full), each group is scored per query by the same call with the
  * same rows, and the top k of every query is kept under the same total order (higher
  * score, then lower document), so splitting the documents over threads and merging
  * their tops changes nothing. */
@@ -26,6 +26,7 @@ typedef struct scan_job {
     const uint64_t *col0;     /* nq + 1: query q's first row in Qall */
     const uint32_t *qlens;
     const float *scale;       /* nq: 1 or 1/qlens[q] */
+    bool exact;               /* the float16 originals, not the decoded residuals */
     uint64_t nq;
     uint32_t k;
     const uint64_t *unit;     /* nunit + 1: first row of each unit (a group's first) */
@@ -60,50 +61,76 @@ static void group_flush(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top) 
     c->grows = 0;
 }
 
-/* Reads, decodes and scores the rows [r0, r1) (whole groups). */
+/* The float16 originals of row d (segment s) into dst, as tt_scan_exact converts them. */
+static int original_rows(const tt_index *idx, uint32_t s, uint64_t d, float *dst) {
+    const tt_segment *sg = &idx->seg[s];
+    const uint32_t len = idx->doclens[d], dim = idx->dim;
+    const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
+    tt_f16_to_f32_n(dst, src, (size_t)len * dim);
+    int64_t bad = tt_find_nonfinite(dst, len, dim);
+    if (bad >= 0)
+        return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
+                      sg->f_originals.path,
+                      (unsigned long long)(idx->doc_vec0[d] - sg->vec0 + (uint64_t)bad),
+                      (unsigned long long)(d - sg->doc0));
+    return TT_OK;
+}
+
+/* Reads, decodes (or converts the originals of) and scores the rows [r0, r1) (whole
+ * groups). */
 static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uint64_t r0,
                      uint64_t r1) {
     const tt_index *idx = j->idx;
     const uint64_t rb = idx->res_bytes;
     int st;
-    /* One range per segment the unit touches (rows are contiguous within a segment's
-     * residual file, deleted ones included); c->list holds each range's first row. */
+    /* The residuals (exhaustive): one range per segment the unit touches (rows are
+     * contiguous within a segment's residual file, deleted ones included); c->list
+     * holds each range's first row. */
     size_t nr = 0;
-    if ((st = tt_score_reserve_ranges(c, idx->nseg)) ||
-        (st = tt_grow((void **)&c->list, &c->list_cap, idx->nseg, sizeof *c->list,
-                      "scan ranges")))
-        return st;
-    for (uint32_t s = 0; s < idx->nseg; s++) {
-        const uint64_t a = TT_MAX(r0, idx->seg[s].doc0);
-        const uint64_t b = TT_MIN(r1, idx->seg[s].doc0 + idx->seg[s].num_docs);
-        if (a >= b)
-            continue;
-        c->roff[nr] = idx->doc_vec0[a] * rb;
-        c->rlen[nr] = (idx->doc_vec0[b] - idx->doc_vec0[a]) * rb;
-        c->list[nr++] = a;
+    if (!j->exact) {
+        if ((st = tt_score_reserve_ranges(c, idx->nseg)) ||
+            (st = tt_grow((void **)&c->list, &c->list_cap, idx->nseg, sizeof *c->list,
+                          "scan ranges")))
+            return st;
+        for (uint32_t s = 0; s < idx->nseg; s++) {
+            const uint64_t a = TT_MAX(r0, idx->seg[s].doc0);
+            const uint64_t b = TT_MIN(r1, idx->seg[s].doc0 + idx->seg[s].num_docs);
+            if (a >= b)
+                continue;
+            c->roff[nr] = idx->doc_vec0[a] * rb;
+            c->rlen[nr] = (idx->doc_vec0[b] - idx->doc_vec0[a]) * rb;
+            c->list[nr++] = a;
+        }
+        if (nr && (st = tt_fetcher_read(c->fetch, nr, c->roff, c->rlen, c->rptr)))
+            return st;
     }
-    if (nr == 0)
-        return TT_OK;
-    if ((st = tt_fetcher_read(c->fetch, nr, c->roff, c->rlen, c->rptr)))
-        return st;
     const uint64_t *first = c->list;
     const uint8_t *const *base = c->rptr;
     size_t r = 0;
+    uint32_t s = tt_index_segment_of(idx, r0);
     c->gn = 0;
     c->grows = 0;
     for (uint64_t d = r0; d < r1; d++) {
         while (r + 1 < nr && d >= first[r + 1])
             r++;
+        while (s + 1 < idx->nseg && d >= idx->seg[s + 1].doc0)
+            s++;
         if (tt_index_deleted(idx, d))
             continue;
         const uint32_t len = idx->doclens[d];
         if (c->grows + len > j->rows_cap)
             group_flush(j, c, QR, top);
+        float *dst = c->R + c->grows * idx->dim;
         const uint64_t v0 = idx->doc_vec0[d];
-        for (uint32_t t = 0; t < len; t++)
-            c->gcodes[t] = tt_index_code(idx, v0 + t);
-        tt_resdec_decode_add(&c->dec, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
-                             idx->centroids, c->gcodes, c->R + c->grows * idx->dim);
+        if (j->exact) {
+            if ((st = original_rows(idx, s, d, dst)))
+                return st;
+        } else {
+            for (uint32_t t = 0; t < len; t++)
+                c->gcodes[t] = tt_index_code(idx, v0 + t);
+            tt_resdec_decode_add(&c->dec, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
+                                 idx->centroids, c->gcodes, dst);
+        }
         c->glens[c->gn] = len;
         c->gdocs[c->gn] = d;
         c->gn++;
@@ -171,10 +198,12 @@ static int make_units(const tt_index *idx, uint64_t rows_cap, int threads, uint6
 
 /* One pass for queries [0, nq) (checked): their top k (kept kk = min(k, live) deep). */
 static int scan_chunk(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                      const uint32_t *qlens, uint64_t nq, uint32_t k, uint32_t kk, int score,
-                      int threads, const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
+                      const uint32_t *qlens, uint64_t nq, uint32_t k, uint32_t kk, int mode,
+                      int score, int threads, const volatile int *cancel, tt_hit *hits,
+                      uint32_t *nhits) {
     const uint32_t dim = idx->dim;
-    scan_job j = {.idx = idx, .qlens = qlens, .nq = nq, .k = kk, .cancel = cancel};
+    scan_job j = {.idx = idx, .qlens = qlens, .nq = nq, .k = kk, .cancel = cancel,
+                  .exact = mode == TT_MODE_EXACT};
     uint64_t *col0 = tt_alloc(nq + 1, sizeof *col0, "exhaustive scan");
     float *scale = tt_alloc(nq, sizeof *scale, "exhaustive scan");
     float *Qall = NULL;
@@ -282,10 +311,16 @@ out:
 #define SCAN_QUERY_BYTES (64ull << 20)
 
 int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                  const uint32_t *qlens, uint64_t nq, uint32_t k, int score, int threads,
-                  const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
+                  const uint32_t *qlens, uint64_t nq, uint32_t k, int mode, int score,
+                  int threads, const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
     if (!idx || !Q || !qoffs || !qlens || !hits || !nhits || k == 0)
         return tt_err(TT_EINVAL, "tt_scan_batch: NULL argument or k = 0");
+    if (mode != TT_MODE_EXHAUSTIVE && mode != TT_MODE_EXACT)
+        return tt_err(TT_EINVAL, "tt_scan_batch: mode %d is not a reference mode", mode);
+    if (mode == TT_MODE_EXACT && !idx->has_originals)
+        return tt_err(TT_EUNSUPPORTED,
+                      "%s: exact mode needs the original vectors, which this index did not keep "
+                      "(build with keep_originals)", idx->dir);
     for (uint64_t q = 0; q < nq; q++) {
         nhits[q] = 0;
         if (qlens[q] == 0)
@@ -305,8 +340,8 @@ int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
             bytes += per_top + (uint64_t)tt_qpad(qlens[q1]) * idx->dim * sizeof(float);
             q1++;
         } while (q1 < nq && bytes < SCAN_QUERY_BYTES);
-        int st = scan_chunk(idx, Q, qoffs + q0, qlens + q0, q1 - q0, k, kk, score, threads,
-                            cancel, hits + q0 * k, nhits + q0);
+        int st = scan_chunk(idx, Q, qoffs + q0, qlens + q0, q1 - q0, k, kk, mode, score,
+                            threads, cancel, hits + q0 * k, nhits + q0);
         if (st)
             return st;
         q0 = q1;

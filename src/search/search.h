@@ -147,16 +147,16 @@ int tt_queries_valid(const tt_index *idx, const float *Q, const uint64_t *qoffs,
  * float16 originals (exact). */
 int tt_scan_decompressed(tt_search_ctx *c);
 int tt_scan_exact(tt_search_ctx *c);
-/* scan_batch.c: exhaustive search of nq queries (query q: qlens[q] vectors at Q +
- * qoffs[q] * dim, checked finite by the caller) in one pass over the live documents on
- * `threads` threads (one pass per as many queries as 64 MiB of per-thread tops and
- * query copies hold), each document decoded once: the top k of query q into hits + q * k
- * and their count into nhits[q], the same hits and scores as tt_search in exhaustive
- * mode with that score reduction (TT_SCORE_*). Stops with TT_ECANCELED when *cancel
- * (may be NULL) becomes non-zero. */
+/* scan_batch.c: the search of nq queries (query q: qlens[q] vectors at Q + qoffs[q] *
+ * dim, checked by the caller) in a reference mode (TT_MODE_EXHAUSTIVE or _EXACT) in one
+ * pass over the live documents on `threads` threads (one pass per as many queries as 64
+ * MiB of per-thread tops and query copies hold), each document decoded or converted
+ * once: the top k of query q into hits + q * k and their count into nhits[q], the same
+ * hits and scores as tt_search in that mode with that score reduction (TT_SCORE_*).
+ * Stops with TT_ECANCELED when *cancel (may be NULL) becomes non-zero. */
 int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                  const uint32_t *qlens, uint64_t nq, uint32_t k, int score, int threads,
-                  const volatile int *cancel, tt_hit *hits, uint32_t *nhits);
+                  const uint32_t *qlens, uint64_t nq, uint32_t k, int mode, int score,
+                  int threads, const volatile int *cancel, tt_hit *hits, uint32_t *nhits);
 
 /* sparse_search.c: sparse options checked (struct_size of this library or its first
  * version, k1, b: TT_EINVAL), and copied at this library's size. */
