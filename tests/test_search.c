@@ -1485,6 +1485,49 @@ START_TEST(exhaustive_batch_equals_serial) {
 }
 END_TEST
 
+/* A float16 original damaged into a NaN (the originals are not checksummed at open):
+ * exact search names the file and the document, one by one and in one pass. */
+START_TEST(damaged_originals) {
+    char *dir = tu_tmpdir(), idxdir[4200], path[4300];
+    corpus head = g_c;
+    head.ndocs = 300;
+    head.nvec = g_c.vec0[300];
+    ck_assert_int_eq(build_from(&head, dir, "orig", TT_KEEP_F16, 64, TT_CODEC_PER_DIM, idxdir,
+                                sizeof idxdir),
+                     TT_OK);
+    snprintf(path, sizeof path, "%s/" TT_F_ORIGINALS, idxdir);
+    const uint8_t nan16[2] = {0x00, 0x7e};
+    int fd = open(path, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    off_t at = TT_HEADER_SIZE + 2 * (off_t)((g_c.vec0[5] + 1) * g_c.dim + 3);
+    ck_assert_int_eq(pwrite(fd, nan16, 2, at), 2);
+    close(fd);
+    tt_index *idx = open_idx(idxdir, TT_IO_MMAP, 0);
+    float *Q = query_near(&g_c, 7, 8, 0.2f, 77);
+    tt_search_options o;
+    tt_search_options_init(&o);
+    o.mode = TT_MODE_EXACT;
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    tt_hit hits[3 * 10];
+    uint32_t n[3];
+    ck_assert_int_eq(tt_search(idx, ctx, Q, 8, 10, &o, hits, n), TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_ORIGINALS));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "document 5"));
+    const uint64_t offs[3] = {0, 2, 5};
+    const uint32_t lens[3] = {2, 3, 3};
+    ck_assert_int_eq(tt_search_batch(idx, Q, offs, lens, 3, 10, &o, 2, hits, n, NULL),
+                     TT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_ORIGINALS));
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "document 5"));
+    tt_search_ctx_free(ctx);
+    free(Q);
+    tt_index_close(idx);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* The AVX-512 row loops of the centroid stages return exactly what the SSE2 loops do,
  * for the nprobe == 1 scan and the general one, sum and mean scores. */
 START_TEST(avx512_loops_agree) {
@@ -1935,6 +1978,7 @@ int main(void) {
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
     tcase_add_loop_test(tc, exhaustive_batch_equals_serial, 0, 2);
+    tcase_add_test(tc, damaged_originals);
     tcase_add_test(tc, avx512_loops_agree);
     tcase_add_loop_test(tc, sketch_avx512_agrees, 0, 2);
     tcase_add_test(tc, cq_kernels_same_hits);

@@ -56,27 +56,31 @@ int tt_scan_decompressed(tt_search_ctx *c) {
     return TT_OK;
 }
 
+int tt_original_rows(const tt_index *idx, uint32_t s, uint64_t d, float *dst) {
+    const tt_segment *sg = &idx->seg[s];
+    const uint32_t len = idx->doclens[d], dim = idx->dim;
+    tt_f16_to_f32_n(dst, tt_index_original(idx, s, idx->doc_vec0[d]), (size_t)len * dim);
+    /* Builds refuse values float16 cannot hold; a damaged file can still hold them. */
+    int64_t bad = tt_find_nonfinite(dst, len, dim);
+    if (bad >= 0)
+        return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
+                      sg->f_originals.path,
+                      (unsigned long long)(idx->doc_vec0[d] - sg->vec0 + (uint64_t)bad),
+                      (unsigned long long)(d - sg->doc0));
+    return TT_OK;
+}
+
 /* Exact MaxSim over the kept float16 originals of every live document. */
 int tt_scan_exact(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    const uint32_t dim = idx->dim;
+    int st;
     for (uint32_t s = 0; s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         for (uint64_t d = sg->doc0; d < sg->doc0 + sg->num_docs; d++) {
             if (tt_index_deleted(idx, d) || !tt_ctx_allowed(c, d))
                 continue;
-            uint32_t len = idx->doclens[d];
-            const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
-            float *dst = tt_score_slot(c, d, len);
-            tt_f16_to_f32_n(dst, src, (size_t)len * dim);
-            /* Builds refuse values float16 cannot hold; a damaged file can still hold
-             * them. */
-            int64_t bad = tt_find_nonfinite(dst, len, dim);
-            if (bad >= 0)
-                return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
-                              sg->f_originals.path,
-                              (unsigned long long)(idx->doc_vec0[d] - sg->vec0 + (uint64_t)bad),
-                              (unsigned long long)(d - sg->doc0));
+            if ((st = tt_original_rows(idx, s, d, tt_score_slot(c, d, idx->doclens[d]))))
+                return st;
         }
     }
     tt_score_flush(c);

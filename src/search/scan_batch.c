@@ -61,21 +61,6 @@ static void group_flush(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top) 
     c->grows = 0;
 }
 
-/* The float16 originals of row d (segment s) into dst, as tt_scan_exact converts them. */
-static int original_rows(const tt_index *idx, uint32_t s, uint64_t d, float *dst) {
-    const tt_segment *sg = &idx->seg[s];
-    const uint32_t len = idx->doclens[d], dim = idx->dim;
-    const uint16_t *src = tt_index_original(idx, s, idx->doc_vec0[d]);
-    tt_f16_to_f32_n(dst, src, (size_t)len * dim);
-    int64_t bad = tt_find_nonfinite(dst, len, dim);
-    if (bad >= 0)
-        return tt_err(TT_ECORRUPT, "%s: vector %llu (document %llu) is not finite",
-                      sg->f_originals.path,
-                      (unsigned long long)(idx->doc_vec0[d] - sg->vec0 + (uint64_t)bad),
-                      (unsigned long long)(d - sg->doc0));
-    return TT_OK;
-}
-
 /* Reads, decodes (or converts the originals of) and scores the rows [r0, r1) (whole
  * groups). */
 static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uint64_t r0,
@@ -123,7 +108,7 @@ static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uin
         float *dst = c->R + c->grows * idx->dim;
         const uint64_t v0 = idx->doc_vec0[d];
         if (j->exact) {
-            if ((st = original_rows(idx, s, d, dst)))
+            if ((st = tt_original_rows(idx, s, d, dst)))
                 return st;
         } else {
             for (uint32_t t = 0; t < len; t++)

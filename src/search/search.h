@@ -147,6 +147,9 @@ int tt_queries_valid(const tt_index *idx, const float *Q, const uint64_t *qoffs,
  * float16 originals (exact). */
 int tt_scan_decompressed(tt_search_ctx *c);
 int tt_scan_exact(tt_search_ctx *c);
+/* scan.c: the float16 originals of live row d (in segment s) as floats into dst
+ * (doclens[d] * dim); TT_ECORRUPT naming the file when one is not finite. */
+int tt_original_rows(const tt_index *idx, uint32_t s, uint64_t d, float *dst);
 /* scan_batch.c: the search of nq queries (query q: qlens[q] vectors at Q + qoffs[q] *
  * dim, checked by the caller) in a reference mode (TT_MODE_EXHAUSTIVE or _EXACT) in one
  * pass over the live documents on `threads` threads (one pass per as many queries as 64
