@@ -30,7 +30,7 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     c->cell_seen = tt_calloc(K ? K : 1, 1, "search context");
     c->cells = tt_alloc(K ? K : 1, sizeof *c->cells, "search context");
     c->bits = tt_calloc((D + 63) / 64 + 1, sizeof *c->bits, "search context");
-    c->rows_cap = TT_MAX((uint64_t)idx->max_doclen, GROUP_FLOATS / TT_MAX(idx->dim, 1u));
+    c->rows_cap = tt_group_rows(idx);
     c->R = tt_alloc_aligned(c->rows_cap * idx->dim, sizeof *c->R, 64, "search context");
     c->gcodes = tt_alloc(c->rows_cap, sizeof *c->gcodes, "search context");
     c->glens = tt_alloc(c->rows_cap, sizeof *c->glens, "search context");

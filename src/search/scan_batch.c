@@ -216,11 +216,7 @@ static int scan_chunk(const tt_index *idx, const float *Q, const uint64_t *qoffs
         memset(dst + (uint64_t)qlens[q] * dim, 0,
                (col0[q + 1] - col0[q] - qlens[q]) * dim * sizeof *dst);
     }
-    tt_search_ctx *ctx0 = NULL;
-    if ((st = tt_search_ctx_new(idx, &ctx0)))
-        goto out;
-    j.rows_cap = ctx0->rows_cap;
-    tt_search_ctx_free(ctx0);
+    j.rows_cap = tt_group_rows(idx);
     uint64_t widest = 0;
     for (uint64_t q = 0; q < nq; q++)
         widest = TT_MAX(widest, col0[q + 1] - col0[q]);
@@ -306,12 +302,8 @@ int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
         return tt_err(TT_EUNSUPPORTED,
                       "%s: exact mode needs the original vectors, which this index did not keep "
                       "(build with keep_originals)", idx->dir);
-    for (uint64_t q = 0; q < nq; q++) {
+    for (uint64_t q = 0; q < nq; q++)
         nhits[q] = 0;
-        if (qlens[q] == 0)
-            return tt_err(TT_EINVAL, "tt_scan_batch: query %llu has no vectors",
-                          (unsigned long long)q);
-    }
     if (nq == 0 || idx->num_live == 0)
         return TT_OK;
     if (threads <= 0)

@@ -14,6 +14,11 @@
 /* Floats of decoded rows per MaxSim group (1 MiB: stays in L2 between the decode and
  * the sgemm that reads it). */
 #define GROUP_FLOATS (1u << 18)
+/* Decoded rows per MaxSim group: GROUP_FLOATS of them, or the longest document. The
+ * groups, hence the float rounding of their sgemm, follow from it (score.c). */
+static inline uint64_t tt_group_rows(const tt_index *idx) {
+    return TT_MAX((uint64_t)idx->max_doclen, GROUP_FLOATS / TT_MAX(idx->dim, 1u));
+}
 
 struct tt_search_ctx {
     const tt_index *idx;

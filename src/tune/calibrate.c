@@ -270,6 +270,11 @@ static double overlap(const tt_hit *truth, uint32_t ntruth, const tt_hit *hits, 
     return (double)got / want;
 }
 
+/* Measuring thread t's search context: the calibration's own for the first. */
+static tt_search_ctx *calib_ctx(const tt_calib *c, int t) {
+    return t ? c->tctx[t - 1] : c->ctx;
+}
+
 /* The measuring threads' job: queries taken from a shared counter. */
 typedef struct measure_job {
     tt_calib *c;
@@ -285,7 +290,7 @@ static void measure_worker(void *arg, int t, int nthreads) {
     measure_job *j = arg;
     tt_calib *c = j->c;
     const tt_index *idx = c->idx;
-    tt_search_ctx *ctx = t ? c->tctx[t - 1] : c->ctx;
+    tt_search_ctx *ctx = calib_ctx(c, t);
     tt_hit *hits = t ? c->thits + (uint64_t)(t - 1) * TT_CALIB_DEPTH : c->hits;
     /* The thread's CPU time, not the wall clock: on a busy machine (the one a build
      * often runs on) the wall clock measures the other processes too, and the choice
@@ -347,9 +352,8 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
     int threads, st;
     if ((st = measure_threads(c, &threads)))
         return st;
-    tt_search_ctx_reset_stats(c->ctx);
-    for (int i = 0; i < threads - 1; i++)
-        tt_search_ctx_reset_stats(c->tctx[i]);
+    for (int i = 0; i < threads; i++)
+        tt_search_ctx_reset_stats(calib_ctx(c, i));
     measure_job j = {.c = c, .o = &o, .k = k};
     atomic_init(&j.next, 0);
     tt_first_err_init(&j.err);
@@ -362,11 +366,10 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
         recall += c->qrecall[q];
     for (int i = 0; i < threads; i++)
         secs += j.cpu[i];
-    tt_search_stats ss;
-    tt_search_ctx_stats(c->ctx, &ss);
-    for (int i = 0; i < threads - 1; i++) {
+    tt_search_stats ss = {0};
+    for (int i = 0; i < threads; i++) {
         tt_search_stats s2;
-        tt_search_ctx_stats(c->tctx[i], &s2);
+        tt_search_ctx_stats(calib_ctx(c, i), &s2);
         ss.candidates += s2.candidates;
         ss.stage2_docs += s2.stage2_docs;
         ss.stage3_docs += s2.stage3_docs;

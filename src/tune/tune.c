@@ -169,11 +169,11 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
      * query vectors (64 short ones predicted scifact's recall at one set 0.914 or 0.958
      * by seed, 128 0.926-0.947, 256 0.932-0.941; doc/benchmarks.md, "Short queries";
      * 256 made the calibration of small noisy indexes, and the test suite, much
-     * slower). Fewer vectors
-     * search at least as deep (scifact: lower recall at every ndocs), so their search
-     * is the (nprobe, ndocs) staircase from the long set's ndocs up, at its stage-4
-     * margin and sketch setting (tt_calib_search_like): the whole grid over 256 short
-     * queries made calibration, and the test suite, several times slower. */
+     * slower). Fewer vectors search at least as deep (scifact: lower recall at every
+     * ndocs), so their search is the (nprobe, ndocs) staircase from the long set's
+     * ndocs up, at its stage-4 margin and sketch setting (tt_calib_search_like): the
+     * whole grid over 256 short queries made calibration, and the test suite, several
+     * times slower. */
     if (t.pseudo && t.query_len > 2 * TT_TUNE_SHORT_LEN) {
         uint32_t used, ns = (uint32_t)TT_MIN((uint64_t)o.num_queries * t.query_len /
                                                  (2 * TT_TUNE_SHORT_LEN), 100000u);
@@ -181,11 +181,10 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
                                            0.5, -1, o.seed + 1, o.cost, &used)))
             goto done;
         t.short_len = used;
-        cs.cancel = o.cancel;
-        cs.threads = o.threads > 0 ? o.threads : tt_default_threads();
     }
-    c.cancel = o.cancel;
-    c.threads = o.threads > 0 ? o.threads : tt_default_threads();
+    /* Both the reference scan and the measurements run on every thread asked for. */
+    cs.cancel = c.cancel = o.cancel;
+    cs.threads = c.threads = o.threads > 0 ? o.threads : tt_default_threads();
     if ((st = progress(&s, "reference", 0, 1)) || (st = tt_calib_truth(&c, o.threads)) ||
         (t.short_len && (st = tt_calib_truth(&cs, o.threads))) ||
         (st = progress(&s, "reference", 1, 1)))
