@@ -65,7 +65,7 @@ if [ -n "${REUSE:-}" ] && [ -s "$W/fb.ex.run" ]; then
     echo "| none | all | exhaustive | (earlier run) | (reference) | |"
 else
     REP=1
-    ex=$(run "$W/fb.ex.run" --mode exhaustive)
+    ex=$(run "$W/fb.ex.run" --mode exhaustive --latency)
     REP=${REPEAT:-1}
     echo "| none | all | exhaustive | $ex ms | (reference) | $(fewest "$W/fb.ex.run") |"
 fi

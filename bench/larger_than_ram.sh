@@ -99,7 +99,7 @@ for mode in plaid exhaustive; do
     d0=$(awk -v d="$dev" '$3 == d {print $4, $6}' /proc/diskstats)
     sh -c "echo \$\$ >$MEMCG/cgroup.procs; exec /usr/bin/time -f 'time: inblock %I maxrss_kib %M wall %e' \
         $B/tartan search --index $W/idx --queries $W/q$q.npy --k 10 --mode $mode --direct \
-        --threads $sthreads --out $W/run.$mode" 2>&1 | grep -v "^tartan search: note" | tee "$W/s.log"
+        --latency --threads $sthreads --out $W/run.$mode" 2>&1 | grep -v "^tartan search: note" | tee "$W/s.log"
     d1=$(awk -v d="$dev" '$3 == d {print $4, $6}' /proc/diskstats)
     inb=$(sed -n 's/^time: inblock \([0-9]*\).*/\1/p' "$W/s.log")
     peak=$(cat "$MEMCG/memory.max_usage_in_bytes")

@@ -29,7 +29,20 @@ awk -v ids="$WORK/c.qids.txt" 'BEGIN { while ((getline l < ids) > 0) want[l] = 1
 [ ! -e "$WORK/run.plaid.tmp" ] && ok "no temporary file left" || bad "temporary file left"
 
 expect_ok "search exhaustive" S --k 10 --mode exhaustive --out "$WORK/run.exh"
+grep -q "searched together in passes over the index" "$WORK/err" \
+    && ok "exhaustive: one pass, said" || bad "exhaustive summary: $(cat "$WORK/err")"
 expect_ok "search exact" S --k 10 --mode exact --out "$WORK/run.exact"
+# --latency: the reference modes query by query, timed; the same runs as the one pass.
+for m in exhaustive exact; do
+    expect_ok "search $m --latency" S --k 10 --mode $m --latency --threads 2 \
+        --out "$WORK/run.$m.each"
+    grep -q "p50 .* ms" "$WORK/err" && ok "$m --latency: latency summary" \
+        || bad "$m --latency summary: $(cat "$WORK/err")"
+done
+cmp -s "$WORK/run.exh" "$WORK/run.exhaustive.each" && ok "exhaustive: one pass == per query" \
+    || bad "exhaustive: the one pass differs from per-query search"
+cmp -s "$WORK/run.exact" "$WORK/run.exact.each" && ok "exact: one pass == per query" \
+    || bad "exact: the one pass differs from per-query search"
 # Against exhaustive search: the same top document for most queries (it is the query's
 # target document of the qrels; checked by cli_eval), equal scores for
 # the documents both return, and (nothing pruned) the same top 10 when every centroid

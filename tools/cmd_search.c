@@ -18,7 +18,9 @@ static void usage(FILE *f) {
         "\n"
         "Searches an index with query vectors and writes a TREC run\n"
         "(qid Q0 docid rank score tag), or JSON lines with --jsonl. Prints a latency\n"
-        "summary (p50/p95/p99, QPS) on stderr.\n"
+        "summary (p50/p95/p99, QPS) on stderr; the reference modes (exhaustive, exact)\n"
+        "search many queries in one pass over the index instead and print QPS only,\n"
+        "unless --latency is given.\n"
         "\n"
         "  --index DIR          index directory\n"
         "  --queries Q.npy      float32/float16/float64 [num_queries, Kq, dim], or\n"
@@ -79,6 +81,10 @@ static void usage(FILE *f) {
         "                       calibrated, else by k: 256, 1024, max(4k, 4096))\n"
         "  --score sum|mean     sum of MaxSim over query vectors (ColBERT, default) or mean\n"
         "  --threads T          search threads (default 1; 0: all CPUs)\n"
+        "  --latency            exhaustive and exact modes: search and time each query on\n"
+        "                       its own (per-query latency) instead of one pass over the\n"
+        "                       index for all of them (the same results, several times\n"
+        "                       faster: doc/search.md, \"Reference modes\")\n"
         "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
         "  --json               the same as --jsonl\n"
         "  --tag NAME           run tag (default tartan)\n"
@@ -357,7 +363,7 @@ int cmd_search(int argc, char **argv) {
         {"json", no_argument, 0, 'j'},          {"where", required_argument, 0, 'W'},
         {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
         {"filter-direct-max", required_argument, 0, 'X'},
-        {"no-sketch", no_argument, 0, 1009},
+        {"no-sketch", no_argument, 0, 1009},    {"latency", no_argument, 0, 1010},
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
@@ -373,7 +379,7 @@ int cmd_search(int argc, char **argv) {
     const char *tag = "tartan";
     uint64_t k = 10, u;
     int threads = 1, c, rc_arg;
-    bool jsonl = false, with_md = false;
+    bool jsonl = false, with_md = false, latency = false;
     const char *where = NULL, *filter_ids = NULL;
     double d;
     tt_search_options so;
@@ -393,6 +399,7 @@ int cmd_search(int argc, char **argv) {
         case 'W': where = optarg; break;
         case 'F': filter_ids = optarg; break;
         case 'V': with_md = true; break;
+        case 1010: latency = true; break;
         case 'X':
             if (!cli_parse_u64(optarg, &u) || u < 1)
                 return cli_usage_error("search", "--filter-direct-max must be at least 1");
@@ -796,7 +803,12 @@ int cmd_search(int argc, char **argv) {
         f = stdout;
     }
 
-    /* On a terminal, search in slices to show progress; otherwise in one batch. */
+    /* The reference modes without a filter share passes over the index between queries
+     * (tt_search_batch without latencies), unless each query is to be timed. */
+    const bool one_pass = retriever == R_DENSE && nq > 1 && !filter && !latency &&
+                          (eff.mode == TT_MODE_EXHAUSTIVE || eff.mode == TT_MODE_EXACT);
+    /* On a terminal, search in slices to show progress (in the reference modes each
+     * slice is one pass); otherwise in one batch. */
     cli_progress_state ps;
     cli_progress_init(&ps);
     int nt = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -807,7 +819,7 @@ int cmd_search(int argc, char **argv) {
         if (retriever == R_DENSE)
             st = tt_sharded_search_batch(sh, qs->vectors, qs->offsets + q0, qs->lens + q0, m,
                                          (uint32_t)k, &so, threads, hits + q0 * k, nhits + q0,
-                                         secs + q0);
+                                         one_pass ? NULL : secs + q0);
         else if (retriever == R_SPARSE) {
             uint64_t *rows = malloc(m * sizeof *rows);
             if (!rows) {
@@ -858,6 +870,14 @@ int cmd_search(int argc, char **argv) {
         }
     } else if (fflush(stdout)) {
         fprintf(stderr, "tartan search: error: stdout: %s\n", strerror(errno));
+        goto done;
+    }
+    if (one_pass) {
+        fprintf(stderr, "tartan search: %llu queries in %.3f s on %d thread%s: %.1f QPS; searched "
+                "together in passes over the index (per-query latency: --latency)\n",
+                (unsigned long long)nq, wall, nt, nt == 1 ? "" : "s",
+                wall > 0 ? (double)nq / wall : 0.0);
+        rc = CLI_OK;
         goto done;
     }
     qsort(secs, nq, sizeof *secs, dbl_cmp);
