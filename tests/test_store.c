@@ -612,6 +612,52 @@ START_TEST(failed_changes_leave_nothing) {
 }
 END_TEST
 
+/* An open that fails on a segment before the last closes only the descriptors it opened:
+ * the later segments' were calloc's 0 and tt_index_close closed descriptor 0 (standard
+ * input, or whatever another thread held as 0 by then: Check's message file in one flaky
+ * run of the TSan stage). Descriptor 0 is a file of the test's here; it must survive. */
+START_TEST(failed_open_closes_only_its_own) {
+    char *dir = tu_tmpdir(), idx[600], prefix[600];
+    snprintf(idx, sizeof idx, "%s/idx", dir);
+    batch b;
+    make_batch(&b, 30, 5);
+    for (uint64_t d = 0; d < b.ndocs; d++)
+        snprintf(b.ids[d], sizeof b.ids[d], "d%llu", (unsigned long long)d);
+    snprintf(prefix, sizeof prefix, "%s/base", dir);
+    tt_input *in = batch_input(&b, prefix, true);
+    tt_build_options o;
+    small_options(&o, 8, false);
+    ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
+    tt_input_free(in);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.upsert = 1; /* the same ids again: two more segments */
+    for (int i = 0; i < 2; i++) {
+        in = batch_input(&b, prefix, true);
+        ck_assert_int_eq(tt_index_add(idx, in, &co, NULL), TT_OK);
+        tt_input_free(in);
+    }
+    char lost[700];
+    snprintf(lost, sizeof lost, "%s/codes.tt", idx); /* the first segment's */
+    ck_assert_int_eq(unlink(lost), 0);
+    int saved = dup(0);
+    ck_assert_int_ge(saved, 0);
+    close(0);
+    ck_assert_int_eq(open("/dev/null", O_RDONLY), 0);
+    tt_index *x = NULL;
+    for (int i = 0; i < 3; i++) { /* a stray close would free 0 for the next open's file */
+        ck_assert_int_ne(tt_index_open(&x, idx, NULL), TT_OK);
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), "codes.tt"));
+        ck_assert_msg(fcntl(0, F_GETFD) != -1, "descriptor 0 closed by a failed open");
+    }
+    ck_assert_int_eq(dup2(saved, 0), 0);
+    close(saved);
+    free_batch(&b);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* A retrain from decompressed vectors keeps the build's held-out error as the drift
  * baseline (its own, on vectors already quantized once, would be far too low). */
 START_TEST(retrain_without_originals_keeps_baseline) {
@@ -766,6 +812,7 @@ int main(void) {
     tcase_add_test(tc, retrain_without_originals_keeps_baseline);
     tcase_add_test(tc, pooled_adds_and_compaction);
     tcase_add_test(tc, failed_changes_leave_nothing);
+    tcase_add_test(tc, failed_open_closes_only_its_own);
     tcase_add_test(tc, one_writer_at_a_time);
     tcase_add_test(tc, format1_index);
     suite_add_tcase(s, tc);

@@ -94,11 +94,13 @@ static int open_file(tt_index *idx, tt_fmap *f, const char *name, const char *ki
     if (st)
         return st;
     if (e->size != f->size || e->payload_hash != f->h.payload_hash)
-        return tt_err(TT_ECORRUPT, "%s: does not match the manifest (replaced or changed after "
-                      "it was written)", f->path);
-    if (resident && (st = tt_fmap_check_payload(f, NULL, NULL)))
-        return st;
-    return TT_OK;
+        st = tt_err(TT_ECORRUPT, "%s: does not match the manifest (replaced or changed after "
+                    "it was written)", f->path);
+    else if (resident)
+        st = tt_fmap_check_payload(f, NULL, NULL);
+    if (st) /* the caller may not own f (load_tombstones' is its own): not left open */
+        tt_fmap_close(f);
+    return st;
 }
 
 /* A segment file's name: "<prefix><kind>.tt". */
@@ -821,6 +823,9 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
         st = TT_ENOMEM;
         goto check_stale;
     }
+    /* No descriptor in any segment before one can fail: tt_index_close closes those
+     * >= 0, and calloc's 0 is standard input -- or whatever file another thread of the
+     * process holds as descriptor 0 by then. */
     for (uint32_t s = 0; s < idx->nseg; s++) {
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
@@ -829,6 +834,9 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             fs[i]->fd = -1;
         sg->res_fd_direct = -1;
+    }
+    for (uint32_t s = 0; s < idx->nseg; s++) {
+        tt_segment *sg = &idx->seg[s];
         if (idx->man.version == 1) {
             sg->num_docs = meta_docs;
             sg->num_vectors = meta_vectors;
