@@ -205,6 +205,14 @@ START_TEST(test_threads_share_index) {
 END_TEST
 
 START_TEST(test_threads_open_their_own) {
+#ifdef __SANITIZE_THREAD__
+    /* Under ThreadSanitizer with mmap only: a thread's io_uring ring (mapped by liburing's
+     * own system calls, which TSan does not see) can land where another thread has just
+     * unmapped its index's files, and TSan reports a race that is none (snap_opener). The
+     * io_uring path is run here by the plain and ASan builds. */
+    if (ios[_i] == TT_IO_URING)
+        return;
+#endif
     run_threads(_i, NULL);
 }
 END_TEST
