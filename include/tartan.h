@@ -218,6 +218,15 @@ typedef struct tt_build_options {
                                  * database (metadata.tt) for filtered search; with
                                  * shards >= 2 each shard gets its documents' rows
                                  * (every column) as its own metadata.tt */
+    double pool_global;         /* token pooling by one cut for the whole collection
+                                 * (doc/pooling.md): every document's Ward dendrogram is
+                                 * cut at the one height that leaves about 1/F of all the
+                                 * vectors (F > 1, e.g. 2.5), so that documents with
+                                 * near-duplicate vectors pool more and the others less;
+                                 * found by two extra passes over the input. 0 (default):
+                                 * off. Not with pool_factor > 1. The height is stored
+                                 * in the index and tt_index_add cuts new documents at
+                                 * it */
 } tt_build_options;
 
 /* The members of a group build (tt_build_options.group). */
@@ -353,6 +362,9 @@ typedef struct tt_index_info {
                                        * (tt_sparse_info.bytes) */
     uint64_t bytes_metadata;          /* metadata.tt, the SQLite metadata database */
     uint64_t bytes_tune;              /* tune.tt, the calibrated search parameters */
+    /* token pooling by one cut (tt_build_options.pool_global): the factor asked for and
+     * the height every document was cut at (0, 0: not pooled so) */
+    double pool_global, pool_threshold;
 } tt_index_info;
 
 /* Drift (added_mse / heldout_mse) at which tt_index_info advises retraining: residuals
@@ -420,7 +432,8 @@ typedef struct tt_change_options {
                                  * publishes nothing */
     int pool_factor;            /* add: token pooling factor of the new documents
                                  * (tt_build_options.pool_factor); 0 (default): the index's
-                                 * own (1 for indexes built before pooling existed). A
+                                 * own (1 for indexes built before pooling existed; an
+                                 * index pooled by one cut cuts them at its height). A
                                  * compaction never pools again: it keeps pooled vectors as
                                  * they are, and retraining re-encodes them */
     const struct tt_sparse_set *sparse; /* add: the new documents' sparse vectors, required

@@ -104,4 +104,35 @@ for f in 0 -1 abc 2.5 ""; do
 done
 "$T" build --help | grep -q -- "--pool-factor F" && "$T" add --help | grep -q -- "--pool-factor F" \
     && ok "--help documents --pool-factor" || bad "--help without --pool-factor"
+
+# One cut for the whole collection (--pool-global F): about N/F vectors kept, the cut's
+# height stored; the same index on any number of threads; tartan add cuts new documents
+# at that height, so the collection added again under new ids keeps as many vectors.
+expect_ok "build --pool-global 2" b --out "$WORK/g2" --threads 2 --pool-global 2
+expect_ok "build --pool-global 2, one thread" b --out "$WORK/g2t1" --threads 1 --pool-global 2
+same_index "$WORK/g2" "$WORK/g2t1" && ok "--pool-global: the same index on 1 and 2 threads" \
+    || bad "--pool-global: 1 and 2 threads differ"
+G=$(j "$WORK/g2" 'j["num_vectors"]')
+[ "$(j "$WORK/g2" 'j["pool_global"] == 2 and j["pool_threshold"] > 0 and j["pool_factor"] == 1 and j["input_vectors"] == '"$N"' and abs(j["num_vectors"] - '"$N"' / 2) <= 0.05 * '"$N"' / 2')" = True ] \
+    && ok "info --json: pool_global, pool_threshold, about N/2 vectors kept" \
+    || bad "--pool-global info: $(j "$WORK/g2" 'j["pool_global"], j["pool_threshold"], j["num_vectors"]'), N $N"
+"$T" info "$WORK/g2" | grep -q "pooling      one cut at height" && ok "info: the cut" \
+    || bad "info: $("$T" info "$WORK/g2" | grep pooling)"
+"$PY" -c "import numpy; print('\n'.join('n%d' % i for i in range(len(numpy.load('$L')))))" \
+    >"$WORK/new.ids.txt"
+expect_ok "add the collection again (the index's cut)" "$T" add --index "$WORK/g2" \
+    --vectors "$V" --doclens "$L" --ids "$WORK/new.ids.txt"
+grep -q "($N vectors pooled by the index's cut at .* to $G)" "$WORK/out" \
+    && ok "add cuts at the index's height: as many vectors as the build kept" \
+    || bad "add with the cut: $(head -1 "$WORK/out") (build kept $G)"
+expect_ok "search the globally pooled index" "$T" search --index "$WORK/g2" \
+    --queries "$WORK/c.queries.npy" --k 10 --mode exhaustive --out "$WORK/g2.run"
+for f in 1 0.5 x -3 nan; do
+    "$T" build --vectors "$V" --doclens "$L" --out "$WORK/gbad" --pool-global "$f" \
+        >"$WORK/out" 2>"$WORK/err"; rc=$?
+    [ "$rc" = 2 ] && grep -q -- "--pool-global" "$WORK/err" && [ ! -e "$WORK/gbad" ] \
+        && ok "--pool-global '$f' is a usage error" || bad "--pool-global '$f': exit $rc, $(cat "$WORK/err")"
+done
+expect_fail "--pool-global with --pool-factor" "not both" b --out "$WORK/gbad" --pool-global 2 \
+    --pool-factor 2
 finish

@@ -50,6 +50,22 @@ def exact_labels(x, k):
     n = len(x)
     if k >= n:
         return list(range(n))
+    merges = exact_merges(x)
+    parent = list(range(n))
+
+    def find(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for _, _, a, b in merges[: n - k]:
+        parent[find(a)] = find(b)
+    return number_by_first([find(i) for i in range(n)])
+
+
+def exact_merges(x):
+    """The dendrogram's merges (height, step, a, b), sorted as the cut applies them."""
+    n = len(x)
     xs = [[Fraction(float(v)) for v in row] for row in x]
     d = [[sum((a - b) ** 2 for a, b in zip(xs[i], xs[j])) for j in range(n)] for i in range(n)]
     size, height, active, chain, merges = [1] * n, [Fraction(0)] * n, list(range(n)), [], []
@@ -77,16 +93,7 @@ def exact_labels(x, k):
                 ni = size[i]
                 d[b][i] = d[i][b] = ((na + ni) * d[a][i] + (nb + ni) * d[b][i] - ni * cur) / (na + nb + ni)
     merges.sort()
-    parent = list(range(n))
-
-    def find(i):
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for _, _, a, b in merges[: n - k]:
-        parent[find(a)] = find(b)
-    return number_by_first([find(i) for i in range(n)])
+    return merges
 
 
 def means(x, lab, k):
@@ -154,6 +161,21 @@ def main():
     print("static const pool_case cases[] = {")
     for name, n, dim, f, k in names:
         print('    {"%s", %d, %d, %d, %d, %s_x, %s_labels, %s_means},' % (name, n, dim, f, k, name, name, name))
+    print("};")
+    # The global cut (tt_pool_heights, tt_pool_cut_len, tt_pool_ward_k) on the "unit"
+    # case: its merge heights (the exact definition's, which SciPy's square-rooted
+    # heights squared must match), and its clusters for every k = 1..n.
+    x = dict((c[0], c[1]) for c in cases())["unit"]
+    n = len(x)
+    h = [float(m[0]) for m in exact_merges(x)]
+    z = linkage(x.astype(np.float64), "ward")
+    assert np.allclose(np.sort(z[:, 2]) ** 2, h, rtol=1e-9), "SciPy's heights differ"
+    print("static const double unit_heights[] = {%s};" % ", ".join("%.17g" % v for v in h))
+    print("static const uint32_t unit_labels_by_k[%d][%d] = {" % (n, n))
+    for k in range(1, n + 1):
+        lab = exact_labels(x, k)
+        assert lab == scipy_labels(x, k)
+        print("    {%s}," % ", ".join(map(str, lab)))
     print("};")
 
 

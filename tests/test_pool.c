@@ -74,6 +74,21 @@ static const pool_case cases[] = {
     {"all_same", 5, 3, 2, 2, all_same_x, all_same_labels, all_same_means},
     {"unit_40", 40, 8, 3, 13, unit_40_x, unit_40_labels, unit_40_means},
 };
+static const double unit_heights[] = {0.26872539874609447, 0.74529387982194595, 1.0925963426059582, 1.0928395702732425, 1.2474138485891426, 1.3669615646201567, 1.7138470956448419, 1.8096365588986449, 2.7469462693077413, 5.2739131642916695, 5.4165993768670546};
+static const uint32_t unit_labels_by_k[12][12] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0},
+    {0, 0, 0, 0, 1, 2, 2, 1, 1, 1, 2, 1},
+    {0, 1, 0, 1, 2, 3, 3, 2, 2, 2, 3, 2},
+    {0, 1, 0, 1, 2, 3, 4, 2, 2, 2, 4, 2},
+    {0, 1, 0, 1, 2, 3, 4, 2, 5, 2, 4, 5},
+    {0, 1, 2, 1, 3, 4, 5, 3, 6, 3, 5, 6},
+    {0, 1, 2, 1, 3, 4, 5, 3, 6, 7, 5, 6},
+    {0, 1, 2, 1, 3, 4, 5, 6, 7, 8, 5, 7},
+    {0, 1, 2, 1, 3, 4, 5, 6, 7, 8, 9, 7},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 8},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+};
 
 /* The vector paths this machine can run. */
 static int paths(int *out) {
@@ -114,6 +129,51 @@ START_TEST(small_cases_match_independent_values) {
             free(lab);
             tt_pool_work_free(&w);
         }
+    }
+}
+END_TEST
+
+/* The global cut (doc/pooling.md, "One cut for the whole collection") on the "unit"
+ * case: the dendrogram's heights are the exact definition's (and SciPy's squared), a
+ * threshold between two heights keeps the clusters SciPy cuts there, a threshold equal
+ * to a height applies that merge, and tt_pool_ward_k cuts to any k as SciPy does. */
+START_TEST(global_cut_matches_independent_values) {
+    const uint32_t n = 12, dim = 6;
+    int p[3], np = paths(p);
+    for (int s = 0; s < np; s++) {
+        tt_pool_work w;
+        ck_assert_int_eq(tt_pool_work_init(&w, n, dim), TT_OK);
+        w.simd = p[s];
+        double h[12];
+        ck_assert_uint_eq(tt_pool_heights(&w, unit_x, n, h), n - 1);
+        for (uint32_t m = 0; m < n - 1; m++)
+            ck_assert_msg(fabs(h[m] - unit_heights[m]) <= 1e-6 * unit_heights[m],
+                          "path %d: height %u is %.17g, expected %.17g", p[s], m, h[m],
+                          unit_heights[m]);
+        /* below every height: nothing merges; above: one cluster */
+        ck_assert_uint_eq(tt_pool_cut_len(h, n, unit_heights[0] * 0.5), n);
+        ck_assert_uint_eq(tt_pool_cut_len(h, n, unit_heights[n - 2] * 2), 1);
+        float out[12 * 6];
+        uint32_t lab[12];
+        for (uint32_t m = 0; m + 1 < n; m++) {
+            /* between heights m and m + 1 (or above the last): m + 1 merges applied */
+            double t = m + 2 < n ? (unit_heights[m] + unit_heights[m + 1]) / 2 : h[m] * 1.5;
+            uint32_t k = tt_pool_cut_len(h, n, t);
+            ck_assert_uint_eq(k, n - (m + 1));
+            ck_assert_uint_eq(tt_pool_cut_len(h, n, h[m]), n - (m + 1)); /* <= applies it */
+            ck_assert_uint_eq(tt_pool_ward_k(&w, unit_x, n, k, out, lab), k);
+            for (uint32_t i = 0; i < n; i++)
+                ck_assert_msg(lab[i] == unit_labels_by_k[k - 1][i], "path %d, k %u: vector %u "
+                              "in cluster %u, expected %u", p[s], k, i, lab[i],
+                              unit_labels_by_k[k - 1][i]);
+        }
+        /* k >= n and k = 0: the vectors as they are, and one cluster */
+        ck_assert_uint_eq(tt_pool_ward_k(&w, unit_x, n, n + 3, out, lab), n);
+        ck_assert(!memcmp(out, unit_x, sizeof out));
+        ck_assert_uint_eq(tt_pool_ward_k(&w, unit_x, n, 0, out, lab), 1);
+        ck_assert_uint_eq(tt_pool_heights(&w, unit_x, 1, h), 0);
+        ck_assert_uint_eq(tt_pool_cut_len(h, 1, 0.0), 1);
+        tt_pool_work_free(&w);
     }
 }
 END_TEST
@@ -332,6 +392,7 @@ int main(void) {
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, small_cases_match_independent_values);
+    tcase_add_test(tc, global_cut_matches_independent_values);
     tcase_add_test(tc, matches_naive_ward_on_600_vectors);
     tcase_add_test(tc, vector_paths_agree);
     tcase_add_test(tc, deterministic_and_reusable);

@@ -61,6 +61,16 @@ START_TEST(variant_names) {
     ck_assert(rp_parse_variant("2bit-shared-pool64", &v));
     ck_assert(v.pool == 64 && v.codec == TT_CODEC_SHARED);
     ck_assert_str_eq(v.name, "2bit-shared-pool64");
+    /* one cut for the collection: a decimal factor > 1, canonical as %g */
+    ck_assert(rp_parse_variant("2bit-gpool2.5", &v));
+    ck_assert(v.nbits == 2 && v.pool == 1 && v.gpool == 2.5);
+    ck_assert_str_eq(v.name, "2bit-gpool2.5");
+    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab),
+                     bo.codec_tables == TT_CODEC_ADAPTIVE ? "2-bit (adaptive bits, one-cut pool 2.5)"
+                                                          : "2-bit (per-dim tables, one-cut pool 2.5)");
+    ck_assert(rp_parse_variant("1bit-shared-gpool3.0", &v));
+    ck_assert(v.gpool == 3 && v.codec == TT_CODEC_SHARED);
+    ck_assert_str_eq(v.name, "1bit-shared-gpool3");
     /* pool1 is no pooling: the same variant as without it. */
     ck_assert(rp_parse_variant("2bit-pool1", &v));
     ck_assert(v.pool == 1);
@@ -74,7 +84,10 @@ START_TEST(variant_names) {
                                       "2bit-pool", "2bit-pool0", "2bit-pool02", "2bit-pool65",
                                       "2bit-pool2x", "2bit-pool2-shared", "2bit-adaptivex",
                                       "2bit-shared-adaptive", "exact-pool2", "2bit-pool-2",
-                                      "2bit-pool99999999999"};
+                                      "2bit-pool99999999999", "2bit-gpool", "2bit-gpool1",
+                                      "2bit-gpool0.5", "2bit-gpool2..5", "2bit-gpool.", "2bit-gpool65",
+                                      "2bit-gpool2x", "2bit-gpool-2", "2bit-pool2-gpool2",
+                                      "2bit-gpool2-pool2", "2bit-gpool1e3"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(!rp_parse_variant(bad[i], &v), "accepted '%s'", bad[i]);
 }

@@ -67,8 +67,15 @@ static int run_add(const char *index, tt_input *in, tt_change_options *o) {
         tt_index_get_info(idx, &ii);
         tt_index_tuned(idx, &ti);
         int factor = o->pool_factor ? o->pool_factor : (int)ii.pool_factor;
-        if (factor > 1 && tt_index_segment_info(idx, ii.num_segments - 1, &si) == TT_OK)
-            printf(" pooled by %d to %llu", factor, (unsigned long long)si.num_vectors);
+        bool cut = !o->pool_factor && ii.pool_global > 0;
+        if ((factor > 1 || cut) &&
+            tt_index_segment_info(idx, ii.num_segments - 1, &si) == TT_OK) {
+            if (cut)
+                printf(" pooled by the index's cut at %.4g to %llu", ii.pool_threshold,
+                       (unsigned long long)si.num_vectors);
+            else
+                printf(" pooled by %d to %llu", factor, (unsigned long long)si.num_vectors);
+        }
         tt_index_close(idx);
     }
     if (cs.replaced)

@@ -53,6 +53,11 @@ static void usage(FILE *f) {
         "                       max(1, floor(n/F)) means, about F times fewer vectors to store\n"
         "                       and search (default 1: none; doc/pooling.md). Queries are\n"
         "                       never pooled; tartan add uses the index's factor\n"
+        "  --pool-global F      token pooling by one cut: every document's Ward tree is cut\n"
+        "                       at the one height that keeps about 1/F of all the vectors\n"
+        "                       (F > 1, e.g. 2.5): near-duplicate vectors pool first,\n"
+        "                       wherever they are (doc/pooling.md, \"One cut for the whole\n"
+        "                       collection\"); tartan add cuts new documents at that height\n"
         "  --bf16               read uint16 .npy data as bfloat16\n"
         "  --describe TEXT      encoder description stored in the index\n"
         "  --metadata FILE      document metadata, JSON Lines: one object per document in\n"
@@ -100,7 +105,7 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
         return CLI_OK; /* rank 0 reports */
     char h1[32], h2[32], pooled[96] = "";
     uint64_t stored = tt_input_num_vectors(in);
-    if (o->pool_factor > 1) { /* what pooling kept: the index knows */
+    if (o->pool_factor > 1 || o->pool_global > 0) { /* what pooling kept: the index knows */
         tt_open_options oo;
         tt_open_options_init(&oo);
         oo.io = TT_IO_MMAP;
@@ -108,8 +113,12 @@ static int run_build(tt_input *in, const char *out, tt_build_options *o) {
         tt_index_info ii;
         if (tt_index_open(&idx, out, &oo) == TT_OK && tt_index_get_info(idx, &ii) == TT_OK) {
             stored = ii.num_vectors;
-            snprintf(pooled, sizeof pooled, " (pooled by %d from %llu)", o->pool_factor,
-                     (unsigned long long)tt_input_num_vectors(in));
+            if (o->pool_global > 0)
+                snprintf(pooled, sizeof pooled, " (pooled by one cut at %.4g from %llu)",
+                         ii.pool_threshold, (unsigned long long)tt_input_num_vectors(in));
+            else
+                snprintf(pooled, sizeof pooled, " (pooled by %d from %llu)", o->pool_factor,
+                         (unsigned long long)tt_input_num_vectors(in));
             tt_index_close(idx);
         }
     }
@@ -180,6 +189,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         {"bf16", no_argument, 0, 'B'},           {"describe", required_argument, 0, 'd'},
         {"encoder", required_argument, 0, 'E'},  {"corpus", required_argument, 0, 'C'},
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
+        {"pool-global", required_argument, 0, 1301},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
         {"metadata", required_argument, 0, 'M'},
         {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
@@ -277,6 +287,12 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         case 'P':
             if ((rc_arg = cli_pool_factor_arg("build", optarg, &o.pool_factor)))
                 return rc_arg;
+            break;
+        case 1301:
+            if (!cli_parse_double(optarg, &o.pool_global) || !(o.pool_global > 1) ||
+                o.pool_global > 1e6)
+                return cli_usage_error("build", "--pool-global must be a number > 1 (the "
+                                       "share of vectors kept is about 1/F; got '%s')", optarg);
             break;
         case 'Z':
             if (!cli_parse_u64(optarg, &u) || u == 0 || u > 4096)

@@ -29,15 +29,16 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            "  \"dims_by_width\": {\"0\": %u, \"1\": %u, \"2\": %u, \"3\": %u, \"4\": %u, "
            "\"8\": %u},\n"
            "  \"has_ids\": %s,\n  \"keep_originals\": %s,\n"
-           "  \"pool_factor\": %u,\n  \"input_vectors\": %llu,\n  \"sketch_bytes\": %u,\n",
+           "  \"pool_factor\": %u,\n  \"pool_global\": %.17g,\n  \"pool_threshold\": %.17g,\n"
+           "  \"input_vectors\": %llu,\n  \"sketch_bytes\": %u,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
            codec_name(in->codec_tables), in->lloyd_max_rounds, in->debias ? "true" : "false",
            in->dims_by_width[0],
            in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[3], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
-           in->keep_originals ? "\"f16\"" : "null", in->pool_factor,
-           (unsigned long long)in->input_vectors, in->sketch_bytes);
+           in->keep_originals ? "\"f16\"" : "null", in->pool_factor, in->pool_global,
+           in->pool_threshold, (unsigned long long)in->input_vectors, in->sketch_bytes);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
            "\"sketch\": %llu, \"sparse\": %llu, \"metadata\": %llu, \"tune\": %llu, "
@@ -191,7 +192,13 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     if (in->sketch_bytes)
         printf("sketch       %u bytes per vector (the 8-bit positions' codes) in RAM for "
                "PLAID's centroid stages\n", in->sketch_bytes);
-    if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
+    if (in->pool_global > 0)
+        printf("pooling      one cut at height %.6g (asked: 1/%g of the vectors; tartan add "
+               "cuts at it): %llu vectors before, %llu after (%.2fx fewer)\n",
+               in->pool_threshold, in->pool_global, (unsigned long long)in->input_vectors,
+               (unsigned long long)in->num_vectors,
+               (double)in->input_vectors / (double)in->num_vectors);
+    else if (in->pool_factor > 1 || in->input_vectors != in->num_vectors)
         printf("pooling      factor %u (tartan add's default): %llu vectors before, %llu after "
                "(%.2fx fewer)\n", in->pool_factor, (unsigned long long)in->input_vectors,
                (unsigned long long)in->num_vectors,

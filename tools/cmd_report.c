@@ -63,7 +63,9 @@ static void usage(FILE *f) {
         "                       tables; Nbit-shared: one table for all dimensions\n"
         "                       (ColBERTv2); Nbit-adaptive: bits allocated per dimension;\n"
         "                       a -poolF suffix (2bit-pool2, 2bit-adaptive-pool3) pools\n"
-        "                       each document's vectors by a factor F first\n"
+        "                       each document's vectors by a factor F first; -gpoolF\n"
+        "                       (2bit-gpool2.5) by one cut for the whole collection that\n"
+        "                       keeps about 1/F of the vectors (tartan build --pool-global)\n"
         "  --metrics LIST       default MRR@10,nDCG@10,Recall@100 (cutoffs at most --k); the\n"
         "                       first one is plotted\n"
         "  --k N                results per query (default 100)\n"
@@ -149,9 +151,10 @@ static uint64_t variant_hash(const build_cfg *c, const rp_variant *v) {
     char buf[256];
     uint64_t h = 0xcbf29ce484222325ull;
     /* The library version is part of the name: a new release may build differently. */
-    snprintf(buf, sizeof buf, "tartan-report-1 %s nbits=%d codec=%d pool=%d keep=%d "
+    snprintf(buf, sizeof buf, "tartan-report-1 %s nbits=%d codec=%d pool=%d%s keep=%d "
              "centroids=%u seed=%llu normalize=%d bf16=%d files=%zu\n", tt_version_string(),
-             v->original ? 1 : v->nbits, v->codec, v->pool, v->original, c->centroids,
+             v->original ? 1 : v->nbits, v->codec, v->pool, v->gpool > 0 ? v->name : "",
+             v->original, c->centroids,
              (unsigned long long)c->seed, c->normalize, c->bf16, c->nfiles);
     h = fnv1a(h, buf);
     for (size_t i = 0; i < c->nfiles; i++)
@@ -179,6 +182,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
             why = tt_last_error();
         else if (info.nbits == (uint32_t)(v->original ? 1 : v->nbits) &&
                  info.codec_tables == v->codec && (int)info.pool_factor == v->pool &&
+                 info.pool_global == v->gpool &&
                  (info.keep_originals != TT_KEEP_NONE) == v->original &&
                  tt_index_sparse_kind(idx) == c->sparse_kind &&
                  info.num_docs == tt_input_num_docs(in) &&
@@ -202,6 +206,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
     o.nbits = v->original ? 1 : v->nbits;
     o.codec_tables = v->codec;
     o.pool_factor = v->pool;
+    o.pool_global = v->gpool;
     o.keep_originals = v->original ? TT_KEEP_F16 : TT_KEEP_NONE;
     o.num_centroids = c->centroids;
     o.seed = c->seed;
@@ -812,8 +817,8 @@ int cmd_report(int argc, char **argv) {
             if (!rp_parse_variant(list[i], &v)) {
                 rc = cli_usage_error(CMD, "--variants: unknown variant '%s' (original or exact; "
                                      "Nbit with N 1, 2, 3 (adaptive) or 4, then -perdim, -shared "
-                                     "or -adaptive, then -poolF: 2bit, 2bit-adaptive, "
-                                     "2bit-pool2...)", list[i]);
+                                     "or -adaptive, then -poolF or -gpoolF: 2bit, "
+                                     "2bit-adaptive, 2bit-pool2, 2bit-gpool2.5...)", list[i]);
                 cli_free_list(list);
                 goto done;
             }

@@ -29,6 +29,8 @@ typedef struct rp_variant {
     int nbits;              /* 0 for the original */
     int codec;              /* TT_CODEC_PER_DIM, TT_CODEC_SHARED or TT_CODEC_ADAPTIVE */
     int pool;               /* token pooling factor of the documents (1: none) */
+    double gpool;           /* pooling by one cut keeping ~1/gpool of the vectors (0: none;
+                               "-gpool2.5") */
     /* results */
     double value[RP_MAX_METRICS]; /* mean of each metric over the evaluated queries */
     double p[RP_MAX_METRICS];     /* paired t-test p against the original; NaN: none */

@@ -60,14 +60,31 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
                 return false;
             v->pool = f;
             rest = d;
+        } else if (!strncmp(rest, "-gpool", 6)) {
+            /* F > 1 in plain decimal (digits, at most one point): "-gpool2.5" */
+            const char *d = rest + 6;
+            int digits = 0, points = 0;
+            for (; (*d >= '0' && *d <= '9') || *d == '.'; d++)
+                *d == '.' ? points++ : digits++;
+            char num[16];
+            if (!digits || points > 1 || *d || d - (rest + 6) >= (long)sizeof num)
+                return false;
+            memcpy(num, rest + 6, (size_t)(d - (rest + 6)));
+            num[d - (rest + 6)] = '\0';
+            v->gpool = strtod(num, NULL);
+            if (!(v->gpool > 1 && v->gpool <= 64))
+                return false;
+            rest = d;
         }
         if (*rest)
             return false;
         if (v->nbits == 3 && v->codec != TT_CODEC_ADAPTIVE)
             return false; /* 3 bits exist only as the adaptive codec's average */
-        char pool[16] = "";
+        char pool[24] = "";
         if (v->pool > 1)
             snprintf(pool, sizeof pool, "-pool%d", v->pool);
+        else if (v->gpool > 0)
+            snprintf(pool, sizeof pool, "-gpool%g", v->gpool);
         snprintf(v->name, sizeof v->name, "%dbit%s%s", v->nbits,
                  v->codec == default_codec() ? "" : codec_suffix(v->codec), pool);
     }
@@ -90,6 +107,8 @@ const char *rp_variant_label(const rp_variant *v, char *buf, size_t len) {
         snprintf(buf, len, "original (float16)");
     else if (v->pool > 1)
         snprintf(buf, len, "%d-bit (%s, pool %d)", v->nbits, what[v->codec], v->pool);
+    else if (v->gpool > 0)
+        snprintf(buf, len, "%d-bit (%s, one-cut pool %g)", v->nbits, what[v->codec], v->gpool);
     else
         snprintf(buf, len, "%d-bit (%s)", v->nbits, what[v->codec]);
     return buf;
@@ -510,8 +529,8 @@ int rp_write_json(FILE *f, const rp_report *r) {
             fputs("null", f);
         else
             json_str(f, rp_codec_name(v->codec));
-        fprintf(f, ", \"pool_factor\": %d, \"search\": \"%s\",\n", v->pool,
-                v->original ? "exact" : "plaid");
+        fprintf(f, ", \"pool_factor\": %d, \"pool_global\": %g, \"search\": \"%s\",\n",
+                v->pool, v->gpool, v->original ? "exact" : "plaid");
         const char *sep[] = {"metrics", "original_metrics", "p_values"};
         for (int part = 0; part < 3; part++) {
             fprintf(f, "     \"%s\": {", sep[part]);
@@ -761,7 +780,7 @@ static void svg_sh_marker(FILE *f, const char *cls, const char *variant, int m,
 }
 
 static void svg_marker(FILE *f, const rp_variant *v, double x, double y) {
-    svg_shape(f, "point", v->name, series_of(v), v->pool > 1, x, y);
+    svg_shape(f, "point", v->name, series_of(v), v->pool > 1 || v->gpool > 0, x, y);
 }
 
 int rp_write_svg(FILE *f, const rp_report *r) {
@@ -816,7 +835,7 @@ int rp_write_svg(FILE *f, const rp_report *r) {
     bool has[SERIES] = {false}, pooled = false;
     for (size_t i = 0; i < n; i++) {
         has[series_of(&r->variants[i])] = true;
-        pooled |= r->variants[i].pool > 1;
+        pooled |= r->variants[i].pool > 1 || r->variants[i].gpool > 0;
     }
     double lx = PX0;
     for (int s = 0; s <= SERIES; s++) {
@@ -900,7 +919,7 @@ int rp_write_svg(FILE *f, const rp_report *r) {
         size_t idx[64], m = 0;
         for (size_t i = 0; i < n && m < 64; i++) {
             const rp_variant *v = &r->variants[i];
-            if (2 * series_of(v) + (v->pool > 1) != s)
+            if (2 * series_of(v) + (v->pool > 1 || v->gpool > 0) != s)
                 continue;
             size_t j = m++;
             while (j > 0 && r->variants[idx[j - 1]].bytes > v->bytes) {

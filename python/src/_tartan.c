@@ -262,6 +262,7 @@ static const optspec build_spec[] = {
     {"codebook", OPT_STR, OFF(tt_build_options, codebook), NULL, NULL},
     {"lloyd_max_rounds", OPT_INT, OFF(tt_build_options, lloyd_max_rounds), NULL, NULL},
     {"pool_factor", OPT_INT, OFF(tt_build_options, pool_factor), NULL, NULL},
+    {"pool_global", OPT_DOUBLE, OFF(tt_build_options, pool_global), NULL, NULL},
     {"debias", OPT_BOOL, OFF(tt_build_options, debias), NULL, NULL},
     {"metadata", OPT_STR, OFF(tt_build_options, metadata), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
@@ -1774,12 +1775,13 @@ static PyObject *Index_info(IndexObject *self, PyObject *unused) {
     if (!d)
         return NULL;
     PyObject *more = Py_BuildValue(
-        "{s:K,s:I,s:d,s:d,s:s,s:s,s:s,s:d,s:O,s:I,s:K}", "seed", (unsigned long long)i->seed,
+        "{s:K,s:I,s:d,s:d,s:s,s:s,s:s,s:d,s:O,s:I,s:K,s:d,s:d}", "seed", (unsigned long long)i->seed,
         "pool_factor", i->pool_factor, "build_seconds", i->build_seconds, "heldout_mse",
         i->heldout_mse, "encoder", i->encoder, "created", i->created, "tartan_version",
         i->tartan_version, "drift", i->drift, "retrain_advised",
         i->retrain_advised ? Py_True : Py_False, "lloyd_max_rounds", (unsigned)i->lloyd_max_rounds,
-        "input_vectors", (unsigned long long)i->input_vectors);
+        "input_vectors", (unsigned long long)i->input_vectors, "pool_global", i->pool_global,
+        "pool_threshold", i->pool_threshold);
     if (!more || PyDict_Update(d, more) < 0) {
         Py_XDECREF(more);
         Py_DECREF(d);

@@ -395,7 +395,7 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     memory (bytes), seed, normalize, keep_originals ("none"/"f16"), codec
     ("adaptive"/"per-dim"/"shared"), assign, sample_factor, min_train_per_centroid,
     max_train_per_centroid, kmeans_iters, force, encoder, codebook, lloyd_max_rounds,
-    pool_factor, debias.
+    pool_factor, pool_global (one cut for the collection, doc/pooling.md), debias.
 
     metadata: the documents' metadata for filtered search (doc/metadata.md): a JSON Lines
     path (as `tartan build --metadata`), or a sequence of dicts, one per document in

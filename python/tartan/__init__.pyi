@@ -85,6 +85,7 @@ def build(
     codebook: Optional[str] = ...,
     lloyd_max_rounds: int = ...,
     pool_factor: int = ...,
+    pool_global: float = ...,
     debias: bool = ...,
 ) -> Dict[str, Any]: ...
 

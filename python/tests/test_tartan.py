@@ -117,6 +117,20 @@ class TestSearch(Base):
             for i, q in enumerate(mixed):
                 self.assertEqual(list(ids[i]), list(ix.search(q, k=3)[0]))
 
+    def test_pool_global(self):
+        """build(pool_global=F): one cut for the collection, about 1/F of the vectors kept."""
+        d = os.path.join(self.tmp, "gpool")
+        x, lens = synthetic(ndocs=60, dim=8, seed=5)
+        tartan.build(d, docs_of(x, lens), centroids=4, threads=1, pool_global=2.0)
+        with tartan.Index(d) as ix:
+            info = ix.info()
+        self.assertEqual(info["pool_global"], 2.0)
+        self.assertGreater(info["pool_threshold"], 0)
+        self.assertEqual(info["input_vectors"], int(np.sum(lens)))
+        self.assertLess(abs(info["num_vectors"] - np.sum(lens) / 2), 0.1 * np.sum(lens) / 2)
+        with self.assertRaises(ValueError):
+            tartan.build(d + "x", docs_of(x, lens), centroids=4, pool_global=2.0, pool_factor=2)
+
     def test_padding_when_k_exceeds_documents(self):
         d = os.path.join(self.tmp, "tiny")
         x, lens = synthetic(ndocs=40, dim=8, seed=3)
@@ -159,7 +173,7 @@ class TestSearch(Base):
             self.assertEqual(info["bytes_" + name], value, name)
         for name in ("num_docs", "num_vectors", "dim", "nbits", "sketch_bytes", "debias",
                      "pool_factor", "input_vectors", "lloyd_max_rounds", "bits_per_dim",
-                     "resident_bytes", "generation"):
+                     "resident_bytes", "generation", "pool_global", "pool_threshold"):
             self.assertAlmostEqual(info[name], cli[name], places=3, msg=name)
         for name in ("train_vectors", "heldout_vectors", "kmeans_iters", "threads",
                      "sample_factor", "seed"):

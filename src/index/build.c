@@ -175,9 +175,24 @@ int tt_build_write_meta(builder *b, double seconds) {
                      (unsigned long long)(b->in->input_lens ? b->in->input_vectors
                                                             : b->in->num_vectors),
                      o->debias ? 1 : 0);
+    if (n >= 0 && (size_t)n < sizeof text && b->pool_global > 0)
+        n += snprintf(text + n, sizeof text - (size_t)n, "pool_global=%.17g\npool_threshold=%.17g\n",
+                      b->pool_global, b->pool_threshold);
     if (n < 0 || (size_t)n >= sizeof text)
         return tt_err(TT_EINVAL, "index metadata too long");
     return tt_build_write_small(b, TT_F_META, "META", text, (size_t)n, 0, 0, 0);
+}
+
+int tt_build_pool(builder *b, tt_input *in, tt_pooled **pool) {
+    const tt_build_options *o = b->o;
+    int st = tt_pooled_open(pool, in, o->pool_global > 0 ? 0 : (uint32_t)o->pool_factor,
+                            o->pool_global, -1, o->normalize, b->threads, o->memory_bytes,
+                            o->cancel);
+    if (!st && o->pool_global > 0) {
+        b->pool_global = o->pool_global;
+        b->pool_threshold = tt_pooled_threshold(*pool);
+    }
+    return st;
 }
 
 int tt_build_write_codebook(builder *b) {
@@ -301,6 +316,15 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "the pool factor must be >= 1 (got %d)", o->pool_factor);
     if (o->pool_factor == 0)
         defaults.pool_factor = 1;
+    if (o->struct_size >= offsetof(tt_build_options, pool_global) + sizeof(double) &&
+        o->pool_global != 0) {
+        if (!(o->pool_global > 1 && o->pool_global <= 1e6))
+            return tt_err(TT_EINVAL, "the global pool factor must be in (1, 1e6] (got %g)",
+                          o->pool_global);
+        if (o->pool_factor > 1)
+            return tt_err(TT_EINVAL, "pool by a factor (%d) or by one cut (%g), not both",
+                          o->pool_factor, o->pool_global);
+    }
     if (o->debias != 0 && o->debias != 1)
         return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
     if (o->shards > TT_MAX_SHARDS)
@@ -379,9 +403,8 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
             b.mdb = &mdb;
     }
     /* Token pooling: the build reads the pooled documents (index/pooled.c). */
-    if (o->pool_factor > 1 &&
-        (st = tt_pooled_open(&pool, in, (uint32_t)o->pool_factor, o->normalize, b.threads,
-                             o->memory_bytes)))
+    if ((o->pool_factor > 1 || o->pool_global > 0) &&
+        (st = tt_build_pool(&b, in, &pool)))
         goto fail;
     b.in = pool ? tt_pooled_input(pool) : in;
     b.wdir = b.tmp;

@@ -43,6 +43,9 @@ typedef struct builder {
     /* A sharded build's document metadata (global rows), or NULL: each shard gets its
      * rows' part as its own metadata.tt (index/shards.c) */
     tt_mdb *mdb;
+    /* Token pooling by one cut (doc/pooling.md): the cut's height and the factor asked
+     * for, recorded in META for the index's adds (0, 0: none) */
+    double pool_threshold, pool_global;
 } builder;
 
 /* Reports progress; TT_ECANCELED (with a message) once the caller's cancel flag is set,
@@ -120,12 +123,20 @@ int tt_build_write_meta(builder *b, double seconds);
 int tt_build_write_codebook(builder *b);
 /* Writes ids.tt and idmap.tt for num_docs ids laid out as tt_input's ids_blob/id_off. */
 int tt_build_write_ids(builder *b, uint64_t num_docs, const char *blob, const uint64_t *off);
+/* The pooled input of a build with a pool factor or a global cut (b->o), the cut's
+ * height recorded in b. */
+typedef struct tt_pooled tt_pooled;
+int tt_build_pool(builder *b, tt_input *in, tt_pooled **pool);
 /* The assigner for b's centroids (b->o->assign, seed, threads). */
 int tt_build_make_assigner(builder *b);
 /* Frees what the builder allocated (not the input, the lock or the output path). */
 void tt_build_free(builder *b);
 /* pooled.c: token pooling as an input transform. The input whose documents are src's,
- * each pooled with factor (>= 2; quant/pool.h) when it is read: its doclens are the
+ * each pooled with factor (>= 2; quant/pool.h) when it is read, or, with factor < 2,
+ * by one cut of every document's dendrogram at a height: threshold when it is >= 0,
+ * else the height that leaves about 1/global (> 1) of the vectors, found by a first
+ * pass over the documents (a second finds each one's pooled length; cancel, may be
+ * NULL, is checked between batches of them). Its doclens are the
  * pooled lengths, its input_lens src's; ids are src's (lent: src must outlive it and
  * keep them). Source vectors are validated and, with normalize, L2-normalised before
  * they are clustered; the means are left as they are (the build normalises what it
@@ -133,9 +144,12 @@ void tt_build_free(builder *b);
  * work spaces, fit in a quarter of memory_bytes; a document too long for that is
  * TT_ENOMEM naming it. Errors when reading: those of src and of tt_prepare_vectors. */
 typedef struct tt_pooled tt_pooled;
-int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normalize, int threads,
-                   uint64_t memory_bytes);
+int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, double global,
+                   double threshold, int normalize, int threads, uint64_t memory_bytes,
+                   const volatile int *cancel);
 tt_input *tt_pooled_input(tt_pooled *p);
+/* The global cut's height (NaN when pooled by a factor). */
+double tt_pooled_threshold(const tt_pooled *p);
 void tt_pooled_free(tt_pooled *p);
 /* sparse_write.c: checks that set holds one record per document of in (and, with
  * check_ids and ids in `in`, the same ids in the same order); writes the segment's

@@ -166,6 +166,13 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
     in->pool_factor = 1;
     if (tt_meta_get(m, "pool_factor", (char[2]){0}, 2))
         U64("pool_factor", 1, INT32_MAX, in->pool_factor);
+    /* Pooling by one cut: absent otherwise. */
+    in->pool_global = meta_double(m, "pool_global");
+    in->pool_threshold = meta_double(m, "pool_threshold");
+    if (!(in->pool_global >= 0 && in->pool_global <= 1e6) ||
+        !(in->pool_threshold >= 0 && in->pool_threshold < INFINITY))
+        return tt_err(TT_ECORRUPT, "%s: pool_global %g or pool_threshold %g out of range",
+                      m->path, in->pool_global, in->pool_threshold);
     /* Debiased weights: absent before tartan 0.2 (0). */
     in->debias = 0;
     if (tt_meta_get(m, "debias", (char[2]){0}, 2))

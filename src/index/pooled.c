@@ -1,6 +1,9 @@
 /* Token pooling as an input transform (doc/pooling.md): a tt_input whose documents are
  * another input's, each pooled (quant/pool.h) as it is read. Its document lengths are
- * known from the source's alone (max(1, floor(n / factor))), so everything downstream
+ * known before anything reads it: from the source's alone (max(1, floor(n / factor)))
+ * with a factor; with one cut for the whole collection, from a first pass over the
+ * documents' dendrograms (the cut's height, unless given) and a second (each document's
+ * share of it). So everything downstream
  * (sampling, k-means, the codec, the encode pass, kept originals, the IVF) sees the
  * pooled documents without knowing they were pooled, and no vector is held longer than
  * the batch of whole documents being read. Source vectors are validated and normalised
@@ -9,16 +12,22 @@
 #include "index/build.h"
 #include "quant/pool.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct tt_pooled {
     tt_input in;             /* what the build reads */
     tt_input *src;
     uint32_t factor, dim, max_n;
+    double threshold;        /* the global cut's height (NaN: per-document factor) */
     int normalize;
     int nwork;               /* work spaces: documents pooled at once */
     tt_pool_work *work;
+    double *heights;         /* per work space, max_n: a document's merge heights */
+    uint64_t *hist;          /* HIST_BUCKETS: merge heights counted (atomically) */
     float *cut;              /* per work space, max_n * dim: a document the request cuts */
     float *buf;              /* source vectors of a batch of whole documents */
     uint64_t buf_vectors;
@@ -49,9 +58,9 @@ static void pool_worker(void *arg, int t, int nt) {
             continue;
         float *dst = j->out + (lo - j->v0) * dim;
         if (lo == first && hi == first + len) {
-            tt_pool_ward(w, x, p->src->doclens[d], p->factor, dst, NULL);
+            tt_pool_ward_k(w, x, p->src->doclens[d], (uint32_t)len, dst, NULL);
         } else { /* the request starts or ends inside this document */
-            tt_pool_ward(w, x, p->src->doclens[d], p->factor, cut, NULL);
+            tt_pool_ward_k(w, x, p->src->doclens[d], (uint32_t)len, cut, NULL);
             memcpy(dst, cut + (lo - first) * dim, (size_t)((hi - lo) * dim) * sizeof *dst);
         }
     }
@@ -81,15 +90,114 @@ static int read_pooled(void *user, uint64_t v0, uint64_t n, float *out) {
     return TT_OK;
 }
 
-int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normalize, int threads,
-                   uint64_t memory_bytes) {
+/* Merge heights are counted by the top HIST_SHIFT-less bits of their (non-negative)
+ * double: 11 exponent bits and 8 of the mantissa, buckets 0.4% wide. */
+#define HIST_SHIFT 44
+#define HIST_BUCKETS ((size_t)1 << (63 - HIST_SHIFT))
+
+/* One pass of the global cut over source documents [d0, d1) in buf: their merge
+ * heights counted (pass 1) or their pooled lengths at the threshold (pass 2). */
+typedef struct cut_job {
+    tt_pooled *p;
+    uint64_t d0, d1;
+    int pass;
+} cut_job;
+
+static void cut_worker(void *arg, int t, int nt) {
+    cut_job *j = arg;
+    tt_pooled *p = j->p;
+    const uint64_t base = p->src->doc_vec0[j->d0];
+    double *h = p->heights + (uint64_t)t * p->max_n;
+    for (uint64_t d = j->d0 + (uint64_t)t; d < j->d1; d += (uint64_t)nt) {
+        const uint32_t n = p->src->doclens[d];
+        const float *x = p->buf + (p->src->doc_vec0[d] - base) * p->dim;
+        uint32_t m = tt_pool_heights(&p->work[t], x, n, h);
+        if (j->pass == 1) {
+            for (uint32_t i = 0; i < m; i++) {
+                uint64_t bits;
+                memcpy(&bits, &h[i], sizeof bits);
+                __atomic_fetch_add(&p->hist[bits >> HIST_SHIFT], 1, __ATOMIC_RELAXED);
+            }
+        } else {
+            p->in.doclens[d] = n ? tt_pool_cut_len(h, n, p->threshold) : 0;
+        }
+    }
+}
+
+/* Reads every source document once, in batches of whole documents, for a cut pass. */
+static int cut_pass(tt_pooled *p, int pass, const volatile int *cancel) {
+    const tt_input *src = p->src;
+    const uint64_t D = src->num_docs;
+    int st;
+    for (uint64_t d = 0; d < D;) {
+        if (cancel && *cancel)
+            return tt_err(TT_ECANCELED, "token pooling: cancelled");
+        uint64_t e = d, tot = 0;
+        while (e < D && (e == d || tot + src->doclens[e] <= p->buf_vectors))
+            tot += src->doclens[e++];
+        uint64_t s0 = src->doc_vec0[d];
+        if ((st = tt_input_read(src, s0, tot, p->buf)) ||
+            (st = tt_prepare_vectors(src, p->dim, p->normalize, 0, p->buf, s0, tot)))
+            return st;
+        cut_job job = {p, d, e, pass};
+        tt_parallel((int)TT_MIN((uint64_t)p->nwork, e - d), cut_worker, &job);
+        d = e;
+    }
+    return TT_OK;
+}
+
+/* The global cut's height: the merges are counted by height (pass 1) and the threshold
+ * is the edge of the bucket that brings the applied merges closest to the number that
+ * leaves 1/global of the vectors (every document keeping at least one). */
+static int cut_threshold(tt_pooled *p, double global, const volatile int *cancel) {
+    int st;
+    if (!(p->hist = tt_calloc(HIST_BUCKETS, sizeof *p->hist, "token pooling height counts")))
+        return TT_ENOMEM;
+    if ((st = cut_pass(p, 1, cancel)))
+        return st;
+    const uint64_t N = p->src->num_vectors;
+    uint64_t nonempty = 0;
+    for (uint64_t d = 0; d < p->src->num_docs; d++)
+        nonempty += p->src->doclens[d] > 0;
+    uint64_t keep = (uint64_t)llround((double)N / global);
+    keep = TT_MAX(keep, nonempty);
+    const uint64_t want = N - keep; /* merges to apply */
+    uint64_t cum = 0, prev = 0;
+    size_t b = 0;
+    for (; b < HIST_BUCKETS; b++) {
+        prev = cum;
+        cum += p->hist[b];
+        if (cum >= want)
+            break;
+    }
+    if (b == HIST_BUCKETS) { /* not reachable (want <= the merges there are); stay total */
+        p->threshold = DBL_MAX;
+    } else {
+        if (b > 0 && want - prev < cum - want) /* the lower edge is closer */
+            b--;
+        const uint64_t bits = ((uint64_t)(b + 1) << HIST_SHIFT) - 1; /* the bucket's top */
+        memcpy(&p->threshold, &bits, sizeof bits);
+    }
+    free(p->hist);
+    p->hist = NULL;
+    return TT_OK;
+}
+
+int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, double global,
+                   double threshold, int normalize, int threads, uint64_t memory_bytes,
+                   const volatile int *cancel) {
     tt_pooled *p;
     int st = TT_OK;
     *out = NULL;
-    if (factor < 2)
-        return tt_err(TT_EINVAL, "token pooling: factor %u (1 does not pool)", factor);
+    const bool cut = factor < 2;
+    if (cut && !(global > 1) && !(threshold >= 0))
+        return tt_err(TT_EINVAL, "token pooling: factor %u (1 does not pool) and no global "
+                      "cut", factor);
+    if (cut && !(threshold >= 0) && !(global <= 1e6))
+        return tt_err(TT_EINVAL, "token pooling: global factor %g is not in (1, 1e6]", global);
     if (!(p = tt_calloc(1, sizeof *p, "pooled input")))
         return TT_ENOMEM;
+    p->threshold = cut ? threshold : NAN;
     const uint64_t D = src->num_docs;
     p->src = src;
     p->factor = factor;
@@ -112,10 +220,8 @@ int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normaliz
             p->max_n = len;
             longest = d;
         }
-        in->doclens[d] = tt_pool_len(len, factor);
-        in->doc_vec0[d + 1] = in->doc_vec0[d] + in->doclens[d];
+        in->doclens[d] = cut ? len : tt_pool_len(len, factor);
     }
-    in->num_vectors = in->doc_vec0[D];
     if (p->max_n == 0) /* no documents: nothing will be read */
         p->max_n = 1;
     in->ids_blob = src->ids_blob; /* lent: the source's */
@@ -125,13 +231,18 @@ int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normaliz
     in->input_vectors = src->num_vectors;
     in->read_fn = read_pooled;
     in->read_user = p;
-    snprintf(p->source, sizeof p->source, "%s (pooled by %u)",
-             src->nfiles ? src->files[0].path : src->source ? src->source : "input", factor);
+    const char *name = src->nfiles ? src->files[0].path : src->source ? src->source : "input";
+    if (cut)
+        snprintf(p->source, sizeof p->source, "%s (pooled by one cut)", name);
+    else
+        snprintf(p->source, sizeof p->source, "%s (pooled by %u)", name, factor);
     in->source = p->source;
 
     /* Memory: a quarter of the budget (the build's other phases use the rest) holds one
      * work space per thread, at least one, and a buffer of at least the longest
-     * document. A document too long for that is refused before any work. */
+     * document (a global cut adds a document's heights per work space and, while the
+     * height is found, a 4 MiB count of them). A document too long for that is refused
+     * before any work. */
     const uint64_t budget = memory_bytes / 4, vec_bytes = (uint64_t)p->dim * sizeof(float);
     /* (lengths < 2^31 and dim <= 2^20: a document's bytes fit in 64 bits) */
     const uint64_t ws = tt_pool_work_bytes(p->max_n, p->dim), doc_bytes = p->max_n * vec_bytes;
@@ -159,6 +270,19 @@ int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, int normaliz
     for (int t = 0; t < p->nwork; t++)
         if ((st = tt_pool_work_init(&p->work[t], p->max_n, p->dim)))
             goto fail;
+    if (cut) {
+        if (!(p->heights = tt_alloc((uint64_t)p->nwork * p->max_n, sizeof *p->heights,
+                                    "token pooling heights"))) {
+            st = TT_ENOMEM;
+            goto fail;
+        }
+        if ((!(threshold >= 0) && (st = cut_threshold(p, global, cancel))) ||
+            (st = cut_pass(p, 2, cancel)))
+            goto fail;
+    }
+    for (uint64_t d = 0; d < D; d++)
+        in->doc_vec0[d + 1] = in->doc_vec0[d] + in->doclens[d];
+    in->num_vectors = in->doc_vec0[D];
     *out = p;
     return TT_OK;
 fail:
@@ -168,12 +292,16 @@ fail:
 
 tt_input *tt_pooled_input(tt_pooled *p) { return &p->in; }
 
+double tt_pooled_threshold(const tt_pooled *p) { return p->threshold; }
+
 void tt_pooled_free(tt_pooled *p) {
     if (!p)
         return;
     for (int t = 0; p->work && t < p->nwork; t++)
         tt_pool_work_free(&p->work[t]);
     free(p->work);
+    free(p->heights);
+    free(p->hist);
     free(p->cut);
     free(p->buf);
     free(p->in.doclens);

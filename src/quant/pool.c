@@ -354,18 +354,52 @@ static uint32_t find_root(uint32_t *parent, uint32_t i) {
     return i;
 }
 
+/* The dendrogram of x, its merges sorted into the order the cut applies them. */
+static void dendrogram(tt_pool_work *w, const float *x, uint32_t n) {
+    pairwise(w, x, n);
+    nn_chain(w, n);
+    qsort(w->merges, n - 1, sizeof *w->merges, cmp_merge);
+}
+
+uint32_t tt_pool_heights(tt_pool_work *w, const float *x, uint32_t n, double *heights) {
+    if (n < 2)
+        return 0;
+    dendrogram(w, x, n);
+    for (uint32_t m = 0; m + 1 < n; m++)
+        heights[m] = w->merges[m].h;
+    return n - 1;
+}
+
+uint32_t tt_pool_cut_len(const double *heights, uint32_t n, double threshold) {
+    /* heights ascending: the merges at or below the threshold are the first ones */
+    uint32_t lo = 0, hi = n ? n - 1 : 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (heights[mid] <= threshold)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return n - lo;
+}
+
 uint32_t tt_pool_ward(tt_pool_work *w, const float *x, uint32_t n, uint32_t factor, float *out,
                       uint32_t *labels) {
-    const uint32_t dim = w->dim, k = tt_pool_len(n, factor);
+    return tt_pool_ward_k(w, x, n, tt_pool_len(n, factor), out, labels);
+}
+
+uint32_t tt_pool_ward_k(tt_pool_work *w, const float *x, uint32_t n, uint32_t k, float *out,
+                        uint32_t *labels) {
+    const uint32_t dim = w->dim;
+    if (k == 0)
+        k = 1;
     if (k >= n) { /* nothing to merge: the vectors as they are */
         memcpy(out, x, (size_t)n * dim * sizeof *out);
         for (uint32_t i = 0; labels && i < n; i++)
             labels[i] = i;
         return n;
     }
-    pairwise(w, x, n);
-    nn_chain(w, n);
-    qsort(w->merges, n - 1, sizeof *w->merges, cmp_merge);
+    dendrogram(w, x, n);
     uint32_t *parent = w->parent;
     for (uint32_t i = 0; i < n; i++)
         parent[i] = i;

@@ -55,6 +55,19 @@ void tt_pool_work_free(tt_pool_work *w);
 uint32_t tt_pool_ward(tt_pool_work *w, const float *x, uint32_t n, uint32_t factor, float *out,
                       uint32_t *labels);
 
+/* The same clustering cut after n - k merges instead (1 <= k; k >= n: the vectors as
+ * they are): the document's share of a global cut (tt_pool_cut_len). */
+uint32_t tt_pool_ward_k(tt_pool_work *w, const float *x, uint32_t n, uint32_t k, float *out,
+                        uint32_t *labels);
+
+/* Global pooling (doc/pooling.md, "One cut for the whole collection"): the heights of
+ * the n - 1 merges of x's dendrogram (n >= 2; 0 returned for n < 2), ascending, in the
+ * order the cut applies them (heights must hold n - 1). */
+uint32_t tt_pool_heights(tt_pool_work *w, const float *x, uint32_t n, double *heights);
+/* The vectors a document keeps when every merge at or below threshold is applied:
+ * n - (merges with height <= threshold), from its ascending heights (n - 1 of them). */
+uint32_t tt_pool_cut_len(const double *heights, uint32_t n, double threshold);
+
 /* Squared Euclidean distance of a and b (dim floats) as tt_pool_ward computes it: float
  * arithmetic in 16 lanes (lane l sums dimensions l, l + 16, ...), then a fixed tree;
  * simd selects the vector path (exposed for the tests that compare them). */

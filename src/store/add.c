@@ -177,12 +177,15 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     }
 
     /* The segment, as a build with this index's codebook would write it: from the
-     * documents pooled with the change's factor, else the index's. */
+     * documents pooled with the change's factor, else as the index's were (its factor,
+     * or its one cut's height). */
     tt_build_options bo;
     uint32_t factor = s.o.pool_factor ? (uint32_t)s.o.pool_factor : cb->info.pool_factor;
-    if (factor > 1 && (st = tt_pooled_open(&pool, in, factor, cb->normalized,
-                                           s.o.threads ? s.o.threads : tt_default_threads(),
-                                           s.o.memory_bytes)))
+    const bool cut = !s.o.pool_factor && cb->info.pool_global > 0;
+    if ((factor > 1 || cut) &&
+        (st = tt_pooled_open(&pool, in, cut ? 0 : factor, 0, cut ? cb->info.pool_threshold : -1,
+                             cb->normalized, s.o.threads ? s.o.threads : tt_default_threads(),
+                             s.o.memory_bytes, s.o.cancel)))
         goto done;
     tt_input *seg_in = pool ? tt_pooled_input(pool) : in;
     tt_store_builder(&s, cb, seg_in, &bo, &b);
