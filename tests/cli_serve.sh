@@ -248,6 +248,7 @@ ok(r.status == 413 and "--max-body" in j["error"]["message"], "Content-Length ov
 # 6. info, health, indexes
 st, info = req("GET", "/indexes/idx/info")
 ok(st == 200 and info["dim"] == 16 and info["num_docs"] == 300 and info["live_docs"] == 300 and info["exact_available"], "info: dim, documents")
+ok(info["pool_factor"] == 1 and info["pool_global"] == 0 and info["pool_threshold"] == 0, "info: not pooled")
 g0 = info["generation"]
 st, j = req("GET", "/health")
 ok(st == 200 and j["status"] == "ok" and j["indexes"] == 3, "health")

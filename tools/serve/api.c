@@ -446,6 +446,10 @@ static void info_json(srv_buf *b, const srv_index *ix, const tt_index_info *i) {
                    i->normalized ? "true" : "false", i->keep_originals ? "true" : "false",
                    i->pool_factor, (unsigned long long)i->bytes_index);
     srv_buf_json_float(b, i->drift);
+    srv_buf_puts(b, ", \"pool_global\": ");
+    srv_buf_json_float(b, i->pool_global);
+    srv_buf_puts(b, ", \"pool_threshold\": ");
+    srv_buf_json_float(b, i->pool_threshold);
     srv_buf_printf(b, ", \"retrain_advised\": %s, \"encoder\": ",
                    i->retrain_advised ? "true" : "false");
     srv_buf_json_str(b, i->encoder, strnlen(i->encoder, sizeof i->encoder));
