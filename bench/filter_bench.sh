@@ -92,7 +92,7 @@ for cut in ${CUTS:-1 10 100 500 1000}; do
         allowed=$(sed -n 's/.*filter: \([0-9]*\) documents allowed.*/\1/p' "$ref.err")
     else
         REP=1
-        t="$(run "$ref" --mode exhaustive --where "$w") ms"
+        t="$(run "$ref" --mode exhaustive --latency --where "$w") ms"
         REP=${REPEAT:-1}
         allowed=$(sed -n 's/.*filter: \([0-9]*\) documents allowed.*/\1/p' "$ref.err")
     fi

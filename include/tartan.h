@@ -610,9 +610,9 @@ TT_API int tt_search(const tt_index *idx, tt_search_ctx *ctx, const float *Q, ui
 /* Searches nqueries queries on `threads` threads (0: all CPUs). Query i has qlens[i]
  * vectors starting at Q + qoffs[i]*dim. hits is nqueries*k; nhits is nqueries;
  * seconds (may be NULL) receives each query's latency. Results equal serial ones. In
- * exhaustive and exact modes without a filter and without seconds, the queries share
- * one pass over the index (each document read and decoded or converted once, scored
- * against all of them). */
+ * exhaustive and exact modes without seconds, the queries share one pass over the
+ * index (each document read and decoded or converted once, scored against all of them;
+ * with opt->filter, only the documents it allows). */
 TT_API int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
                            const uint32_t *qlens, uint64_t nqueries, uint32_t k,
                            const tt_search_options *opt, int threads, tt_hit *hits,

@@ -82,6 +82,18 @@ for mode in exhaustive plaid; do
     done
 done
 
+# The reference modes search all the queries in one pass with the filter too: the
+# same run as query by query (--latency). (This index keeps no originals: exhaustive.)
+for mode in exhaustive; do
+    "$T" search --index "$W/idx" --queries "$W/s.queries.npy" --mode $mode --k 20 \
+        --where "bucket < 300" --out "$W/p1.run" 2>"$W/err1"
+    "$T" search --index "$W/idx" --queries "$W/s.queries.npy" --mode $mode --k 20 \
+        --where "bucket < 300" --latency --out "$W/p2.run" 2>"$W/err2"
+    if cmp -s "$W/p1.run" "$W/p2.run" && grep -q "passes over the index" "$W/err1" \
+        && grep -q "p50" "$W/err2"; then ok "$mode --where: one pass == query by query"
+    else bad "$mode --where: one pass and --latency differ: $(cat "$W/err1" "$W/err2")"; fi
+done
+
 # ------------------------------------------------------------------- ids, nothing
 printf 'doc3\ndoc5\nnot-a-doc\ndoc5\nother\n\n' >"$W/ids.txt"
 head -3 "$W/s.ids.txt" | tail -2 >"$W/ids.txt"; printf 'not-a-doc\nother\n' >>"$W/ids.txt"

@@ -1395,7 +1395,7 @@ END_TEST
 /* Exhaustive and exact search of a batch without per-query times is one pass over the
  * index for every query (scan_batch.c): bit for bit what the queries return one by one,
  * for query lengths that pad and do not, sum and mean scores, k beyond the documents,
- * on 1-3 threads, on the 128-d per-dimension index and the adaptive 64-d one (_i); it
+ * with and without a filter, on 1-3 threads, on the 128-d per-dimension index and the adaptive 64-d one (_i); it
  * stops when cancelled, and exact mode needs the originals. */
 START_TEST(exhaustive_batch_equals_serial) {
     const corpus *c = _i ? &g_ca : &g_c;
@@ -1435,6 +1435,50 @@ START_TEST(exhaustive_batch_equals_serial) {
                           (unsigned long long)t);
         }
     }
+    /* With a filter (one for every query): only the allowed documents, in the same
+     * groups as query by query (a dense and a sparse filter; both modes). */
+    for (int f = 0; f < 2; f++) {
+        tt_filter *flt;
+        ck_assert_int_eq(tt_filter_new(&flt, idx->num_docs), TT_OK);
+        uint64_t allowed = 0;
+        for (uint64_t d = 0; d < idx->num_docs; d++)
+            if (f == 0 ? d * 7 % 3 != 0 : d % 10 == 3) {
+                ck_assert_int_eq(tt_filter_add(flt, d), TT_OK);
+                allowed++;
+            }
+        for (int v = 0; v < 4; v++) {
+            const uint32_t k = v % 2 ? kbig : 10;
+            tt_search_options o;
+            tt_search_options_init(&o);
+            o.mode = v < 2 ? TT_MODE_EXHAUSTIVE : TT_MODE_EXACT;
+            o.filter = flt;
+            ck_assert_msg(tt_search_batch(idx, Q, offs, lens, nqry, k, &o, 2, hb, nb, NULL) ==
+                              TT_OK, "%s", tt_last_error());
+            for (uint64_t t = 0; t < nqry; t++) {
+                ck_assert_int_eq(tt_search(idx, ctx, Q + offs[t] * dim, lens[t], k, &o, hs, &ns),
+                                 TT_OK);
+                ck_assert_uint_eq(nb[t], ns);
+                ck_assert_uint_eq(ns, TT_MIN((uint64_t)k, allowed));
+                for (uint32_t i = 0; i < ns; i++)
+                    ck_assert(tt_filter_has(flt, hs[i].doc));
+                ck_assert_msg(hits_equal(hb + t * k, hs, ns), "filter %d variant %d query %llu",
+                              f, v, (unsigned long long)t);
+            }
+        }
+        tt_filter_free(flt);
+    }
+    {   /* a filter over other rows */
+        tt_filter *flt;
+        ck_assert_int_eq(tt_filter_new(&flt, idx->num_docs + 1), TT_OK);
+        tt_search_options o;
+        tt_search_options_init(&o);
+        o.mode = TT_MODE_EXHAUSTIVE;
+        o.filter = flt;
+        ck_assert_int_eq(tt_search_batch(idx, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL),
+                         TT_EINVAL);
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), "rows"));
+        tt_filter_free(flt);
+    }
     tt_search_options o;
     tt_search_options_init(&o);
     o.mode = TT_MODE_EXHAUSTIVE;
@@ -1473,7 +1517,7 @@ START_TEST(exhaustive_batch_equals_serial) {
                      TT_EUNSUPPORTED);
     tt_index_close(plain);
     volatile int cancel = 1;
-    ck_assert_int_eq(tt_scan_batch(idx, Q, offs, lens, nqry, 10, TT_MODE_EXHAUSTIVE,
+    ck_assert_int_eq(tt_scan_batch(idx, NULL, Q, offs, lens, nqry, 10, TT_MODE_EXHAUSTIVE,
                                    TT_SCORE_SUM, 2, &cancel, hb,
                                    nb),
                      TT_ECANCELED);

@@ -803,9 +803,10 @@ int cmd_search(int argc, char **argv) {
         f = stdout;
     }
 
-    /* The reference modes without a filter share passes over the index between queries
-     * (tt_search_batch without latencies), unless each query is to be timed. */
-    const bool one_pass = retriever == R_DENSE && nq > 1 && !filter && !latency &&
+    /* The reference modes share passes over the index between queries (tt_search_batch
+     * without latencies; with the filter, if any, for all of them), unless each query is
+     * to be timed. */
+    const bool one_pass = retriever == R_DENSE && nq > 1 && !latency &&
                           (eff.mode == TT_MODE_EXHAUSTIVE || eff.mode == TT_MODE_EXACT);
     /* On a terminal, search in slices to show progress (in the reference modes each
      * slice is one pass); otherwise in one batch. */

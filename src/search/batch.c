@@ -68,17 +68,18 @@ int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
         threads = (int)nqueries;
     for (uint64_t q = 0; q < nqueries; q++)
         nhits[q] = 0;
-    /* The reference modes without a filter or per-query times: one pass over the index
-     * for all the queries (scan_batch.c), each document decoded or converted once; the
-     * same results. The queries are checked first, as tt_search checks them. */
+    /* The reference modes without per-query times: one pass over the index for all the
+     * queries (scan_batch.c; with the filter, if any, for all of them), each document
+     * decoded or converted once; the same results. The queries are checked first, as
+     * tt_search checks them. */
     tt_search_options o;
     tt_search_options_resolve(opt, k, &o);
-    if ((o.mode == TT_MODE_EXHAUSTIVE || o.mode == TT_MODE_EXACT) && !o.filter && !seconds &&
+    if ((o.mode == TT_MODE_EXHAUSTIVE || o.mode == TT_MODE_EXACT) && !seconds &&
         nqueries > 1) {
         if ((st = tt_queries_valid(idx, Q, qoffs, qlens, nqueries, "tt_search_batch")))
             return st;
-        return tt_scan_batch(idx, Q, qoffs, qlens, nqueries, k, o.mode, o.score, threads, NULL,
-                             hits, nhits);
+        return tt_scan_batch(idx, o.filter, Q, qoffs, qlens, nqueries, k, o.mode, o.score,
+                             threads, NULL, hits, nhits);
     }
     batch_job j = {.idx = idx, .Q = Q, .qoffs = qoffs, .qlens = qlens, .nqueries = nqueries,
                    .k = k, .opt = opt, .hits = hits, .nhits = nhits, .seconds = seconds};

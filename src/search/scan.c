@@ -13,14 +13,17 @@ int tt_scan_decompressed(tt_search_ctx *c) {
     const uint64_t rb = idx->res_bytes;
     int st;
     if (c->filter) {
-        /* Only the allowed documents: read one by one (ascending), in batches. */
+        /* Only the allowed documents: read one by one (ascending), in batches, and
+         * grouped as one sequence over all of them (as the one pass groups them). */
         if ((st = tt_ctx_allowed_list(c)))
             return st;
         for (uint64_t p = 0; p < c->allowed; p += 4096) {
             size_t m = (size_t)TT_MIN((uint64_t)4096, c->allowed - p);
-            if ((st = tt_score_docs(c, c->cand + p, m)))
+            if ((st = tt_score_fetch(c, c->cand + p, m)))
                 return st;
+            tt_score_packed(c, c->cand + p, m, c->rptr);
         }
+        tt_score_flush(c);
         return TT_OK;
     }
     for (uint32_t s = 0; s < idx->nseg; s++) {

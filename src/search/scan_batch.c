@@ -5,8 +5,8 @@
  * time (a 3584-d document is 57,344 values to decode for 4 query vectors).
  *
  * The results are those of tt_search in that mode, bit for bit: documents are grouped
- * exactly as its scans group them (score.c: consecutive live documents until the
- * group's rows are full), each group is scored per query by the same call with the
+ * exactly as its scans group them (score.c: consecutive live documents, allowed by the
+ * filter if there is one, until the group's rows are full), each group is scored per query by the same call with the
  * same rows, and the top k of every query is kept under the same total order (higher
  * score, then lower document), so splitting the documents over threads and merging
  * their tops changes nothing. */
@@ -22,6 +22,7 @@
 
 typedef struct scan_job {
     const tt_index *idx;
+    const tt_filter *filter;  /* NULL, or the allowed rows (all the queries') */
     const float *Qall;        /* every query's padded rows, in order */
     const uint64_t *col0;     /* nq + 1: query q's first row in Qall */
     const uint32_t *qlens;
@@ -59,6 +60,11 @@ static void group_flush(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top) 
     }
     c->gn = 0;
     c->grows = 0;
+}
+
+/* Whether row d is scored: live, and allowed by the filter if there is one. */
+static inline bool scanned(const tt_index *idx, const tt_filter *f, uint64_t d) {
+    return !tt_index_deleted(idx, d) && (!f || tt_filter_bit(f, d));
 }
 
 /* Reads, decodes (or converts the originals of) and scores the rows [r0, r1) (whole
@@ -100,7 +106,7 @@ static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uin
             r++;
         while (s + 1 < idx->nseg && d >= idx->seg[s + 1].doc0)
             s++;
-        if (tt_index_deleted(idx, d))
+        if (!scanned(idx, j->filter, d))
             continue;
         const uint32_t len = idx->doclens[d];
         if (c->grows + len > j->rows_cap)
@@ -143,22 +149,22 @@ static void scan_worker(void *arg, int t, int nthreads) {
     }
 }
 
-/* The units: the scan's groups (consecutive live rows while their vectors fit
+/* The units: the scan's groups (consecutive scanned rows while their vectors fit
  * rows_cap, as tt_score_slot forms them), cut after a group once a unit holds
  * UNIT_BYTES of residuals, or an eighth of a thread's share of them on a small index.
  * unit[nunit] = num_docs. */
-static int make_units(const tt_index *idx, uint64_t rows_cap, int threads, uint64_t **unit,
-                      size_t *nunit) {
+static int make_units(const tt_index *idx, const tt_filter *f, uint64_t rows_cap, int threads,
+                      uint64_t **unit, size_t *nunit) {
     size_t cap = 0, n = 0;
     uint64_t *u = NULL, rows = 0, start = 0, bytes = 0, live = 0;
     int st;
     for (uint64_t d = 0; d < idx->num_docs; d++)
-        if (!tt_index_deleted(idx, d))
+        if (scanned(idx, f, d))
             live += (uint64_t)idx->doclens[d] * idx->res_bytes;
     const uint64_t unit_bytes = TT_MIN((uint64_t)UNIT_BYTES, live / (8 * (uint64_t)threads));
     for (uint64_t d = 0; d <= idx->num_docs; d++) {
         const bool end = d == idx->num_docs;
-        const uint32_t len = end || tt_index_deleted(idx, d) ? 0 : idx->doclens[d];
+        const uint32_t len = end || !scanned(idx, f, d) ? 0 : idx->doclens[d];
         /* A group closes before d: at the end, or when d does not fit. */
         if (end || (len && rows + len > rows_cap)) {
             if (end || bytes >= unit_bytes) {
@@ -182,13 +188,13 @@ static int make_units(const tt_index *idx, uint64_t rows_cap, int threads, uint6
 }
 
 /* One pass for queries [0, nq) (checked): their top k (kept kk = min(k, live) deep). */
-static int scan_chunk(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                      const uint32_t *qlens, uint64_t nq, uint32_t k, uint32_t kk, int mode,
-                      int score, int threads, const volatile int *cancel, tt_hit *hits,
-                      uint32_t *nhits) {
+static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float *Q,
+                      const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq, uint32_t k,
+                      uint32_t kk, int mode, int score, int threads, const volatile int *cancel,
+                      tt_hit *hits, uint32_t *nhits) {
     const uint32_t dim = idx->dim;
-    scan_job j = {.idx = idx, .qlens = qlens, .nq = nq, .k = kk, .cancel = cancel,
-                  .exact = mode == TT_MODE_EXACT};
+    scan_job j = {.idx = idx, .filter = filter, .qlens = qlens, .nq = nq, .k = kk,
+                  .cancel = cancel, .exact = mode == TT_MODE_EXACT};
     uint64_t *col0 = tt_alloc(nq + 1, sizeof *col0, "exhaustive scan");
     float *scale = tt_alloc(nq, sizeof *scale, "exhaustive scan");
     float *Qall = NULL;
@@ -220,7 +226,7 @@ static int scan_chunk(const tt_index *idx, const float *Q, const uint64_t *qoffs
     uint64_t widest = 0;
     for (uint64_t q = 0; q < nq; q++)
         widest = TT_MAX(widest, col0[q + 1] - col0[q]);
-    if ((st = make_units(idx, j.rows_cap, threads, &unit, &j.nunit)))
+    if ((st = make_units(idx, filter, j.rows_cap, threads, &unit, &j.nunit)))
         goto out;
     if ((uint64_t)threads > j.nunit)
         threads = (int)j.nunit;
@@ -291,11 +297,16 @@ out:
  * many bytes (more queries take more passes over the index). */
 #define SCAN_QUERY_BYTES (64ull << 20)
 
-int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                  const uint32_t *qlens, uint64_t nq, uint32_t k, int mode, int score,
-                  int threads, const volatile int *cancel, tt_hit *hits, uint32_t *nhits) {
+int tt_scan_batch(const tt_index *idx, const tt_filter *filter, const float *Q,
+                  const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq, uint32_t k,
+                  int mode, int score, int threads, const volatile int *cancel, tt_hit *hits,
+                  uint32_t *nhits) {
     if (!idx || !Q || !qoffs || !qlens || !hits || !nhits || k == 0)
         return tt_err(TT_EINVAL, "tt_scan_batch: NULL argument or k = 0");
+    if (filter && filter->num_rows != idx->num_docs)
+        return tt_err(TT_EINVAL, "tt_scan_batch: the filter is over %llu rows, the index %s "
+                      "has %llu", (unsigned long long)filter->num_rows, idx->dir,
+                      (unsigned long long)idx->num_docs);
     if (mode != TT_MODE_EXHAUSTIVE && mode != TT_MODE_EXACT)
         return tt_err(TT_EINVAL, "tt_scan_batch: mode %d is not a reference mode", mode);
     if (mode == TT_MODE_EXACT && !idx->has_originals)
@@ -317,8 +328,8 @@ int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
             bytes += per_top + (uint64_t)tt_qpad(qlens[q1]) * idx->dim * sizeof(float);
             q1++;
         } while (q1 < nq && bytes < SCAN_QUERY_BYTES);
-        int st = scan_chunk(idx, Q, qoffs + q0, qlens + q0, q1 - q0, k, kk, mode, score,
-                            threads, cancel, hits + q0 * k, nhits + q0);
+        int st = scan_chunk(idx, filter, Q, qoffs + q0, qlens + q0, q1 - q0, k, kk, mode,
+                            score, threads, cancel, hits + q0 * k, nhits + q0);
         if (st)
             return st;
         q0 = q1;

@@ -55,8 +55,7 @@ int tt_score_reserve_ranges(tt_search_ctx *c, size_t n) {
     return TT_OK;
 }
 
-/* PLAID stage 4: fetch the residuals of docs[0..n) and score them. */
-int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
+int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     const tt_index *idx = c->idx;
     const uint64_t rb = idx->res_bytes;
     int st;
@@ -70,6 +69,14 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     if ((st = tt_fetcher_read(c->fetch, n, c->roff, c->rlen, c->rptr)))
         return st;
     c->st.seconds_fetch += tt_now() - t0;
+    return TT_OK;
+}
+
+/* PLAID stage 4: fetch the residuals of docs[0..n) and score them. */
+int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
+    int st = tt_score_fetch(c, docs, n);
+    if (st)
+        return st;
     tt_score_packed(c, docs, n, c->rptr);
     tt_score_flush(c);
     return TT_OK;

@@ -131,11 +131,13 @@ void tt_plaid_interaction(tt_search_ctx *c, const uint64_t *docs, size_t n,
  * rows): a document scores the same in a compacted index as in the segments it came
  * from. tt_score_packed decodes n documents whose packed residuals
  * are at ptr[t] into the group (not flushed: ptr need only live until it returns);
- * tt_score_docs fetches, decodes and scores docs[0..n) (PLAID stage 4). */
+ * tt_score_fetch reads the packed residuals of docs[0..n) into c->rptr (valid until the
+ * next fetch); tt_score_docs fetches, decodes and scores them, flushed (PLAID stage 4). */
 float *tt_score_slot(tt_search_ctx *c, uint64_t doc, uint32_t len);
 void tt_score_flush(tt_search_ctx *c);
 void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
                      const uint8_t *const *ptr);
+int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n);
 int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n);
 int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
 /* The decompressed vectors c + r of document doc (doclens[doc] * dim floats, in the
@@ -157,14 +159,16 @@ int tt_scan_exact(tt_search_ctx *c);
 int tt_original_rows(const tt_index *idx, uint32_t s, uint64_t d, float *dst);
 /* scan_batch.c: the search of nq queries (query q: qlens[q] vectors at Q + qoffs[q] *
  * dim, checked by the caller) in a reference mode (TT_MODE_EXHAUSTIVE or _EXACT) in one
- * pass over the live documents on `threads` threads (one pass per as many queries as 64
- * MiB of per-thread tops and query copies hold), each document decoded or converted
- * once: the top k of query q into hits + q * k and their count into nhits[q], the same
- * hits and scores as tt_search in that mode with that score reduction (TT_SCORE_*).
+ * pass over the live documents (those filter allows, when it is not NULL: one filter for
+ * every query) on `threads` threads (one pass per as many queries as 64 MiB of
+ * per-thread tops and query copies hold), each document decoded or converted once: the
+ * top k of query q into hits + q * k and their count into nhits[q], the same hits and
+ * scores as tt_search in that mode with that score reduction (TT_SCORE_*) and filter.
  * Stops with TT_ECANCELED when *cancel (may be NULL) becomes non-zero. */
-int tt_scan_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
-                  const uint32_t *qlens, uint64_t nq, uint32_t k, int mode, int score,
-                  int threads, const volatile int *cancel, tt_hit *hits, uint32_t *nhits);
+int tt_scan_batch(const tt_index *idx, const tt_filter *filter, const float *Q,
+                  const uint64_t *qoffs, const uint32_t *qlens, uint64_t nq, uint32_t k,
+                  int mode, int score, int threads, const volatile int *cancel, tt_hit *hits,
+                  uint32_t *nhits);
 
 /* sparse_search.c: sparse options checked (struct_size of this library or its first
  * version, k1, b: TT_EINVAL), and copied at this library's size. */

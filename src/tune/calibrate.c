@@ -251,7 +251,7 @@ void tt_calib_free(tt_calib *c) {
 int tt_calib_truth(tt_calib *c, int threads) {
     tt_search_options o;
     tt_search_options_init(&o);
-    return tt_scan_batch(c->idx, c->Q, c->qoffs, c->qlens, c->nq, TT_CALIB_DEPTH,
+    return tt_scan_batch(c->idx, NULL, c->Q, c->qoffs, c->qlens, c->nq, TT_CALIB_DEPTH,
                          TT_MODE_EXHAUSTIVE, o.score, threads, c->cancel, c->truth, c->ntruth);
 }
 
