@@ -530,19 +530,27 @@ START_TEST(pooled_adds_and_compaction) {
 }
 END_TEST
 
-/* Changes that fail leave the index as it was: same generation, verifies, no file left. */
-START_TEST(failed_changes_leave_nothing) {
-    char *dir = tu_tmpdir(), idx[600], prefix[600];
-    snprintf(idx, sizeof idx, "%s/idx", dir);
-    batch b;
-    make_batch(&b, 40, 3);
-    for (uint64_t d = 0; d < b.ndocs; d++)
-        snprintf(b.ids[d], sizeof b.ids[d], "d%llu", (unsigned long long)d);
-    snprintf(prefix, sizeof prefix, "%s/base", dir);
-    tt_input *in = batch_input(&b, prefix, true);
+/* An index dir/idx of a batch of ndocs documents with ids d0, d1, ... (made from the
+ * arrays at prefix = dir/base); returns the batch's input. */
+static tt_input *build_with_ids(const char *dir, char *idx, char *prefix, batch *b,
+                                uint64_t ndocs, int seed) {
+    snprintf(idx, 600, "%s/idx", dir);
+    make_batch(b, ndocs, seed);
+    for (uint64_t d = 0; d < b->ndocs; d++)
+        snprintf(b->ids[d], sizeof b->ids[d], "d%llu", (unsigned long long)d);
+    snprintf(prefix, 600, "%s/base", dir);
+    tt_input *in = batch_input(b, prefix, true);
     tt_build_options o;
     small_options(&o, 8, false);
     ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
+    return in;
+}
+
+/* Changes that fail leave the index as it was: same generation, verifies, no file left. */
+START_TEST(failed_changes_leave_nothing) {
+    char *dir = tu_tmpdir(), idx[600], prefix[600];
+    batch b;
+    tt_input *in = build_with_ids(dir, idx, prefix, &b, 40, 3);
     tt_manifest before;
     ck_assert_int_eq(tt_manifest_read(idx, &before), TT_OK);
 
@@ -618,16 +626,8 @@ END_TEST
  * run of the TSan stage). Descriptor 0 is a file of the test's here; it must survive. */
 START_TEST(failed_open_closes_only_its_own) {
     char *dir = tu_tmpdir(), idx[600], prefix[600];
-    snprintf(idx, sizeof idx, "%s/idx", dir);
     batch b;
-    make_batch(&b, 30, 5);
-    for (uint64_t d = 0; d < b.ndocs; d++)
-        snprintf(b.ids[d], sizeof b.ids[d], "d%llu", (unsigned long long)d);
-    snprintf(prefix, sizeof prefix, "%s/base", dir);
-    tt_input *in = batch_input(&b, prefix, true);
-    tt_build_options o;
-    small_options(&o, 8, false);
-    ck_assert_int_eq(tt_build(idx, in, &o, NULL), TT_OK);
+    tt_input *in = build_with_ids(dir, idx, prefix, &b, 30, 5);
     tt_input_free(in);
     tt_change_options co;
     tt_change_options_init(&co);
