@@ -83,7 +83,7 @@ static void usage(FILE *f) {
         "  --threads T          search threads (default 1; 0: all CPUs)\n"
         "  --latency            exhaustive and exact modes: search and time each query on\n"
         "                       its own (per-query latency) instead of one pass over the\n"
-        "                       index for all of them (the same results, several times\n"
+        "                       index for all of them (the same results, 1.4-3.4x\n"
         "                       faster: doc/search.md, \"Reference modes\")\n"
         "  --jsonl              JSON lines: {\"qid\", \"results\": [{\"docid\", \"rank\", \"score\"}]}\n"
         "  --json               the same as --jsonl\n"
