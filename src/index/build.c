@@ -185,9 +185,12 @@ int tt_build_write_meta(builder *b, double seconds) {
 
 int tt_build_pool(builder *b, tt_input *in, tt_pooled **pool) {
     const tt_build_options *o = b->o;
-    int st = tt_pooled_open(pool, in, o->pool_global > 0 ? 0 : (uint32_t)o->pool_factor,
-                            o->pool_global, -1, o->normalize, b->threads, o->memory_bytes,
-                            o->cancel);
+    const tt_pool_spec spec = {.factor = o->pool_global > 0 ? 0 : (uint32_t)o->pool_factor,
+                               .global = o->pool_global, .threshold = -1,
+                               .normalize = o->normalize, .threads = b->threads,
+                               .memory_bytes = o->memory_bytes, .cancel = o->cancel,
+                               .progress = o->progress, .progress_user = o->progress_user};
+    int st = tt_pooled_open(pool, in, &spec);
     if (!st && o->pool_global > 0) {
         b->pool_global = o->pool_global;
         b->pool_threshold = tt_pooled_threshold(*pool);

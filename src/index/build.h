@@ -132,11 +132,11 @@ int tt_build_make_assigner(builder *b);
 /* Frees what the builder allocated (not the input, the lock or the output path). */
 void tt_build_free(builder *b);
 /* pooled.c: token pooling as an input transform. The input whose documents are src's,
- * each pooled with factor (>= 2; quant/pool.h) when it is read, or, with factor < 2,
- * by one cut of every document's dendrogram at a height: threshold when it is >= 0,
- * else the height that leaves about 1/global (> 1) of the vectors, found by a first
- * pass over the documents (a second finds each one's pooled length; cancel, may be
- * NULL, is checked between batches of them). Its doclens are the
+ * each pooled with spec->factor (>= 2; quant/pool.h) when it is read, or, with a factor
+ * < 2, by one cut of every document's dendrogram at a height: spec->threshold when it
+ * is >= 0, else the height that leaves about 1/spec->global (> 1) of the vectors, found
+ * by a first pass over the documents (a second finds each one's pooled length; cancel
+ * is checked and progress reported between batches of them). Its doclens are the
  * pooled lengths, its input_lens src's; ids are src's (lent: src must outlive it and
  * keep them). Source vectors are validated and, with normalize, L2-normalised before
  * they are clustered; the means are left as they are (the build normalises what it
@@ -144,9 +144,17 @@ void tt_build_free(builder *b);
  * work spaces, fit in a quarter of memory_bytes; a document too long for that is
  * TT_ENOMEM naming it. Errors when reading: those of src and of tt_prepare_vectors. */
 typedef struct tt_pooled tt_pooled;
-int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, double global,
-                   double threshold, int normalize, int threads, uint64_t memory_bytes,
-                   const volatile int *cancel);
+typedef struct tt_pool_spec {
+    uint32_t factor;            /* >= 2: by this factor; else one cut: */
+    double global, threshold;   /* the height threshold if >= 0, else for 1/global */
+    int normalize, threads;
+    uint64_t memory_bytes;
+    const volatile int *cancel; /* may be NULL */
+    tt_progress_fn progress;    /* may be NULL: the cut's passes, "pool heights" and
+                                 * "pool lengths", in documents */
+    void *progress_user;
+} tt_pool_spec;
+int tt_pooled_open(tt_pooled **out, tt_input *src, const tt_pool_spec *spec);
 tt_input *tt_pooled_input(tt_pooled *p);
 /* The global cut's height (NaN when pooled by a factor). */
 double tt_pooled_threshold(const tt_pooled *p);

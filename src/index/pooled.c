@@ -125,12 +125,15 @@ static void cut_worker(void *arg, int t, int nt) {
 }
 
 /* Reads every source document once, in batches of whole documents, for a cut pass. */
-static int cut_pass(tt_pooled *p, int pass, const volatile int *cancel) {
+static int cut_pass(tt_pooled *p, int pass, const tt_pool_spec *spec) {
     const tt_input *src = p->src;
     const uint64_t D = src->num_docs;
+    const char *phase = pass == 1 ? "pool heights" : "pool lengths";
     int st;
     for (uint64_t d = 0; d < D;) {
-        if (cancel && *cancel)
+        if (spec->progress)
+            spec->progress(spec->progress_user, phase, d, D);
+        if (spec->cancel && *spec->cancel)
             return tt_err(TT_ECANCELED, "token pooling: cancelled");
         uint64_t e = d, tot = 0;
         while (e < D && (e == d || tot + src->doclens[e] <= p->buf_vectors))
@@ -143,23 +146,25 @@ static int cut_pass(tt_pooled *p, int pass, const volatile int *cancel) {
         tt_parallel((int)TT_MIN((uint64_t)p->nwork, e - d), cut_worker, &job);
         d = e;
     }
+    if (spec->progress)
+        spec->progress(spec->progress_user, phase, D, D);
     return TT_OK;
 }
 
 /* The global cut's height: the merges are counted by height (pass 1) and the threshold
  * is the edge of the bucket that brings the applied merges closest to the number that
  * leaves 1/global of the vectors (every document keeping at least one). */
-static int cut_threshold(tt_pooled *p, double global, const volatile int *cancel) {
+static int cut_threshold(tt_pooled *p, const tt_pool_spec *spec) {
     int st;
     if (!(p->hist = tt_calloc(HIST_BUCKETS, sizeof *p->hist, "token pooling height counts")))
         return TT_ENOMEM;
-    if ((st = cut_pass(p, 1, cancel)))
+    if ((st = cut_pass(p, 1, spec)))
         return st;
     const uint64_t N = p->src->num_vectors;
     uint64_t nonempty = 0;
     for (uint64_t d = 0; d < p->src->num_docs; d++)
         nonempty += p->src->doclens[d] > 0;
-    uint64_t keep = (uint64_t)llround((double)N / global);
+    uint64_t keep = (uint64_t)llround((double)N / spec->global);
     keep = TT_MAX(keep, nonempty);
     const uint64_t want = N - keep; /* merges to apply */
     uint64_t cum = 0, prev = 0;
@@ -183,12 +188,14 @@ static int cut_threshold(tt_pooled *p, double global, const volatile int *cancel
     return TT_OK;
 }
 
-int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, double global,
-                   double threshold, int normalize, int threads, uint64_t memory_bytes,
-                   const volatile int *cancel) {
+int tt_pooled_open(tt_pooled **out, tt_input *src, const tt_pool_spec *spec) {
     tt_pooled *p;
     int st = TT_OK;
     *out = NULL;
+    const uint32_t factor = spec->factor;
+    const double global = spec->global, threshold = spec->threshold;
+    const int normalize = spec->normalize, threads = spec->threads;
+    const uint64_t memory_bytes = spec->memory_bytes;
     const bool cut = factor < 2;
     if (cut && !(global > 1) && !(threshold >= 0))
         return tt_err(TT_EINVAL, "token pooling: factor %u (1 does not pool) and no global "
@@ -276,8 +283,8 @@ int tt_pooled_open(tt_pooled **out, tt_input *src, uint32_t factor, double globa
             st = TT_ENOMEM;
             goto fail;
         }
-        if ((!(threshold >= 0) && (st = cut_threshold(p, global, cancel))) ||
-            (st = cut_pass(p, 2, cancel)))
+        if ((!(threshold >= 0) && (st = cut_threshold(p, spec))) ||
+            (st = cut_pass(p, 2, spec)))
             goto fail;
     }
     for (uint64_t d = 0; d < D; d++)

@@ -182,10 +182,13 @@ int tt_index_add(const char *dir, tt_input *in, const tt_change_options *opt,
     tt_build_options bo;
     uint32_t factor = s.o.pool_factor ? (uint32_t)s.o.pool_factor : cb->info.pool_factor;
     const bool cut = !s.o.pool_factor && cb->info.pool_global > 0;
-    if ((factor > 1 || cut) &&
-        (st = tt_pooled_open(&pool, in, cut ? 0 : factor, 0, cut ? cb->info.pool_threshold : -1,
-                             cb->normalized, s.o.threads ? s.o.threads : tt_default_threads(),
-                             s.o.memory_bytes, s.o.cancel)))
+    const tt_pool_spec spec = {.factor = cut ? 0 : factor,
+                               .threshold = cut ? cb->info.pool_threshold : -1,
+                               .normalize = cb->normalized,
+                               .threads = s.o.threads ? s.o.threads : tt_default_threads(),
+                               .memory_bytes = s.o.memory_bytes, .cancel = s.o.cancel,
+                               .progress = s.o.progress, .progress_user = s.o.progress_user};
+    if ((factor > 1 || cut) && (st = tt_pooled_open(&pool, in, &spec)))
         goto done;
     tt_input *seg_in = pool ? tt_pooled_input(pool) : in;
     tt_store_builder(&s, cb, seg_in, &bo, &b);
