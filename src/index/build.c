@@ -185,6 +185,8 @@ int tt_build_write_meta(builder *b, double seconds) {
 
 int tt_build_pool(builder *b, tt_input *in, tt_pooled **pool) {
     const tt_build_options *o = b->o;
+    if (o->pool_factor <= 1 && !(o->pool_global > 0))
+        return TT_OK; /* no pooling: *pool stays NULL */
     const tt_pool_spec spec = {.factor = o->pool_global > 0 ? 0 : (uint32_t)o->pool_factor,
                                .global = o->pool_global, .threshold = -1,
                                .normalize = o->normalize, .threads = b->threads,
@@ -319,8 +321,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
         return tt_err(TT_EINVAL, "the pool factor must be >= 1 (got %d)", o->pool_factor);
     if (o->pool_factor == 0)
         defaults.pool_factor = 1;
-    if (o->struct_size >= offsetof(tt_build_options, pool_global) + sizeof(double) &&
-        o->pool_global != 0) {
+    if (o->pool_global != 0) { /* (an older caller's: the default 0, copied above) */
         if (!(o->pool_global > 1 && o->pool_global <= 1e6))
             return tt_err(TT_EINVAL, "the global pool factor must be in (1, 1e6] (got %g)",
                           o->pool_global);
@@ -406,8 +407,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
             b.mdb = &mdb;
     }
     /* Token pooling: the build reads the pooled documents (index/pooled.c). */
-    if ((o->pool_factor > 1 || o->pool_global > 0) &&
-        (st = tt_build_pool(&b, in, &pool)))
+    if ((st = tt_build_pool(&b, in, &pool)))
         goto fail;
     b.in = pool ? tt_pooled_input(pool) : in;
     b.wdir = b.tmp;

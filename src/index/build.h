@@ -124,7 +124,7 @@ int tt_build_write_codebook(builder *b);
 /* Writes ids.tt and idmap.tt for num_docs ids laid out as tt_input's ids_blob/id_off. */
 int tt_build_write_ids(builder *b, uint64_t num_docs, const char *blob, const uint64_t *off);
 /* The pooled input of a build with a pool factor or a global cut (b->o), the cut's
- * height recorded in b. */
+ * height recorded in b; TT_OK with *pool left NULL when b->o pools nothing. */
 typedef struct tt_pooled tt_pooled;
 int tt_build_pool(builder *b, tt_input *in, tt_pooled **pool);
 /* The assigner for b's centroids (b->o->assign, seed, threads). */

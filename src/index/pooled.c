@@ -66,21 +66,29 @@ static void pool_worker(void *arg, int t, int nt) {
     }
 }
 
+/* Source documents [d, *e) into buf: whole ones before dend, as many as the buffer holds
+ * (at least one), validated and normalised as the build prepares its input. */
+static int read_docs(tt_pooled *p, uint64_t d, uint64_t dend, uint64_t *e) {
+    const tt_input *src = p->src;
+    uint64_t x = d, tot = 0;
+    while (x < dend && (x == d || tot + src->doclens[x] <= p->buf_vectors))
+        tot += src->doclens[x++];
+    *e = x;
+    const uint64_t s0 = src->doc_vec0[d];
+    int st = tt_input_read(src, s0, tot, p->buf);
+    return st ? st : tt_prepare_vectors(src, p->dim, p->normalize, 0, p->buf, s0, tot);
+}
+
 static int read_pooled(void *user, uint64_t v0, uint64_t n, float *out) {
     tt_pooled *p = user;
-    const tt_input *src = p->src;
     const uint64_t D = p->in.num_docs, end = v0 + n;
     int st;
-    uint64_t d = tt_find_le(p->in.doc_vec0, D, v0);
-    while (d < D && p->in.doc_vec0[d] < end) {
-        /* Whole source documents, as many as the buffer holds (at least one). */
-        uint64_t e = d, tot = 0;
-        while (e < D && p->in.doc_vec0[e] < end &&
-               (e == d || tot + src->doclens[e] <= p->buf_vectors))
-            tot += src->doclens[e++];
-        uint64_t s0 = src->doc_vec0[d];
-        if ((st = tt_input_read(src, s0, tot, p->buf)) ||
-            (st = tt_prepare_vectors(src, p->dim, p->normalize, 0, p->buf, s0, tot)))
+    uint64_t d = tt_find_le(p->in.doc_vec0, D, v0), dend = d;
+    while (dend < D && p->in.doc_vec0[dend] < end) /* the documents the request touches */
+        dend++;
+    while (d < dend) {
+        uint64_t e;
+        if ((st = read_docs(p, d, dend, &e)))
             return st;
         pool_job job = {p, d, e, v0, n, out};
         int nt = (int)TT_MIN((uint64_t)p->nwork, e - d);
@@ -135,12 +143,8 @@ static int cut_pass(tt_pooled *p, int pass, const tt_pool_spec *spec) {
             spec->progress(spec->progress_user, phase, d, D);
         if (spec->cancel && *spec->cancel)
             return tt_err(TT_ECANCELED, "token pooling: cancelled");
-        uint64_t e = d, tot = 0;
-        while (e < D && (e == d || tot + src->doclens[e] <= p->buf_vectors))
-            tot += src->doclens[e++];
-        uint64_t s0 = src->doc_vec0[d];
-        if ((st = tt_input_read(src, s0, tot, p->buf)) ||
-            (st = tt_prepare_vectors(src, p->dim, p->normalize, 0, p->buf, s0, tot)))
+        uint64_t e;
+        if ((st = read_docs(p, d, D, &e)))
             return st;
         cut_job job = {p, d, e, pass};
         tt_parallel((int)TT_MIN((uint64_t)p->nwork, e - d), cut_worker, &job);

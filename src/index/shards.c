@@ -378,7 +378,7 @@ int tt_build_in_group(builder *b, const char *out_dir, tt_input *in, tt_pooled *
             st = tt_err_errno(TT_EIO, errno, "%s: cannot open the group's build directory "
                               "(every process must see the same file system)", path);
     }
-    if (!st && (b->o->pool_factor > 1 || b->o->pool_global > 0))
+    if (!st)
         st = tt_build_pool(b, in, pool);
     b->in = *pool ? tt_pooled_input(*pool) : in;
     b->wdir = b->tmp;

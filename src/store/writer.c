@@ -113,7 +113,6 @@ void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_op
         bo->sample_factor = cb->info.sample_factor;
     bo->encoder = cb->info.encoder[0] ? cb->info.encoder : NULL;
     bo->pool_factor = (int)cb->info.pool_factor; /* recorded; pooling is the add's to do */
-    bo->pool_global = cb->info.pool_global;
     bo->threads = s->o.threads;
     bo->memory_bytes = s->o.memory_bytes;
     bo->progress = s->o.progress;
