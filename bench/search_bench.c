@@ -7,7 +7,7 @@
  *                [--pruning relative|absolute] [--prune-ratio F] [--rerank adaptive|fixed]
  *                [--rerank-margin M]
  *                [--score sum|mean] [--run FILE] [--label TEXT] [--no-sketch]
- *                [--no-avx512]
+ *                [--no-avx512] [--split auto|on|off]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
  * --cold the residual file is evicted from the page cache before every query (our own
@@ -21,6 +21,7 @@
  * than wall time on a loaded machine; 0 with --threads). --run writes the hits as a TREC
  * run (for recall). --no-avx512 runs the centroid stages' portable row loops (what a CPU
  * without AVX-512 runs; single thread only), for ratios against the AVX-512 ones.
+ * --split chooses stage 4's centroid split (single thread only; default auto).
  *
  * Uses the internal index struct only to reach the segments' residual mappings and
  * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
@@ -82,11 +83,12 @@ int main(int argc, char **argv) {
         {"label", 1, 0, 'L'}, {"query-ids", 1, 0, 'I'}, {"score", 1, 0, 'S'}, {"qlens", 1, 0, 'J'},
         {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'},
         {"rerank-margin", 1, 0, 'M'},
-        {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'}, {0, 0, 0, 0}};
+        {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'},
+        {"split", 1, 0, 'Y'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
-    int cold = 0, threads = 1, c, avx512 = 1;
+    int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO;
     uint64_t limit = UINT64_MAX;
     tt_open_options oo;
     tt_search_options so;
@@ -119,6 +121,10 @@ int main(int argc, char **argv) {
         case 'c': cold = 1; break;
         case 'N': so.sketch = 0; break;
         case 'A': avx512 = 0; break; /* the portable twins of the AVX-512 row loops */
+        case 'Y':
+            split = !strcmp(optarg, "on") ? TT_SPLIT_ON : !strcmp(optarg, "off") ? TT_SPLIT_OFF
+                                                                                  : TT_SPLIT_AUTO;
+            break;
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
         case 'r': runpath = optarg; break;
@@ -165,6 +171,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         tt_search_ctx_use_avx512(ctx, avx512);
+        tt_search_ctx_use_split(ctx, split);
         total = 0;
         for (uint64_t q = 0; q < nq && !st; q++) {
             if (cold && evict(idx)) {

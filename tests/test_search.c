@@ -429,6 +429,82 @@ START_TEST(resdec_adaptive_matches_definition) {
 }
 END_TEST
 
+/* The fused decode-and-multiply kernel of stage 4 (tt_resdec_dot, AVX-512) gives the
+ * inner products of the decoder's own floats with the query rows, within float
+ * rounding: every adaptive layout above (every width, runs sharing bytes, 0-bit and
+ * loose positions, expanded tables or not), per-dimension and shared codecs with
+ * tails, 4 and 8 query rows, a number of vectors that leaves a partial block. Where it
+ * cannot run (no AVX-512, other query sizes) it says so. */
+START_TEST(resdec_dot_matches_decode) {
+    const uint32_t layouts[][6] = {
+        {4, 0, 0, 996, 24, 0}, {3, 1, 0, 5, 3, 4},    {0, 0, 0, 60, 8, 0},
+        {1, 3, 0, 700, 17, 9}, {0, 200, 0, 0, 0, 0},  {2, 0, 0, 0, 3000, 2},
+        {4, 500, 0, 511, 9, 0}, {4, 0, 1013, 3, 4, 0}, {0, 1, 16, 0, 7, 1},
+    };
+    const size_t nlay = sizeof layouts / sizeof layouts[0];
+    /* then per-dimension (shared: odd entries) codecs: dims 600 and 3584 at 1-2 bits
+     * take the AVX-512 bucket loop, 36 at 4 bits the expanded tables */
+    const uint32_t pdims[] = {600, 3584, 36, 600}, pbits[] = {2, 1, 4, 1};
+    for (size_t li = 0; li < nlay + 8; li++) {
+        tt_codec c;
+        if (li < nlay) {
+            const uint32_t *cnt = layouts[li];
+            uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 3 * cnt[2] + 2 * cnt[3] + cnt[4];
+            uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4] + cnt[5];
+            uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : bitsum <= 3ull * dim ? 3 : 4;
+            random_adaptive(&c, cnt, nbits, 900 + li);
+        } else {
+            size_t e = li - nlay;
+            random_codec(&c, pdims[e / 2], pbits[e / 2], (int)(e % 2 == 0), 950 + li);
+        }
+        const uint32_t dim = c.dim, n = 7;
+        tt_resdec d;
+        ck_assert_int_eq(tt_resdec_init(&d, &c), TT_OK);
+        tt_rng r;
+        tt_rng_seed(&r, 960 + li);
+        uint8_t *packed = malloc((size_t)n * c.bytes_per_vec);
+        for (uint32_t i = 0; i < n * c.bytes_per_vec; i++)
+            packed[i] = (uint8_t)tt_rng_next(&r);
+        float *Q = malloc((size_t)8 * dim * sizeof *Q), *x = malloc((size_t)dim * sizeof *x);
+        float *R = malloc((size_t)n * dim * sizeof *R), out[7 * 8];
+        for (uint32_t i = 0; i < 8 * dim; i++)
+            Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
+        tt_resdec_decode(&d, packed, n, R);
+        for (uint32_t nqp = 4; nqp <= 8; nqp += 4) {
+            if (!tt_resdec_dot_ok(&d, nqp)) {
+                ck_assert_int_eq(d.avx512, 0);
+                continue;
+            }
+            memset(out, 0, sizeof out);
+            tt_resdec_dot(&d, packed, n, Q, nqp, x, out);
+            for (uint32_t v = 0; v < n; v++)
+                for (uint32_t i = 0; i < nqp; i++) {
+                    double want = 0, mag = 0;
+                    for (uint32_t k = 0; k < dim; k++) {
+                        double t = (double)Q[(size_t)i * dim + k] * R[(size_t)v * dim + k];
+                        want += t;
+                        mag += fabs(t);
+                    }
+                    ck_assert_msg(fabs(out[v * nqp + i] - want) <= 1e-6 * (mag + 1e-3),
+                                  "layout %zu nqp %u vector %u row %u: %.9g, decoded %.9g", li,
+                                  nqp, v, i, out[v * nqp + i], want);
+                }
+        }
+        int had = d.avx512;
+        d.avx512 = 0;
+        ck_assert(!tt_resdec_dot_ok(&d, 4) && !tt_resdec_dot_ok(&d, 8));
+        d.avx512 = had;
+        ck_assert(!tt_resdec_dot_ok(&d, 16) && !tt_resdec_dot_ok(&d, 12));
+        free(packed);
+        free(Q);
+        free(x);
+        free(R);
+        tt_resdec_free(&d);
+        tt_codec_free(&c);
+    }
+}
+END_TEST
+
 START_TEST(topk_deterministic) {
     tt_rng r;
     tt_rng_seed(&r, 5);
@@ -1600,6 +1676,53 @@ START_TEST(avx512_loops_agree) {
 }
 END_TEST
 
+/* Stage 4 with the centroids scored apart (tt_search_ctx_use_split: on, with the
+ * fused kernel for 4 and 8 query rows where the CPU has AVX-512 and with decoded rows
+ * otherwise) returns the hits of the unsplit stage 4 with their scores to float rounding,
+ * on the 128-d index and the adaptive 64-d one, for query lengths in and out of the
+ * fused kernel's sizes, sum and mean, deep and shallow. */
+START_TEST(split_stage4_agrees) {
+    const corpus *c = _i ? &g_ca : &g_c;
+    tt_index *idx = open_idx(_i ? g_idx_ad : g_idx, TT_IO_MMAP, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const uint32_t qlens[] = {4, 8, 3, 7, 1, 32};
+    tt_hit h1[100], h2[100];
+    uint32_t n1, n2;
+    for (int t = 0; t < 24; t++) {
+        const uint32_t nq = qlens[t % 6], k = t % 2 ? 100 : 10;
+        float *Q = query_near(c, (uint64_t)t * 41 % c->ndocs, nq, 0.3f, 800 + t);
+        tt_search_options o;
+        tt_search_options_init(&o);
+        o.score = t % 3 == 2 ? TT_SCORE_MEAN : TT_SCORE_SUM;
+        o.ndocs = t % 4 < 2 ? 0 : 1024;
+        ctx->dec.avx512 = t < 12 ? ctx->dec.avx512 : 0; /* the unfused split too */
+        tt_search_ctx_use_split(ctx, TT_SPLIT_OFF);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h1, &n1), TT_OK);
+        tt_search_ctx_use_split(ctx, TT_SPLIT_ON);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h2, &n2), TT_OK);
+        ck_assert_uint_eq(n1, n2);
+        /* the same documents; ties within rounding may swap places */
+        for (uint32_t i = 0; i < n1; i++) {
+            uint32_t j = 0;
+            while (j < n2 && h2[j].doc != h1[i].doc)
+                j++;
+            if (j == n2) { /* only a document tied with the k-th may be another */
+                ck_assert_float_eq_tol(h1[i].score, h2[n2 - 1].score,
+                                       1e-5f * (1 + fabsf(h1[i].score)));
+                continue;
+            }
+            ck_assert_msg(fabsf(h1[i].score - h2[j].score) <= 1e-5f * (1 + fabsf(h1[i].score)),
+                          "query %d doc %llu: unsplit %.9g split %.9g", t,
+                          (unsigned long long)h1[i].doc, h1[i].score, h2[j].score);
+        }
+        free(Q);
+    }
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* The centroid stages' scores of every document (nprobe = K, every live document a
  * candidate, no pruning mask) with the AVX-512 row loop on or off, sorted into out
  * (n of them, c->top's order). */
@@ -1967,6 +2090,7 @@ int main(void) {
     tc = tcase_create("kernels");
     tcase_add_test(tc, resdec_matches_layout);
     tcase_add_test(tc, resdec_adaptive_matches_definition);
+    tcase_add_test(tc, resdec_dot_matches_decode);
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
@@ -2014,6 +2138,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, planted_ranks_first);
     tcase_add_test(tc, recall_vs_exhaustive);
+    tcase_add_loop_test(tc, split_stage4_agrees, 0, 2);
     tcase_add_test(tc, pruning_scale_free);
     tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);

@@ -33,11 +33,12 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     c->rows_cap = tt_group_rows(idx);
     c->R = tt_alloc_aligned(c->rows_cap * idx->dim, sizeof *c->R, 64, "search context");
     c->gcodes = tt_alloc(c->rows_cap, sizeof *c->gcodes, "search context");
+    c->rcodes = tt_alloc(c->rows_cap, sizeof *c->rcodes, "search context");
     c->glens = tt_alloc(c->rows_cap, sizeof *c->glens, "search context");
     c->gdocs = tt_alloc(c->rows_cap, sizeof *c->gdocs, "search context");
     c->gscores = tt_alloc(c->rows_cap, sizeof *c->gscores, "search context");
     if (!c->keep || !c->cell_seen || !c->cells || !c->bits || !c->R || !c->gcodes ||
-        !c->glens || !c->gdocs || !c->gscores) {
+        !c->rcodes || !c->glens || !c->gdocs || !c->gscores) {
         st = TT_ENOMEM;
         goto fail;
     }
@@ -121,6 +122,9 @@ void tt_search_ctx_free(tt_search_ctx *c) {
     free(c->rptr);
     free(c->R);
     free(c->gcodes);
+    free(c->rcodes);
+    free(c->cfs);
+    free(c->cfs_seen);
     free(c->glens);
     free(c->gdocs);
     free(c->gscores);
@@ -137,6 +141,12 @@ int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on) {
 #else
     (void)on;
 #endif
+    return had;
+}
+
+int tt_search_ctx_use_split(tt_search_ctx *ctx, int mode) {
+    int had = ctx->split_mode;
+    ctx->split_mode = mode;
     return had;
 }
 
@@ -194,6 +204,12 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     memset(c->Qp + (size_t)nq * dim, 0, (size_t)(nqp - nq) * dim * sizeof *Q);
     c->nq = nq;
     c->nqp = nqp;
+    c->split = c->split_dot = false;
+    if (++c->cfs_query == 0) { /* the stamps wrapped: none may be current */
+        if (c->cfs_seen)
+            memset(c->cfs_seen, 0, idx->num_centroids * sizeof *c->cfs_seen);
+        c->cfs_query = 1;
+    }
     c->scale = score == TT_SCORE_MEAN ? 1.0f / (float)nq : 1.0f;
     return TT_OK;
 }

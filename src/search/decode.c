@@ -160,43 +160,73 @@ static inline void add_floats(float *o, const float *c, const float *r, uint32_t
     }
 
 #ifdef TT_AVX512
-/* A run of 1- or 2-bit codes without expanded tables: 16 positions (2 * w bytes,
- * byte-aligned) at a time. Lane j's bucket is a shift of the chunk read as a
- * little-endian word (fields are MSB-first), and its weight weights[(d0 + j) * nb +
- * bucket] one of the chunk's 16 * nb consecutive weights (32 or 64 floats), picked with
- * vpermi2ps; then the centroid is added, as in the scalar loop, so both write the same
- * floats. Returns the positions done (a multiple of 16). */
-AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec_run *run, const uint8_t *p,
-                                               const float *c, float *o) {
-    const uint32_t nbits = run->w, nb = run->nb, full = run->nbytes * run->pb / 16 * 16;
-    if (nbits > 2)
-        return 0;
+/* The constants of a run of 1- or 2-bit codes without expanded tables, decoded 16
+ * positions (2 * w bytes, byte-aligned) at a time: lane j's bucket is a shift of the
+ * chunk read as a little-endian word (fields are MSB-first), and its weight
+ * weights[(d0 + j) * nb + bucket] one of the chunk's 16 * nb consecutive weights (32 or
+ * 64 floats), picked with vpermi2ps. */
+typedef struct bucket16 {
+    __m512i sh, lane, mask, bit5;
+} bucket16;
+
+AVX512_FN static inline bucket16 bucket16_init(uint32_t nbits, uint32_t nb) {
     int32_t sh[16], lane[16];
     for (uint32_t j = 0; j < 16; j++) {
         uint32_t bit = j * nbits;
         sh[j] = (int32_t)(8 * (bit / 8) + (8 - nbits - bit % 8));
         lane[j] = (int32_t)(j * nb);
     }
-    const __m512i shv = _mm512_loadu_si512(sh), lanev = _mm512_loadu_si512(lane);
-    const __m512i mask = _mm512_set1_epi32((int)nb - 1), bit5 = _mm512_set1_epi32(32);
+    return (bucket16){_mm512_loadu_si512(sh), _mm512_loadu_si512(lane),
+                      _mm512_set1_epi32((int)nb - 1), _mm512_set1_epi32(32)};
+}
+
+/* Lane j's index into the 16 * nb weights of positions d0..d0+15 of a run of nbits-bit
+ * codes (p at its first byte): j * nb plus position d0 + j's bucket. */
+AVX512_FN static inline __m512i bucket16_index(uint32_t nbits, const bucket16 *k,
+                                               const uint8_t *p, uint32_t d0) {
+    uint32_t w;
+    if (nbits == 2) {
+        memcpy(&w, p + d0 / 4, 4);
+    } else {
+        uint16_t h;
+        memcpy(&h, p + d0 / 8, 2);
+        w = h;
+    }
+    return _mm512_add_epi32(
+        k->lane, _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), k->sh), k->mask));
+}
+
+/* The chunk's weights t[idx] (t: its 16 * nb weights in registers t0..t3, nb 2 or 4). */
+AVX512_FN static inline __m512 bucket16_pick(const bucket16 *k, uint32_t nb, __m512i idx,
+                                             __m512 t0, __m512 t1, __m512 t2, __m512 t3) {
+    __m512 r = _mm512_permutex2var_ps(t0, idx, t1);
+    if (nb == 4)
+        r = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, k->bit5), r,
+                                 _mm512_permutex2var_ps(t2, idx, t3));
+    return r;
+}
+
+/* The weights of positions d0..d0+15 of the run (p at its first byte). */
+AVX512_FN static inline __m512 bucket16_weights(const tt_resdec_run *run, const bucket16 *k,
+                                                const uint8_t *p, uint32_t d0) {
+    const float *t = run->weights + (uint64_t)d0 * run->nb;
+    const __m512 z = _mm512_setzero_ps();
+    return bucket16_pick(k, run->nb, bucket16_index(run->w, k, p, d0), _mm512_loadu_ps(t),
+                         _mm512_loadu_ps(t + 16), run->nb == 4 ? _mm512_loadu_ps(t + 32) : z,
+                         run->nb == 4 ? _mm512_loadu_ps(t + 48) : z);
+}
+
+/* A run of 1- or 2-bit codes without expanded tables (bucket16), plus the centroid c
+ * when there is one, as in the scalar loop, so both write the same floats. Returns the
+ * positions done (a multiple of 16). */
+AVX512_FN static uint32_t decode_bucket_avx512(const tt_resdec_run *run, const uint8_t *p,
+                                               const float *c, float *o) {
+    const uint32_t full = run->nbytes * run->pb / 16 * 16;
+    if (run->w > 2)
+        return 0;
+    const bucket16 k = bucket16_init(run->w, run->nb);
     for (uint32_t d0 = 0; d0 < full; d0 += 16) {
-        uint32_t w;
-        if (nbits == 2) {
-            memcpy(&w, p + d0 / 4, 4);
-        } else {
-            uint16_t h;
-            memcpy(&h, p + d0 / 8, 2);
-            w = h;
-        }
-        const __m512i idx = _mm512_add_epi32(
-            lanev, _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)w), shv), mask));
-        const float *t = run->weights + (uint64_t)d0 * nb;
-        __m512 r = _mm512_permutex2var_ps(_mm512_loadu_ps(t), idx, _mm512_loadu_ps(t + 16));
-        if (nb == 4) {
-            __m512 hi =
-                _mm512_permutex2var_ps(_mm512_loadu_ps(t + 32), idx, _mm512_loadu_ps(t + 48));
-            r = _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, bit5), r, hi);
-        }
+        __m512 r = bucket16_weights(run, &k, p, d0);
         if (c)
             r = _mm512_add_ps(_mm512_loadu_ps(c + d0), r);
         _mm512_storeu_ps(o + d0, r);
@@ -333,4 +363,154 @@ void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
 
 void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, float *out) {
     tt_resdec_decode_add(d, packed, n, NULL, NULL, out);
+}
+
+#ifdef TT_AVX512
+/* Loops over the query rows are unrolled, so that their accumulators stay in registers
+ * (nq is a constant, at most 8, where these are inlined). */
+#define TT_UNROLL_NQ _Pragma("GCC unroll 8")
+
+/* acc[i] += x * Q_i[k .. k + 16) for i < nq: the 16 values x of positions k.. of a
+ * residual against every query row (Q: nq rows of dim floats). */
+__attribute__((always_inline)) AVX512_FN static inline void
+fma_rows(__m512 *acc, uint32_t nq, const float *Q, uint32_t dim, uint32_t k, __m512 x) {
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < nq; i++)
+        acc[i] = _mm512_fmadd_ps(x, _mm512_loadu_ps(Q + (uint64_t)i * dim + k), acc[i]);
+}
+
+/* The same over positions a..b of decoded values x (x[k] is position k's). */
+__attribute__((always_inline)) AVX512_FN static inline void
+fma_range(__m512 *acc, uint32_t nq, const float *Q, uint32_t dim, const float *x, uint32_t a,
+          uint32_t b) {
+    uint32_t k = a;
+    for (; k + 16 <= b; k += 16)
+        fma_rows(acc, nq, Q, dim, k, _mm512_loadu_ps(x + k));
+    if (k < b) {
+        const __mmask16 m = (__mmask16)((1u << (b - k)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < nq; i++)
+            acc[i] = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, Q + (uint64_t)i * dim + k),
+                                     acc[i]);
+    }
+}
+
+/* The part of dot_block for one run of W-bit codes (W 1 or 2, a constant where this is
+ * inlined) without expanded tables: n positions. */
+__attribute__((always_inline)) AVX512_FN static inline void
+fma_run(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *Q, uint32_t dim,
+        const uint32_t NV, const uint32_t NQ, const uint32_t W, uint32_t n, __m512 *acc,
+        float *x) {
+    const uint32_t nb = 1u << W, full = n / 16 * 16;
+    const bucket16 k = bucket16_init(W, nb);
+    const uint8_t *rp = p + run->byte0;
+    const __m512 z = _mm512_setzero_ps();
+    for (uint32_t d0 = 0; d0 < full; d0 += 16) {
+        const float *t = run->weights + (uint64_t)d0 * nb;
+        const __m512 t0 = _mm512_loadu_ps(t), t1 = _mm512_loadu_ps(t + 16);
+        const __m512 t2 = nb == 4 ? _mm512_loadu_ps(t + 32) : z;
+        const __m512 t3 = nb == 4 ? _mm512_loadu_ps(t + 48) : z;
+        __m512 q[8];
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++)
+            q[i] = _mm512_loadu_ps(Q + (uint64_t)i * dim + run->k0 + d0);
+        _Pragma("GCC unroll 4")
+        for (uint32_t v = 0; v < NV; v++) {
+            const __m512 w = bucket16_pick(
+                &k, nb, bucket16_index(W, &k, rp + (uint64_t)v * bpv, d0), t0, t1, t2, t3);
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                acc[v * NQ + i] = _mm512_fmadd_ps(w, q[i], acc[v * NQ + i]);
+        }
+    }
+    for (uint32_t v = 0; v < NV && full < n; v++) {
+        const uint8_t *vp = rp + (uint64_t)v * bpv;
+        for (uint32_t j = full; j < n; j++) {
+            const uint32_t bucket = run->bucket[vp[j / run->pb] * run->pb + j % run->pb];
+            x[run->k0 + j] = run->weights[(uint64_t)j * nb + bucket];
+        }
+        fma_range(acc + v * NQ, NQ, Q, dim, x, run->k0 + full, run->k0 + n);
+    }
+}
+
+/* The inner products of NV consecutive vectors (at p, NV and NQ constants where this
+ * is inlined, NV * NQ <= 16) with NQ query rows, into out[v * NQ + i]. Runs of 1-2 bits
+ * without expanded tables are multiplied 16 positions at a time as they are decoded,
+ * the chunk's weights and query values loaded once for the NV vectors (from L2 at
+ * 3584-d: loaded for each vector, they bounded the loop); every other position is
+ * decoded into x first, vector by vector. */
+__attribute__((always_inline)) AVX512_FN static inline void
+dot_block(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NV,
+          const uint32_t NQ, float *x, float *out) {
+    const uint32_t dim = d->dim, bpv = d->bytes_per_vec;
+    __m512 acc[16];
+    _Pragma("GCC unroll 16")
+    for (uint32_t a = 0; a < NV * NQ; a++)
+        acc[a] = _mm512_setzero_ps();
+    for (uint32_t v = 0; v < NV && d->shared; v++) {
+        tt_resdec_decode(d, p + (uint64_t)v * bpv, 1, x);
+        fma_range(acc + v * NQ, NQ, Q, dim, x, 0, dim);
+    }
+    for (uint32_t r = 0; r < d->nruns && !d->shared; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        const uint32_t n = run->w == 3 ? run->nbytes / 3 * 8 : run->nbytes * run->pb;
+        if (run->ptab || run->w > 2) {
+            for (uint32_t v = 0; v < NV; v++) {
+                decode_run(d, run, p + (uint64_t)v * bpv + run->byte0, NULL, x + run->k0);
+                fma_range(acc + v * NQ, NQ, Q, dim, x, run->k0, run->k0 + n);
+            }
+            continue;
+        }
+        if (run->w == 2)
+            fma_run(run, p, bpv, Q, dim, NV, NQ, 2, n, acc, x);
+        else
+            fma_run(run, p, bpv, Q, dim, NV, NQ, 1, n, acc, x);
+    }
+    for (uint32_t v = 0; v < NV; v++) {
+        float loose[8] = {0};
+        for (uint32_t t = 0; t < d->nloose && !d->shared; t++) {
+            const uint32_t kk = d->loose[t];
+            const float val = tt_codec_value(d->codec, p + (uint64_t)v * bpv, kk);
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                loose[i] += val * Q[(uint64_t)i * dim + kk];
+        }
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++)
+            out[v * NQ + i] = _mm512_reduce_add_ps(acc[v * NQ + i]) + loose[i];
+    }
+}
+
+/* Blocks of 4 vectors for 4 query rows, of 2 for 8: 16 accumulators. */
+AVX512_FN static void dot_avx512(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                                 const float *Q, uint32_t nq, float *x, float *out) {
+    const uint64_t bpv = d->bytes_per_vec;
+    uint64_t v = 0;
+    if (nq == 4) {
+        for (; v + 4 <= n; v += 4)
+            dot_block(d, packed + v * bpv, Q, 4, 4, x, out + v * 4);
+        for (; v < n; v++)
+            dot_block(d, packed + v * bpv, Q, 1, 4, x, out + v * 4);
+    } else {
+        for (; v + 2 <= n; v += 2)
+            dot_block(d, packed + v * bpv, Q, 2, 8, x, out + v * 8);
+        for (; v < n; v++)
+            dot_block(d, packed + v * bpv, Q, 1, 8, x, out + v * 8);
+    }
+}
+#endif
+
+bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp) {
+    return d->avx512 && (nqp == 4 || nqp == 8);
+}
+
+void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Qp,
+                   uint32_t nqp, float *x, float *out) {
+#ifdef TT_AVX512
+    if (tt_resdec_dot_ok(d, nqp))
+        dot_avx512(d, packed, n, Qp, nqp, x, out);
+#else
+    (void)d, (void)packed, (void)n, (void)Qp, (void)nqp, (void)x, (void)out;
+#endif
 }

@@ -49,4 +49,15 @@ void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, flo
 void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                           const float *centroids, const uint32_t *codes, float *out);
 
+/* Inner products of n packed residuals with the query rows, without writing the
+ * residuals out: out[v * nqp + i] = <Qp_i, r_v> for i < nqp (Qp: nqp rows of dim
+ * floats in position order; x: dim floats of scratch). Runs of 1-2 bits without
+ * expanded tables are multiplied 16 positions at a time as they are decoded, the rest
+ * decoded into x first. For stage 4 with few query vectors, on AVX-512: only where
+ * tt_resdec_dot_ok(d, nqp) (elsewhere: tt_resdec_decode and an sgemm). The same
+ * products as from tt_resdec_decode's floats, up to float rounding. */
+bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp);
+void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Qp,
+                   uint32_t nqp, float *x, float *out);
+
 #endif

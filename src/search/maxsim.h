@@ -33,6 +33,16 @@ static inline uint32_t tt_qpad(uint32_t nq) { return (nq + TT_QB - 1) / TT_QB * 
 void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
                      const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores);
 
+/* The same score with the centroid part apart, <q_i, c + r> = <q_i, c> + <q_i, r>
+ * (PLAID stage 4 on indexes whose float centroids do not stay in cache): R holds the
+ * decoded residuals r of the nvec rows, codes[j] row j's centroid and CS[c * nqp + i] =
+ * <q_i, centroid c> for every code used (rows nq.. of it zero, or anything: they are
+ * not summed). Equals tt_maxsim_group over c + r up to float rounding. R NULL: QR
+ * already holds <q_i, r_j> (tt_resdec_dot). */
+void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim,
+                           const float *R, const uint32_t *doclens, uint32_t ndocs,
+                           const uint32_t *codes, const float *CS, float *QR, float *scores);
+
 /* Scalar reference of the same score for one document (double accumulation), from
  * the packed residuals and the codec; used by the tests. */
 double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,

@@ -62,6 +62,20 @@ struct tt_search_ctx {
     uint32_t *glens;       /* rows_cap (a group holds at most rows_cap documents) */
     uint64_t *gdocs;
     float *gscores;
+    /* Stage 4 split (score.c): <q, c + r> scored as <q, c> + <q, r> for few query
+     * vectors on high-dimensional vectors, so that each centroid row a query's
+     * candidates use is read once per query instead of once per vector, and <q, r>
+     * comes from the packed bytes: cfs[code * nqp + i] = <q_i, centroid code>, valid
+     * where cfs_seen[code] == cfs_query; rcodes holds the group's rows' codes.
+     * split_mode: TT_SPLIT_AUTO, _ON or _OFF (tests, benchmarks). */
+    int split_mode;
+    bool split;            /* the group being decoded is split */
+    bool split_dot;        /* and its <q, r> come from tt_resdec_dot, not an sgemm */
+    float *cfs;            /* num_centroids * cfs_nqp, allocated at the first split */
+    uint32_t cfs_nqp;
+    uint32_t *cfs_seen;    /* num_centroids */
+    uint32_t cfs_query;    /* the current query's stamp */
+    uint32_t *rcodes;      /* rows_cap */
     uint32_t gn;           /* documents in the group being decoded into R */
     uint64_t grows;        /* and their rows */
     int avx512;            /* the AVX-512 row loops are used */
@@ -85,6 +99,12 @@ struct tt_search_ctx {
  * x86-64 CPU) or off (the general SSE2 / scalar loops); returns whether the AVX-512 ones
  * were on. For the tests and benchmarks, which compare the two. */
 int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
+
+/* Stage 4's centroid split: chosen per query by the index's shape (auto, the
+ * default), always, or never; returns the mode it replaces. For the tests and
+ * benchmarks, which compare the two. */
+enum { TT_SPLIT_AUTO = 0, TT_SPLIT_ON = 1, TT_SPLIT_OFF = 2 };
+int tt_search_ctx_use_split(tt_search_ctx *ctx, int mode);
 
 /* TT_EINVAL for options no resolve can make sense of: a struct_size of another
  * version, a negative nprobe, an infinite threshold. NULL is fine (the defaults). */
