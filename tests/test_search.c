@@ -235,9 +235,28 @@ static void random_codec(tt_codec *c, uint32_t dim, uint32_t nbits, int per_dim,
     free(w);
 }
 
+/* The decoder's paths with centroids added: out from the fastest the CPU has, o2 from
+ * the portable loop; the AVX2 loop (where the CPU has it; on an AVX-512 CPU with
+ * AVX-512 turned off) and the AVX-512 one must write the portable loop's floats. */
+static void decode_add_paths(tt_resdec *d, const uint8_t *packed, uint32_t n, const float *C,
+                             const uint32_t *codes, float *out, float *o2) {
+    const int a512 = d->avx512, a2 = d->avx2;
+    const size_t bytes = (size_t)n * d->dim * sizeof *out;
+    d->avx512 = d->avx2 = 0;
+    tt_resdec_decode_add(d, packed, n, C, codes, o2);
+    if (a2) {
+        d->avx2 = 1;
+        tt_resdec_decode_add(d, packed, n, C, codes, out);
+        ck_assert_mem_eq(out, o2, bytes);
+    }
+    d->avx512 = a512;
+    tt_resdec_decode_add(d, packed, n, C, codes, out);
+    ck_assert_mem_eq(out, o2, bytes);
+}
+
 START_TEST(resdec_matches_layout) {
     /* 600 and 3584: per-dimension codecs without expanded tables at 2 and 4 bits (the
-     * AVX-512 path where the CPU has it, 600 with a tail of 8 dimensions). */
+     * AVX-512 or AVX2 path where the CPU has it, 600 with a tail of 8 dimensions). */
     const uint32_t dims[] = {128, 36, 7, 600, 3584};
     const uint32_t nbits[] = {1, 2, 4};
     for (int di = 0; di < 5; di++)
@@ -278,12 +297,7 @@ START_TEST(resdec_matches_layout) {
                 for (uint32_t i = 0; i < K * dim; i++)
                     C[i] = (float)(tt_rng_uniform(&r) - 0.5);
                 float *o2 = malloc((size_t)n * dim * sizeof *o2);
-                tt_resdec_decode_add(&d, packed, n, C, codes, out);
-                int had = d.avx512;
-                d.avx512 = 0;
-                tt_resdec_decode_add(&d, packed, n, C, codes, o2);
-                d.avx512 = had;
-                ck_assert_mem_eq(out, o2, (size_t)n * dim * sizeof *out);
+                decode_add_paths(&d, packed, n, C, codes, out, o2);
                 for (uint32_t v = 0; v < n; v++)
                     for (uint32_t j = 0; j < dim; j++) {
                         uint32_t bit = j * nb, byte = packed[v * c.bytes_per_vec + bit / 8];
@@ -407,12 +421,7 @@ START_TEST(resdec_adaptive_matches_definition) {
                 CHECK(ref[k] == want);
             }
         }
-        tt_resdec_decode_add(&d, packed, n, C, codes, out);
-        int had = d.avx512;
-        d.avx512 = 0;
-        tt_resdec_decode_add(&d, packed, n, C, codes, o2);
-        d.avx512 = had;
-        ck_assert_mem_eq(out, o2, (size_t)n * dim * sizeof *out);
+        decode_add_paths(&d, packed, n, C, codes, out, o2);
         for (uint32_t v = 0; v < n; v++)
             for (uint32_t k = 0; k < dim; k++)
                 CHECK(o2[(size_t)v * dim + k] ==
@@ -429,17 +438,19 @@ START_TEST(resdec_adaptive_matches_definition) {
 }
 END_TEST
 
-/* The fused decode-and-multiply kernel of stage 4 (tt_resdec_dot, AVX-512) gives the
- * inner products of the decoder's own floats with the query rows, within float
- * rounding: every adaptive layout above (every width, runs sharing bytes, 0-bit and
- * loose positions, expanded tables or not), per-dimension and shared codecs with
- * tails, 4 and 8 query rows, a number of vectors that leaves a partial block. Where it
- * cannot run (no AVX-512, other query sizes) it says so. */
+/* The fused decode-and-multiply kernel of stage 4 (tt_resdec_dot: AVX-512, and its
+ * AVX2 twin) gives the inner products of the decoder's own floats with the query rows,
+ * within float rounding: every adaptive layout above (every width, runs sharing bytes,
+ * 0-bit and loose positions, 3-bit runs from mid-byte, expanded tables or not),
+ * per-dimension and shared codecs with tails, 4 and 8 query rows, a number of vectors
+ * that leaves a partial block. Where it cannot run (neither AVX-512 nor AVX2, other
+ * query sizes) it says so. */
 START_TEST(resdec_dot_matches_decode) {
     const uint32_t layouts[][6] = {
-        {4, 0, 0, 996, 24, 0}, {3, 1, 0, 5, 3, 4},    {0, 0, 0, 60, 8, 0},
-        {1, 3, 0, 700, 17, 9}, {0, 200, 0, 0, 0, 0},  {2, 0, 0, 0, 3000, 2},
-        {4, 500, 0, 511, 9, 0}, {4, 0, 1013, 3, 4, 0}, {0, 1, 16, 0, 7, 1},
+        {4, 0, 0, 996, 24, 0},  {3, 1, 0, 5, 3, 4},     {0, 0, 0, 60, 8, 0},
+        {1, 3, 0, 700, 17, 9},  {0, 200, 0, 0, 0, 0},   {2, 0, 0, 0, 3000, 2},
+        {4, 500, 0, 511, 9, 0}, {4, 0, 1013, 3, 4, 0},  {0, 1, 16, 0, 7, 1},
+        {3, 1, 37, 5, 3, 4},    {0, 0, 45, 0, 0, 0},
     };
     const size_t nlay = sizeof layouts / sizeof layouts[0];
     /* then per-dimension (shared: odd entries) codecs: dims 600 and 3584 at 1-2 bits
@@ -470,9 +481,15 @@ START_TEST(resdec_dot_matches_decode) {
         for (uint32_t i = 0; i < 8 * dim; i++)
             Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
         tt_resdec_decode(&d, packed, n, R);
-        for (uint32_t nqp = 4; nqp <= 8; nqp += 4) {
+        const int a512 = d.avx512;
+        /* path 0: AVX-512 (where the CPU has it), 1: AVX2 (likewise) */
+        for (uint32_t path = 0; path < 4; path++) {
+            const uint32_t nqp = path % 2 ? 8 : 4;
+            d.avx512 = path < 2 ? a512 : 0;
+            if (path < 2 && !a512)
+                continue;
             if (!tt_resdec_dot_ok(&d, nqp)) {
-                ck_assert_int_eq(d.avx512, 0);
+                ck_assert_int_eq(d.avx512 || d.avx2, 0);
                 continue;
             }
             memset(out, 0, sizeof out);
@@ -486,14 +503,16 @@ START_TEST(resdec_dot_matches_decode) {
                         mag += fabs(t);
                     }
                     ck_assert_msg(fabs(out[v * nqp + i] - want) <= 1e-6 * (mag + 1e-3),
-                                  "layout %zu nqp %u vector %u row %u: %.9g, decoded %.9g", li,
-                                  nqp, v, i, out[v * nqp + i], want);
+                                  "layout %zu nqp %u %s vector %u row %u: %.9g, decoded %.9g",
+                                  li, nqp, d.avx512 ? "AVX-512" : "AVX2", v, i,
+                                  out[v * nqp + i], want);
                 }
         }
-        int had = d.avx512;
-        d.avx512 = 0;
+        const int a2 = d.avx2;
+        d.avx512 = d.avx2 = 0;
         ck_assert(!tt_resdec_dot_ok(&d, 4) && !tt_resdec_dot_ok(&d, 8));
-        d.avx512 = had;
+        d.avx512 = a512;
+        d.avx2 = a2;
         ck_assert(!tt_resdec_dot_ok(&d, 16) && !tt_resdec_dot_ok(&d, 12));
         free(packed);
         free(Q);
@@ -1696,7 +1715,9 @@ START_TEST(split_stage4_agrees) {
         tt_search_options_init(&o);
         o.score = t % 3 == 2 ? TT_SCORE_MEAN : TT_SCORE_SUM;
         o.ndocs = t % 4 < 2 ? 0 : 1024;
-        ctx->dec.avx512 = t < 12 ? ctx->dec.avx512 : 0; /* the unfused split too */
+        /* the fused kernel on AVX-512, then on AVX2, then the unfused split */
+        ctx->dec.avx512 = t < 8 ? ctx->dec.avx512 : 0;
+        ctx->dec.avx2 = t < 16 ? ctx->dec.avx2 : 0;
         tt_search_ctx_use_split(ctx, TT_SPLIT_OFF);
         ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h1, &n1), TT_OK);
         tt_search_ctx_use_split(ctx, TT_SPLIT_ON);

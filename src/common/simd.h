@@ -1,7 +1,7 @@
 /* Compile-time SIMD availability for the kernels that pick a vector path at run time.
  * TT_SSE2: SSE2 intrinsics (baseline on x86-64); elsewhere scalar loops compute the same
  * values. TT_AVX512: AVX-512 code may be compiled (functions marked AVX512_FN); callers
- * check __builtin_cpu_supports("avx512f") before running it. */
+ * check __builtin_cpu_supports("avx512f") before running it; TT_AVX2 likewise for AVX2. */
 #ifndef TT_SIMD_H
 #define TT_SIMD_H
 
@@ -18,6 +18,14 @@
 #define AVX512_FN __attribute__((target("avx512f")))
 /* The AVX-512 loops keep a row in at most four registers. */
 #define AVX512_MAX_NQP 64u
+/* AVX2 + FMA code for CPUs without AVX-512 (Zen 2/3, most Intel client CPUs): functions
+ * marked AVX2_FN; callers check tt_cpu_avx2() before running it. */
+#define TT_AVX2 1
+#define AVX2_FN __attribute__((target("avx2,fma")))
+static inline int tt_cpu_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
 #endif
 
 #endif

@@ -41,6 +41,26 @@ static int expand_run(tt_resdec_run *r) {
     return TT_OK;
 }
 
+/* Positions a run covers. */
+static uint32_t run_positions(const tt_resdec_run *r) {
+    return r->w == 3 ? r->nbytes / 3 * 8 : r->nbytes * r->pb;
+}
+
+/* The run's weights of each block of 8 positions, bucket by bucket (wt8), for the AVX2
+ * loop: a bucket's 8 weights are then one load. */
+static int transpose_run(tt_resdec_run *r) {
+    const uint32_t blocks = run_positions(r) / 8, nb = r->nb;
+    if (!blocks)
+        return TT_OK;
+    if (!(r->wt8 = tt_alloc((uint64_t)blocks * nb * 8, sizeof *r->wt8, "residual decode table")))
+        return TT_ENOMEM;
+    for (uint64_t g = 0; g < blocks; g++)
+        for (uint32_t b = 0; b < nb; b++)
+            for (uint32_t j = 0; j < 8; j++)
+                r->wt8[(g * nb + b) * 8 + j] = r->weights[(g * 8 + j) * nb + b];
+    return TT_OK;
+}
+
 int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
     memset(d, 0, sizeof *d);
     d->dim = c->dim;
@@ -114,6 +134,12 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
     __builtin_cpu_init();
     d->avx512 = __builtin_cpu_supports("avx512f");
 #endif
+#ifdef TT_AVX2
+    d->avx2 = tt_cpu_avx2();
+    for (uint32_t i = 0; i < d->nruns && d->avx2; i++)
+        if (!d->runs[i].ptab && d->runs[i].w <= 3 && (st = transpose_run(&d->runs[i])))
+            return st;
+#endif
     return TT_OK;
 }
 
@@ -121,8 +147,10 @@ void tt_resdec_free(tt_resdec *d) {
     if (!d)
         return;
     free(d->tab);
-    for (uint32_t i = 0; i < d->nruns; i++)
+    for (uint32_t i = 0; i < d->nruns; i++) {
         free(d->runs[i].ptab);
+        free(d->runs[i].wt8);
+    }
     free(d->loose);
     for (uint32_t w = 0; w < 9; w++)
         free(d->bucket[w]);
@@ -273,6 +301,85 @@ AVX512_FN static uint32_t decode3_avx512(const tt_resdec_run *run, const uint8_t
 }
 #endif
 
+#ifdef TT_AVX2
+/* AVX2 (no vpermi2ps): 8 positions at a time, lane j's weight chosen among the block's
+ * nb bucket vectors (wt8) by a tree of blends on its code's bits, each bit moved to
+ * the lane's sign by a variable shift of the block's word. For widths 1-2 the word is
+ * the block's w bytes read little-endian and code j starts at bit sh_j = 8 (jw / 8) +
+ * 8 - w - jw % 8 (as in bucket16_init); for 3 bits it is the block's 3 bytes read
+ * big-endian and code j starts at bit 21 - 3j. cnt[b] lane j = 31 - (sh_j + b). */
+typedef struct pick8 {
+    __m256i cnt[3];
+} pick8;
+
+AVX2_FN static inline pick8 pick8_init(uint32_t w) {
+    pick8 k;
+    for (uint32_t b = 0; b < w; b++) {
+        int32_t cnt[8];
+        for (uint32_t j = 0; j < 8; j++) {
+            const uint32_t bit = j * w;
+            const uint32_t sh = w == 3 ? 21 - 3 * j : 8 * (bit / 8) + 8 - w - bit % 8;
+            cnt[j] = (int32_t)(31 - sh - b);
+        }
+        k.cnt[b] = _mm256_loadu_si256((const __m256i *)cnt);
+    }
+    for (uint32_t b = w; b < 3; b++)
+        k.cnt[b] = _mm256_setzero_si256();
+    return k;
+}
+
+/* The word of block d0 (a multiple of 8) of a run of w-bit codes at p. */
+static inline int pick8_word(uint32_t w, const uint8_t *p, uint32_t d0) {
+    if (w == 1)
+        return p[d0 / 8];
+    if (w == 2)
+        return p[d0 / 4] | p[d0 / 4 + 1] << 8;
+    const uint8_t *q = p + d0 / 8 * 3;
+    return q[0] << 16 | q[1] << 8 | q[2];
+}
+
+/* The weights of positions d0..d0+7 (t: the block's wt8 rows), written out per width
+ * so that the bucket rows stay loads folded into the blends (an array of them went
+ * through the stack). */
+__attribute__((always_inline)) AVX2_FN static inline __m256
+pick8_weights(const pick8 *k, uint32_t w, const float *t, int word) {
+    const __m256i x = _mm256_set1_epi32(word);
+    const __m256 m0 = _mm256_castsi256_ps(_mm256_sllv_epi32(x, k->cnt[0]));
+    if (w == 1)
+        return _mm256_blendv_ps(_mm256_loadu_ps(t), _mm256_loadu_ps(t + 8), m0);
+    const __m256 m1 = _mm256_castsi256_ps(_mm256_sllv_epi32(x, k->cnt[1]));
+    const __m256 lo = _mm256_blendv_ps(_mm256_loadu_ps(t), _mm256_loadu_ps(t + 8), m0);
+    const __m256 hi = _mm256_blendv_ps(_mm256_loadu_ps(t + 16), _mm256_loadu_ps(t + 24), m0);
+    const __m256 r = _mm256_blendv_ps(lo, hi, m1);
+    if (w == 2)
+        return r;
+    const __m256 m2 = _mm256_castsi256_ps(_mm256_sllv_epi32(x, k->cnt[2]));
+    const __m256 lo2 = _mm256_blendv_ps(_mm256_loadu_ps(t + 32), _mm256_loadu_ps(t + 40), m0);
+    const __m256 hi2 = _mm256_blendv_ps(_mm256_loadu_ps(t + 48), _mm256_loadu_ps(t + 56), m0);
+    return _mm256_blendv_ps(r, _mm256_blendv_ps(lo2, hi2, m1), m2);
+}
+
+/* A run of 1- to 3-bit codes without expanded tables, plus the centroid c when there
+ * is one, as in the scalar loops, so all write the same floats. Returns the positions
+ * done (a multiple of 8). */
+AVX2_FN static uint32_t decode_pick8_avx2(const tt_resdec_run *run, const uint8_t *p,
+                                          const float *c, float *o) {
+    const uint32_t full = run_positions(run) / 8 * 8, w = run->w;
+    const pick8 k = pick8_init(w);
+    for (uint32_t d0 = 0; d0 < full; d0 += 8) {
+        const float *t = run->wt8 + (uint64_t)d0 * run->nb;
+        const int word = pick8_word(w, p, d0);
+        __m256 r = w == 1   ? pick8_weights(&k, 1, t, word)
+                   : w == 2 ? pick8_weights(&k, 2, t, word)
+                            : pick8_weights(&k, 3, t, word);
+        if (c)
+            r = _mm256_add_ps(_mm256_loadu_ps(c + d0), r);
+        _mm256_storeu_ps(o + d0, r);
+    }
+    return full;
+}
+#endif
+
 /* A 3-bit run, portable: each group of 3 bytes read as a 24-bit big-endian word holds
  * 8 codes, MSB-first. Positions from g0 (a multiple of 8) on. */
 static void decode_run3(const tt_resdec_run *run, uint32_t g0, const uint8_t *p,
@@ -296,6 +403,8 @@ static inline void decode_run(const tt_resdec *d, const tt_resdec_run *run, cons
 #ifdef TT_AVX512
         if (d->avx512)
             k0 = decode3_avx512(run, p, c, o);
+        else if (d->avx2 && run->wt8)
+            k0 = decode_pick8_avx2(run, p, c, o);
 #endif
         decode_run3(run, k0, p, c, o);
         return;
@@ -314,6 +423,8 @@ static inline void decode_run(const tt_resdec *d, const tt_resdec_run *run, cons
 #ifdef TT_AVX512
     if (d->avx512)
         b0 = decode_bucket_avx512(run, p, c, o) / pb;
+    else if (d->avx2 && run->wt8)
+        b0 = decode_pick8_avx2(run, p, c, o) / pb;
 #else
     (void)d;
 #endif
@@ -501,16 +612,150 @@ AVX512_FN static void dot_avx512(const tt_resdec *d, const uint8_t *packed, uint
 }
 #endif
 
+#ifdef TT_AVX2
+/* The AVX2 twin of the loops above: 8 positions a register, 16 registers, so blocks of
+ * 2 vectors for 4 query rows and of 1 for 8 (8 accumulators), and runs of 1-3 bits
+ * without expanded tables multiplied as they are decoded (pick8). */
+__attribute__((always_inline)) AVX2_FN static inline void
+fma_range8(__m256 *acc, uint32_t nq, const float *Q, uint32_t dim, const float *x, uint32_t a,
+           uint32_t b) {
+    uint32_t k = a;
+    for (; k + 8 <= b; k += 8) {
+        const __m256 v = _mm256_loadu_ps(x + k);
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < nq; i++)
+            acc[i] = _mm256_fmadd_ps(v, _mm256_loadu_ps(Q + (uint64_t)i * dim + k), acc[i]);
+    }
+    if (k < b) {
+        int32_t lane[8];
+        for (uint32_t j = 0; j < 8; j++)
+            lane[j] = k + j < b ? -1 : 0;
+        const __m256i m = _mm256_loadu_si256((const __m256i *)lane);
+        const __m256 v = _mm256_maskload_ps(x + k, m);
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < nq; i++)
+            acc[i] = _mm256_fmadd_ps(v, _mm256_maskload_ps(Q + (uint64_t)i * dim + k, m),
+                                     acc[i]);
+    }
+}
+
+/* One run of W-bit codes (W 1-3, a constant where this is inlined) with wt8: n
+ * positions of NV vectors. */
+__attribute__((always_inline)) AVX2_FN static inline void
+fma_run8(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *Q, uint32_t dim,
+         const uint32_t NV, const uint32_t NQ, const uint32_t W, uint32_t n, __m256 *acc,
+         float *x) {
+    const uint32_t nb = 1u << W, full = n / 8 * 8;
+    const pick8 k = pick8_init(W);
+    const uint8_t *rp = p + run->byte0;
+    for (uint32_t d0 = 0; d0 < full; d0 += 8) {
+        const float *t = run->wt8 + (uint64_t)d0 * nb;
+        _Pragma("GCC unroll 2")
+        for (uint32_t v = 0; v < NV; v++) {
+            const __m256 w = pick8_weights(&k, W, t, pick8_word(W, rp + (uint64_t)v * bpv, d0));
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                acc[v * NQ + i] = _mm256_fmadd_ps(
+                    w, _mm256_loadu_ps(Q + (uint64_t)i * dim + run->k0 + d0), acc[v * NQ + i]);
+        }
+    }
+    for (uint32_t v = 0; v < NV && full < n; v++) {
+        const uint8_t *vp = rp + (uint64_t)v * bpv;
+        if (W == 3)
+            decode_run3(run, full, vp, NULL, x + run->k0);
+        else
+            for (uint32_t j = full; j < n; j++) {
+                const uint32_t bucket = run->bucket[vp[j / run->pb] * run->pb + j % run->pb];
+                x[run->k0 + j] = run->weights[(uint64_t)j * nb + bucket];
+            }
+        fma_range8(acc + v * NQ, NQ, Q, dim, x, run->k0 + full, run->k0 + n);
+    }
+}
+
+AVX2_FN static inline float reduce8(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* dot_block's AVX2 twin: NV vectors at p against NQ query rows, NV * NQ <= 8. */
+__attribute__((always_inline)) AVX2_FN static inline void
+dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NV,
+           const uint32_t NQ, float *x, float *out) {
+    const uint32_t dim = d->dim, bpv = d->bytes_per_vec;
+    __m256 acc[8];
+    _Pragma("GCC unroll 8")
+    for (uint32_t a = 0; a < NV * NQ; a++)
+        acc[a] = _mm256_setzero_ps();
+    for (uint32_t v = 0; v < NV && d->shared; v++) {
+        tt_resdec_decode(d, p + (uint64_t)v * bpv, 1, x);
+        fma_range8(acc + v * NQ, NQ, Q, dim, x, 0, dim);
+    }
+    for (uint32_t r = 0; r < d->nruns && !d->shared; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        const uint32_t n = run_positions(run);
+        if (!run->wt8) {
+            for (uint32_t v = 0; v < NV; v++) {
+                decode_run(d, run, p + (uint64_t)v * bpv + run->byte0, NULL, x + run->k0);
+                fma_range8(acc + v * NQ, NQ, Q, dim, x, run->k0, run->k0 + n);
+            }
+            continue;
+        }
+        if (run->w == 3)
+            fma_run8(run, p, bpv, Q, dim, NV, NQ, 3, n, acc, x);
+        else if (run->w == 2)
+            fma_run8(run, p, bpv, Q, dim, NV, NQ, 2, n, acc, x);
+        else
+            fma_run8(run, p, bpv, Q, dim, NV, NQ, 1, n, acc, x);
+    }
+    for (uint32_t v = 0; v < NV; v++) {
+        float loose[8] = {0};
+        for (uint32_t t = 0; t < d->nloose && !d->shared; t++) {
+            const uint32_t kk = d->loose[t];
+            const float val = tt_codec_value(d->codec, p + (uint64_t)v * bpv, kk);
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                loose[i] += val * Q[(uint64_t)i * dim + kk];
+        }
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++)
+            out[v * NQ + i] = reduce8(acc[v * NQ + i]) + loose[i];
+    }
+}
+
+AVX2_FN static void dot_avx2(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                             const float *Q, uint32_t nq, float *x, float *out) {
+    const uint64_t bpv = d->bytes_per_vec;
+    uint64_t v = 0;
+    if (nq == 4) {
+        for (; v + 2 <= n; v += 2)
+            dot_block8(d, packed + v * bpv, Q, 2, 4, x, out + v * 4);
+        for (; v < n; v++)
+            dot_block8(d, packed + v * bpv, Q, 1, 4, x, out + v * 4);
+    } else {
+        for (; v < n; v++)
+            dot_block8(d, packed + v * bpv, Q, 1, 8, x, out + v * 8);
+    }
+}
+#endif
+
 bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp) {
-    return d->avx512 && (nqp == 4 || nqp == 8);
+    return (d->avx512 || d->avx2) && (nqp == 4 || nqp == 8);
 }
 
 void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Qp,
                    uint32_t nqp, float *x, float *out) {
+    if (!tt_resdec_dot_ok(d, nqp))
+        return;
 #ifdef TT_AVX512
-    if (tt_resdec_dot_ok(d, nqp))
+    if (d->avx512) {
         dot_avx512(d, packed, n, Qp, nqp, x, out);
+        return;
+    }
+#endif
+#ifdef TT_AVX2
+    dot_avx2(d, packed, n, Qp, nqp, x, out);
 #else
-    (void)d, (void)packed, (void)n, (void)Qp, (void)nqp, (void)x, (void)out;
+    (void)packed, (void)n, (void)Qp, (void)x, (void)out;
 #endif
 }

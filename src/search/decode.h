@@ -15,6 +15,8 @@ typedef struct tt_resdec_run {
     const float *weights;      /* position k0's weights, nb per position (the codec's) */
     float *ptab;               /* expanded: nbytes * 256 * pb weights, or NULL */
     const uint8_t *bucket;     /* 256 * pb bucket indices of a byte */
+    float *wt8;                /* AVX2, runs of 1-3 bits without ptab: the weights of each
+                                * 8 positions bucket by bucket, nb * 8 floats a block */
 } tt_resdec_run;
 
 /* Residual decoder: unpacks packed residuals (layout of quant/codec.h) to floats in
@@ -36,10 +38,12 @@ typedef struct tt_resdec {
     const tt_codec *codec; /* borrowed: must outlive the decoder */
     uint8_t *bucket[9];    /* by width 1, 2, 4, 8: 256 * (8/w) bucket indices */
     int avx512;            /* runs of 1-3 bits without tables: 16 positions at a time */
+    int avx2;              /* the same, 8 positions at a time (where avx512 is not set) */
 } tt_resdec;
 
-/* d->avx512 is set where the CPU has AVX-512; a test may clear it to compare with the
- * portable loop (the two write the same floats). */
+/* d->avx512 is set where the CPU has AVX-512, d->avx2 where it has AVX2 and FMA; a test
+ * may clear them to compare with the AVX2 or the portable loop (all write the same
+ * floats). */
 int tt_resdec_init(tt_resdec *d, const tt_codec *c);
 void tt_resdec_free(tt_resdec *d);
 /* Unpacks n packed vectors (n * bytes_per_vec bytes) into n * dim floats. */
@@ -53,8 +57,8 @@ void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
  * residuals out: out[v * nqp + i] = <Qp_i, r_v> for i < nqp (Qp: nqp rows of dim
  * floats in position order; x: dim floats of scratch). Runs of 1-2 bits without
  * expanded tables are multiplied 16 positions at a time as they are decoded, the rest
- * decoded into x first. For stage 4 with few query vectors, on AVX-512: only where
- * tt_resdec_dot_ok(d, nqp) (elsewhere: tt_resdec_decode and an sgemm). The same
+ * decoded into x first. For stage 4 with few query vectors, on AVX-512 or AVX2: only
+ * where tt_resdec_dot_ok(d, nqp) (elsewhere: tt_resdec_decode and an sgemm). The same
  * products as from tt_resdec_decode's floats, up to float rounding. */
 bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp);
 void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Qp,
