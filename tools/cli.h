@@ -116,6 +116,9 @@ void cli_spool_remove(cli_spool *sp);
 extern volatile sig_atomic_t cli_cancel;
 void cli_signals_install(bool cooperative);
 void cli_cleanup_file(const char *path);
+/* mkstemp(tmpl) and, when it succeeds, cli_cleanup_file(tmpl), with the signals
+ * blocked between them: a signal then finds no file or a registered one. */
+int cli_mkstemp_cleanup(char *tmpl);
 /* rename(tmp, path) with the signals blocked, clearing the cleanup file: a signal then
  * finds either the temporary (and removes it) or the published file (and keeps it). */
 int cli_rename_published(const char *tmp, const char *path);

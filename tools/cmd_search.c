@@ -784,7 +784,8 @@ int cmd_search(int argc, char **argv) {
             goto done;
         }
         sprintf(tmp, "%s.tmp-XXXXXX", out);
-        int fd = mkstemp(tmp);
+        /* Registered for removal as it is made: a signal in between left it behind. */
+        int fd = cli_mkstemp_cleanup(tmp);
         if (fd < 0) {
             fprintf(stderr, "tartan search: error: %s: cannot create a file beside it: %s\n", out,
                     strerror(errno));
@@ -792,7 +793,6 @@ int cmd_search(int argc, char **argv) {
             tmp = NULL;
             goto done;
         }
-        cli_cleanup_file(tmp);
         (void)fchmod(fd, 0666 & ~cli_umask());
         if (!(f = fdopen(fd, "w"))) {
             fprintf(stderr, "tartan search: error: %s: %s\n", tmp, strerror(errno));

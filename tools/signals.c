@@ -3,9 +3,11 @@
  * under a mapping, reported as an error naming the file instead of a crash. */
 #include "cli.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -63,6 +65,16 @@ void cli_cleanup_file(const char *path) {
     block_interrupts(SIG_BLOCK);
     snprintf(cleanup_path, sizeof cleanup_path, "%s", path ? path : "");
     block_interrupts(SIG_UNBLOCK);
+}
+
+int cli_mkstemp_cleanup(char *tmpl) {
+    block_interrupts(SIG_BLOCK);
+    int fd = mkstemp(tmpl), err = errno;
+    if (fd >= 0)
+        snprintf(cleanup_path, sizeof cleanup_path, "%s", tmpl);
+    block_interrupts(SIG_UNBLOCK);
+    errno = err;
+    return fd;
 }
 
 int cli_rename_published(const char *tmp, const char *path) {
