@@ -175,8 +175,8 @@ done
 # ------------------------------------------------ sharded indexes
 # A sharded build with --metadata gives each shard its documents' part (metadata.tt,
 # rows renumbered, every column); --where over the top directory is each shard's --where
-# at the global rows: in exhaustive mode the unsharded index's filtered run, also with
-# --filter-ids and --with-metadata.
+# at the global rows: in exhaustive mode the unsharded index's filtered run (up to float
+# rounding of the scores), also with --filter-ids and --with-metadata.
 expect_ok "build --shards 3 --metadata" "$T" build --vectors "$W/s.vectors.npy" \
     --doclens "$W/s.doclens.npy" --ids "$W/s.ids.txt" --out "$W/shm" --metadata "$W/m.jsonl" \
     --centroids 64 --shards 3
@@ -190,9 +190,13 @@ for wh in "year > 2010" "lang = 'fr' AND good" "note IS NOT NULL OR bucket < 50"
             --where "$wh" --filter-ids "$W/third.ids" --json --with-metadata \
             --out "$W/$f.wjrun" 2>/dev/null
     done
-    [ -s "$W/shm.wrun" ] && cmp -s "$W/shm.wrun" "$W/idx.wrun" && cmp -s "$W/shm.wjrun" "$W/idx.wjrun" \
+    # the same up to float rounding: a shard groups its documents otherwise, and the
+    # sgemm may round a row by its place (tests/runs_close.py, doc/search.md)
+    [ -s "$W/shm.wrun" ] && [ -s "$W/shm.wjrun" ] &&
+        msg=$("$PY" "$TT_SRCDIR/tests/runs_close.py" "$W/shm.wrun" "$W/idx.wrun" 2>&1) &&
+        msg=$("$PY" "$TT_SRCDIR/tests/runs_close.py" "$W/shm.wjrun" "$W/idx.wjrun" 2>&1) \
         && ok "sharded --where \"$wh\" (and with --filter-ids, --with-metadata): the unsharded run" \
-        || bad "sharded --where \"$wh\" differs from the unsharded index's"
+        || bad "sharded --where \"$wh\" differs from the unsharded index's: ${msg:-}"
 done
 "$T" search --index "$W/shm/shard-0002" --queries "$W/s.queries.npy" --mode exhaustive \
     --where "year > 2010" --json --with-metadata --k 3 --out "$W/one.wj" 2>/dev/null

@@ -4,7 +4,8 @@
 # postings; sparse and hybrid search over it use the whole collection's BM25 statistics
 # and the whole set's quantization scales, so the run files must be IDENTICAL to those of
 # the unsharded index of the same documents (hybrid with the exhaustive dense mode,
-# whose dense lists are the unsharded ones too), with and without a filter. tartan
+# whose dense lists are the unsharded ones too, up to float rounding: see close()),
+# with and without a filter. tartan
 # reshard carries the postings: runs over the resharded index equal the source's.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 [ -x "$PY" ] || { echo "python3 missing: skip"; exit 77; }
@@ -41,6 +42,18 @@ same() { # same NAME RUN1 RUN2: identical, non-empty run files
     if [ -s "$2" ] && cmp -s "$2" "$3"; then ok "$1: identical runs ($(wc -l <"$2") lines)"
     else bad "$1: runs differ ($(cmp "$2" "$3" 2>&1 | head -1))"; fi
 }
+# close NAME RUN1 RUN2: runs with dense scores. A shard groups its documents otherwise
+# than the unsharded index, and OpenBLAS's sgemm rounds a row by its place in the
+# product on some CPUs (Zen with 8 or more query columns): the dense scores may differ
+# in their last bits (doc/search.md, "Sharded indexes"). So per query the same number
+# of hits, the scores equal within 1e-5 (relative) rank by rank, and the same documents
+# but for ties within that at the cut.
+close() {
+    if [ -s "$2" ] && cmp -s "$2" "$3"; then ok "$1: identical runs ($(wc -l <"$2") lines)"; return; fi
+    if msg=$("$PY" "$TT_SRCDIR/tests/runs_close.py" "$2" "$3" 2>&1); then
+        ok "$1: the same runs up to float rounding of the dense scores"
+    else bad "$1: runs differ: $msg"; fi
+}
 
 # BM25
 expect_ok "build --bm25" B --bm25 --out "$WORK/u"
@@ -55,7 +68,9 @@ for m in "sparse" "hybrid --dense-mode exhaustive" \
     S --index "$WORK/u" --mode $m --out "$WORK/u.run" 2>"$WORK/err" &&
     "$T" search --encoder "$HASH" --queries "$WORK/q.jsonl" --k 100 --index "$WORK/s" --mode $m \
         --out "$WORK/s.run" 2>"$WORK/err" || { cat "$WORK/err"; bad "BM25 --mode $m: search failed"; }
-    same "BM25 --mode $m, 3 shards vs unsharded" "$WORK/u.run" "$WORK/s.run"
+    check=same
+    [ "$m" = sparse ] || check=close
+    $check "BM25 --mode $m, 3 shards vs unsharded" "$WORK/u.run" "$WORK/s.run"
 done
 grep -q '^q25 ' "$WORK/u.run" && ok "hybrid: the query without a known word still has dense hits" ||
     bad "q25 has no hybrid hits"
@@ -69,7 +84,7 @@ for l in open(sys.argv[1]):
 EOF
 S --index "$WORK/u" --mode hybrid --dense-mode exhaustive --filter-ids "$WORK/keep.txt" --out "$WORK/u.run" 2>/dev/null
 S --index "$WORK/s" --mode hybrid --dense-mode exhaustive --filter-ids "$WORK/keep.txt" --out "$WORK/s.run" 2>/dev/null
-same "BM25 hybrid with --filter-ids" "$WORK/u.run" "$WORK/s.run"
+close "BM25 hybrid with --filter-ids" "$WORK/u.run" "$WORK/s.run"
 
 # precomputed weights (string terms): the shards quantize with the whole set's scales
 expect_ok "build --sparse" B --sparse "$WORK/sp.jsonl" --out "$WORK/wu"
@@ -83,7 +98,9 @@ for m in "sparse" "hybrid --encoder HASH --dense-mode exhaustive"; do
         "$T" search --index "$WORK/$x" --mode "$@" --sparse-queries "$WORK/sq.jsonl" --k 100 \
             --out "$WORK/$x.run" 2>"$WORK/err" || { cat "$WORK/err"; bad "weights --mode $m: search failed"; }
     done
-    same "weights --mode $m, 4 shards vs unsharded" "$WORK/wu.run" "$WORK/ws.run"
+    check=same
+    [ "$m" = sparse ] || check=close
+    $check "weights --mode $m, 4 shards vs unsharded" "$WORK/wu.run" "$WORK/ws.run"
     rm -f "$WORK/wu.run" "$WORK/ws.run"
 done
 
@@ -100,8 +117,8 @@ same "term ids (string queries via the stored vocabulary), 2 shards vs string te
 # tartan reshard of indexes with sparse postings (doc/scale.md): documents deleted from
 # the source first (among them, for the weights, the holder of some term's largest
 # weight, whose quantization scale a reshard must keep), then resharded into 1, 2 and 3
-# shards from the plain and from the sharded index: every sparse and hybrid run must be
-# IDENTICAL to the source's.
+# shards from the plain and from the sharded index: every sparse run must be IDENTICAL
+# to the source's, every hybrid run the same up to float rounding (close()).
 "$PY" - "$WORK" <<'EOF'
 import json, sys
 w = sys.argv[1]
@@ -151,7 +168,9 @@ for m in "sparse" "hybrid" "hybrid --fusion rrf" "hybrid --alpha 0.3 --fusion-de
         run "$WORK/$src" "$WORK/src.run"
         for n in 1 2 3; do
             run "$WORK/$src-r$n" "$WORK/r.run"
-            same "$kind --mode $m, $src with deletions resharded into $n" "$WORK/src.run" "$WORK/r.run"
+            check=same
+            [ "$m" = sparse ] || check=close
+            $check "$kind --mode $m, $src with deletions resharded into $n" "$WORK/src.run" "$WORK/r.run"
             rm -f "$WORK/r.run"
         done
         rm -f "$WORK/src.run"
