@@ -476,6 +476,20 @@ void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, flo
     tt_resdec_decode_add(d, packed, n, NULL, NULL, out);
 }
 
+/* The fused kernels' products of one vector's loose positions (decoded one by one) with
+ * the nq query rows: loose[i] for i < nq (nq <= 8). */
+static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float *Q, uint32_t nq,
+                              float *loose) {
+    for (uint32_t i = 0; i < nq; i++)
+        loose[i] = 0;
+    for (uint32_t t = 0; t < d->nloose && !d->shared; t++) {
+        const uint32_t k = d->loose[t];
+        const float val = tt_codec_value(d->codec, p, k);
+        for (uint32_t i = 0; i < nq; i++)
+            loose[i] += val * Q[(uint64_t)i * d->dim + k];
+    }
+}
+
 #ifdef TT_AVX512
 /* Loops over the query rows are unrolled, so that their accumulators stay in registers
  * (nq is a constant, at most 8, where these are inlined). */
@@ -579,14 +593,8 @@ dot_block(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t N
             fma_run(run, p, bpv, Q, dim, NV, NQ, 1, n, acc, x);
     }
     for (uint32_t v = 0; v < NV; v++) {
-        float loose[8] = {0};
-        for (uint32_t t = 0; t < d->nloose && !d->shared; t++) {
-            const uint32_t kk = d->loose[t];
-            const float val = tt_codec_value(d->codec, p + (uint64_t)v * bpv, kk);
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                loose[i] += val * Q[(uint64_t)i * dim + kk];
-        }
+        float loose[8];
+        loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, loose);
         TT_UNROLL_NQ
         for (uint32_t i = 0; i < NQ; i++)
             out[v * NQ + i] = _mm512_reduce_add_ps(acc[v * NQ + i]) + loose[i];
@@ -709,14 +717,8 @@ dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t 
             fma_run8(run, p, bpv, Q, dim, NV, NQ, 1, n, acc, x);
     }
     for (uint32_t v = 0; v < NV; v++) {
-        float loose[8] = {0};
-        for (uint32_t t = 0; t < d->nloose && !d->shared; t++) {
-            const uint32_t kk = d->loose[t];
-            const float val = tt_codec_value(d->codec, p + (uint64_t)v * bpv, kk);
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                loose[i] += val * Q[(uint64_t)i * dim + kk];
-        }
+        float loose[8];
+        loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, loose);
         TT_UNROLL_NQ
         for (uint32_t i = 0; i < NQ; i++)
             out[v * NQ + i] = reduce8(acc[v * NQ + i]) + loose[i];
