@@ -482,7 +482,7 @@ START_TEST(resdec_dot_matches_decode) {
             Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
         tt_resdec_decode(&d, packed, n, R);
         const int a512 = d.avx512;
-        /* path 0: AVX-512 (where the CPU has it), 1: AVX2 (likewise) */
+        /* paths 0-1: AVX-512 with 4 and 8 query rows (where the CPU has it), 2-3: AVX2 */
         for (uint32_t path = 0; path < 4; path++) {
             const uint32_t nqp = path % 2 ? 8 : 4;
             d.avx512 = path < 2 ? a512 : 0;
