@@ -5,7 +5,7 @@
 # time, the concurrency test under ThreadSanitizer, and valgrind memcheck on the
 # command-line integration path.
 # Usage (Debian 12, as root): tools/run-tests.sh      (CI: .ci/run calls this)
-# TT_FUZZ_SECONDS (default 10) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
+# TT_FUZZ_SECONDS (default 6) per fuzz target; TT_SKIP_STAGES="fuzz tsan valgrind"
 # leaves stages out (also "python": the Python binding's tests; "python-asan": the same
 # under ASan + UBSan).
 set -u
@@ -64,7 +64,7 @@ fail() { xf=$((xf + 1)); status=1; }
 # bounded time from its seed corpus; any crash, leak or hang fails the stage.
 run_fuzz() {
     dir="$top/build-test-plain"
-    secs=${TT_FUZZ_SECONDS:-10}
+    secs=${TT_FUZZ_SECONDS:-6}
     stage "fuzz: build (clang, libFuzzer + ASan + UBSan)"
     if ! make -C "$dir" fuzz >"$dir/fuzz-build.out" 2>&1; then
         tail -n 30 "$dir/fuzz-build.out"; fail; return
