@@ -476,6 +476,21 @@ void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, flo
     tt_resdec_decode_add(d, packed, n, NULL, NULL, out);
 }
 
+/* Positions j0..n of one vector's run (p at the run's first byte) decoded into o[j],
+ * without a centroid: the fused kernels' tail after their whole blocks (3 bits: j0 a
+ * multiple of 8). */
+static inline void decode_tail(const tt_resdec_run *run, const uint8_t *p, uint32_t j0,
+                               uint32_t n, float *o) {
+    if (run->w == 3) {
+        decode_run3(run, j0, p, NULL, o);
+        return;
+    }
+    for (uint32_t j = j0; j < n; j++) {
+        const uint32_t bucket = run->bucket[p[j / run->pb] * run->pb + j % run->pb];
+        o[j] = run->weights[(uint64_t)j * run->nb + bucket];
+    }
+}
+
 /* The fused kernels' products of one vector's loose positions (decoded one by one) with
  * the nq query rows: loose[i] for i < nq (nq <= 8). */
 static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float *Q, uint32_t nq,
@@ -550,11 +565,7 @@ fma_run(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *Q
         }
     }
     for (uint32_t v = 0; v < NV && full < n; v++) {
-        const uint8_t *vp = rp + (uint64_t)v * bpv;
-        for (uint32_t j = full; j < n; j++) {
-            const uint32_t bucket = run->bucket[vp[j / run->pb] * run->pb + j % run->pb];
-            x[run->k0 + j] = run->weights[(uint64_t)j * nb + bucket];
-        }
+        decode_tail(run, rp + (uint64_t)v * bpv, full, n, x + run->k0);
         fma_range(acc + v * NQ, NQ, Q, dim, x, run->k0 + full, run->k0 + n);
     }
 }
@@ -579,7 +590,7 @@ dot_block(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t N
     }
     for (uint32_t r = 0; r < d->nruns && !d->shared; r++) {
         const tt_resdec_run *run = &d->runs[r];
-        const uint32_t n = run->w == 3 ? run->nbytes / 3 * 8 : run->nbytes * run->pb;
+        const uint32_t n = run_positions(run);
         if (run->ptab || run->w > 2) {
             for (uint32_t v = 0; v < NV; v++) {
                 decode_run(d, run, p + (uint64_t)v * bpv + run->byte0, NULL, x + run->k0);
@@ -668,14 +679,7 @@ fma_run8(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *
         }
     }
     for (uint32_t v = 0; v < NV && full < n; v++) {
-        const uint8_t *vp = rp + (uint64_t)v * bpv;
-        if (W == 3)
-            decode_run3(run, full, vp, NULL, x + run->k0);
-        else
-            for (uint32_t j = full; j < n; j++) {
-                const uint32_t bucket = run->bucket[vp[j / run->pb] * run->pb + j % run->pb];
-                x[run->k0 + j] = run->weights[(uint64_t)j * nb + bucket];
-            }
+        decode_tail(run, rp + (uint64_t)v * bpv, full, n, x + run->k0);
         fma_range8(acc + v * NQ, NQ, Q, dim, x, run->k0 + full, run->k0 + n);
     }
 }
