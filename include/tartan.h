@@ -688,8 +688,10 @@ TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
  * (tt_index_tuned), those fields take them (k <= 10: the k = 10 set; k <= 100: the
  * k = 100 set; larger k: the k = 100 set with ndocs scaled by k / 100, never below
  * the table's). An explicit threshold (absolute pruning) keeps its own rule; nprobe
- * and ndocs may still come from the calibration. Returns how many fields came from
- * the calibration (0: none; the parameters are ColBERTv2's table and the caller's). */
+ * and ndocs may still come from the calibration. Where the calibration chose
+ * exhaustive search (tt_tuned.exhaustive) and opt sets none of PLAID's parameters,
+ * out->mode is TT_MODE_EXHAUSTIVE. Returns how many fields came from the calibration
+ * (0: none; the parameters are ColBERTv2's table and the caller's). */
 TT_API int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options *opt,
                                            uint32_t k, tt_search_options *out);
 /* The same for a query of nq vectors: a calibration with short-query sets
@@ -732,6 +734,14 @@ typedef struct tt_tuned {
     int reached;           /* recall >= the target; 0: the best recall the grid had */
     int sketch;            /* 1: with the index's residual sketch (or it has none); 0: the
                             * calibration found search better without it */
+    /* Appended in library version 2:0:0: exhaustive search as a calibrated choice. */
+    int exhaustive;        /* 1: exhaustive search measured cheaper than every PLAID set
+                            * that reaches the target (or none reached it): a search that
+                            * sets none of nprobe, ndocs, threshold and prune_ratio scans
+                            * the index exhaustively (exact ranking of the compressed
+                            * vectors); the PLAID fields above serve searches that set some */
+    double exhaustive_ms;  /* exhaustive search's CPU time per query (ms, one thread) when
+                            * exhaustive is 1, else 0 */
 } tt_tuned;
 
 /* An index's calibration (tune.tt), as tt_index_tune measured it. */

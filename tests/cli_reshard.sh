@@ -124,12 +124,13 @@ done
 for i in pt pt1 pt2; do
     "$T" search --index "$WORK/$i" --queries "$WORK/c.queries.npy" --k 10 --out "$WORK/$i.pl" \
         2>"$WORK/$i.err"
-    sed -n 's/.*\(plaid k=.*\)); residuals.*/\1/p' "$WORK/$i.err" | head -1 >"$WORK/$i.par"
+    sed -n 's/.*; \(\(plaid\|exhaustive\) k=.*\)); residuals.*/\1/p' "$WORK/$i.err" | head -1 \
+        >"$WORK/$i.par"
 done
 grep -q "calibrated for k=10" "$WORK/pt.par" && cmp -s "$WORK/pt.par" "$WORK/pt1.par" \
     && cmp -s "$WORK/pt.par" "$WORK/pt2.par" && cmp -s "$WORK/pt.pl" "$WORK/pt1.pl" \
     && [ -e "$WORK/pt2/shard-0001/tune.tt" ] \
-    && ok "tune.tt carried: the source's calibrated parameters, the same PLAID run (1 shard)" \
+    && ok "tune.tt carried: the source's calibrated parameters, the same run (1 shard)" \
     || bad "calibration not carried ($(cat "$WORK/pt.par" "$WORK/pt2.par"))"
 
 # publishing: never over something that exists unless --force, and then only an index

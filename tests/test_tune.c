@@ -67,6 +67,7 @@ static void assert_same_set(const tt_tuned *a, const tt_tuned *b) {
     ck_assert_float_eq_tol(a->rerank_margin, b->rerank_margin, 1e-4);
     ck_assert_double_eq_tol(a->recall, b->recall, 1e-4); /* stored with 4 decimals */
     ck_assert_int_eq(a->reached, b->reached);
+    ck_assert_int_eq(a->exhaustive, b->exhaustive);
 }
 
 static uint64_t generation(const char *d) {
@@ -411,6 +412,148 @@ START_TEST(search_uses_calibration) {
 }
 END_TEST
 
+/* With 64 queries a set is screened on the first 16 (calibrate.c, SCREEN_QUERIES): the
+ * choice is still deterministic, and what it reports is the set measured on every
+ * query. */
+START_TEST(screened_grid) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/g", dir);
+    build_index(a, NDOCS, 23, false);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_tuned out[2];
+    for (int run = 0; run < 2; run++) {
+        tt_tuned m;
+        double cost;
+        tt_calib c;
+        uint32_t used;
+        ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 64, 0, NAN, 42, TT_TUNE_COST_WORK, &used),
+                         TT_OK);
+        c.threads = 2;
+        ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+        ck_assert_int_eq(tt_calib_search(&c, 10, 0.9, &out[run]), TT_OK);
+        const tt_tuned *o = &out[run];
+        ck_assert_int_eq(tt_calib_measure(&c, 10, o->nprobe, o->ndocs, o->prune_ratio,
+                                          o->rerank_margin, o->sketch, &m, &cost), TT_OK);
+        ck_assert_double_eq_tol(m.recall, o->recall, 1e-9);
+    }
+    assert_same_set(&out[0], &out[1]);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* nq lists of 10 hits: the same documents, scores within tol. */
+static void same_hits(const tt_hit *a, const uint32_t *na, const tt_hit *b, const uint32_t *nb,
+                      int nq, float tol) {
+    for (int i = 0; i < nq; i++) {
+        ck_assert_uint_eq(na[i], nb[i]);
+        for (uint32_t j = 0; j < na[i]; j++) {
+            ck_assert_uint_eq(a[i * 10 + j].doc, b[i * 10 + j].doc);
+            ck_assert(fabsf(a[i * 10 + j].score - b[i * 10 + j].score) <= tol);
+        }
+    }
+}
+
+/* Exhaustive search as a calibrated choice (calibrate.c, EXHAUSTIVE_SHARE): on an index
+ * small enough for a scan to compete it is measured, chosen exactly when it is cheaper
+ * than the set the grid found (or that set misses the target), stored and read back;
+ * a search without PLAID flags then scans (the same hits as exhaustive mode, one query
+ * or a batch), one with a PLAID flag runs PLAID with the rest calibrated. */
+START_TEST(exhaustive_choice) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/x", dir);
+    build_index(a, 150, 19, false);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    for (int target = 0; target < 2; target++) {
+        const double want = target ? 1.0 : 0.9;
+        tt_calib c;
+        uint32_t used;
+        ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 24, 0, NAN, 42, TT_TUNE_COST_WORK, &used),
+                         TT_OK);
+        c.threads = 2;
+        ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+        tt_tuned out, m;
+        ck_assert_int_eq(tt_calib_search(&c, 10, want, &out), TT_OK);
+        ck_assert_int_eq(c.ex_measured, 1); /* 150 documents: from the first set */
+        /* the scan's work: every live vector decoded and multiplied */
+        ck_assert_double_eq_tol(c.ex_cost, 150.0 * DOCLEN * DIM * (1 + used), 1e-6);
+        double cost;
+        ck_assert_int_eq(tt_calib_measure(&c, 10, out.nprobe, out.ndocs, out.prune_ratio,
+                                          out.rerank_margin, out.sketch, &m, &cost), TT_OK);
+        ck_assert_double_eq_tol(m.recall, out.recall, 1e-9);
+        /* cheaper, or within 10% (calibrate.c, SCAN_TIE) */
+        ck_assert_int_eq(out.exhaustive, !out.reached || c.ex_cost < cost * 1.1);
+        ck_assert(out.exhaustive ? out.exhaustive_ms > 0 : out.exhaustive_ms == 0);
+        /* this seed: PLAID reaches 0.9 for less work than a scan; 1.0 only for more */
+        ck_assert_int_eq(out.exhaustive, target);
+        tt_calib_free(&c);
+    }
+    tt_index_close(idx);
+
+    tt_tune_options o;
+    work_options(&o);
+    o.target_recall = 1.0;
+    tt_tune_info t;
+    ck_assert_msg(tt_index_tune(a, &o, &t) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(t.k10.exhaustive, 1);
+    tt_tune_info st = stored(a);
+    const tt_tuned *sets[4] = {&t.k10, &t.k100, &t.k10_short, &t.k100_short};
+    const tt_tuned *back[4] = {&st.k10, &st.k100, &st.k10_short, &st.k100_short};
+    for (int i = 0; i < 4; i++) {
+        assert_same_set(back[i], sets[i]);
+        ck_assert_double_eq_tol(back[i]->exhaustive_ms, sets[i]->exhaustive_ms, 1e-4);
+    }
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_search_options so, eff;
+    tt_search_options_init(&so);
+    ck_assert_int_eq(tt_search_options_resolve_query(idx, &so, 10, 32, &eff), 4);
+    ck_assert_int_eq(eff.mode, TT_MODE_EXHAUSTIVE);
+    so.nprobe = 2; /* a PLAID flag: PLAID, the rest from the calibrated set */
+    ck_assert_int_eq(tt_search_options_resolve_query(idx, &so, 10, 32, &eff), 3);
+    ck_assert_int_eq(eff.mode, TT_MODE_PLAID);
+    ck_assert_uint_eq(eff.ndocs, TT_MAX(t.k10.ndocs, 10u));
+    so.nprobe = 0;
+    so.tuned = 0;
+    ck_assert_int_eq(tt_search_options_resolve_query(idx, &so, 10, 32, &eff), 0);
+    ck_assert_int_eq(eff.mode, TT_MODE_PLAID);
+    /* Searches without options: the exhaustive hits, alone and in a batch. */
+    enum { NQ = 3, QL = 32 };
+    float *q = malloc((size_t)NQ * QL * DIM * sizeof *q);
+    tu_clustered(q, NQ * QL, DIM, 200, 0.35f, 19, NULL);
+    uint64_t qoffs[NQ];
+    uint32_t qlens[NQ], n1[NQ], n2[NQ];
+    for (int i = 0; i < NQ; i++) {
+        qoffs[i] = (uint64_t)i * QL;
+        qlens[i] = QL;
+    }
+    tt_hit h1[NQ * 10], h2[NQ * 10];
+    tt_search_options ex;
+    tt_search_options_init(&ex);
+    ex.mode = TT_MODE_EXHAUSTIVE;
+    tt_search_ctx *ctx = NULL;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    for (int i = 0; i < NQ; i++) {
+        ck_assert_int_eq(tt_search(idx, ctx, q + qoffs[i] * DIM, QL, 10, NULL, h1 + i * 10,
+                                   &n1[i]), TT_OK);
+        ck_assert_int_eq(tt_search(idx, ctx, q + qoffs[i] * DIM, QL, 10, &ex, h2 + i * 10,
+                                   &n2[i]), TT_OK);
+    }
+    tt_search_stats ss;
+    tt_search_ctx_stats(ctx, &ss);
+    ck_assert_uint_eq(ss.candidates, 0); /* no PLAID stage ran */
+    same_hits(h1, n1, h2, n2, NQ, 0);
+    /* the one-pass batch scan: the same documents, scores within BLAS's rounding by
+     * position (tests/runs_close.py) */
+    ck_assert_int_eq(tt_search_batch(idx, q, qoffs, qlens, NQ, 10, NULL, 2, h1, n1, NULL),
+                     TT_OK);
+    same_hits(h1, n1, h2, n2, NQ, 1e-5f);
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+    free(q);
+}
+END_TEST
+
 /* Compaction keeps the calibration (same codebook); retraining drops it; a re-check
  * does nothing on an unchanged index and re-measures after it has grown. */
 START_TEST(changes_and_stale) {
@@ -523,6 +666,8 @@ int main(void) {
     tcase_add_test(tc, reaches_target_on_held_out_queries);
     tcase_add_test(tc, pseudo_queries_by_definition);
     tcase_add_test(tc, search_uses_calibration);
+    tcase_add_test(tc, exhaustive_choice);
+    tcase_add_test(tc, screened_grid);
     tcase_add_test(tc, changes_and_stale);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

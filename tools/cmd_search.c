@@ -33,8 +33,10 @@ static void usage(FILE *f) {
         "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
         "  --k N                results per query (default 10)\n"
         "  --out RUN            output file ('-' for stdout); written aside, then renamed\n"
-        "  --mode M             dense retrieval: plaid (default; also 'dense'), exhaustive\n"
-        "                       (decompressed MaxSim over every document) or exact\n"
+        "  --mode M             dense retrieval: plaid (default; also 'dense'; exhaustive\n"
+        "                       where the index's calibration found it cheaper and no\n"
+        "                       PLAID flag is given), exhaustive (decompressed MaxSim\n"
+        "                       over every document) or exact\n"
         "                       (original vectors; index built with --keep-originals f16);\n"
         "                       sparse: the index's sparse postings only (BM25 or weights);\n"
         "                       hybrid: dense and sparse at once, fused (doc/search.md,\n"
@@ -701,12 +703,22 @@ int cmd_search(int argc, char **argv) {
         }
         const tt_tuned *tss = dense_k <= 10 ? &ti.k10_short : &ti.k100_short;
         char shorts[160] = "";
-        if (short_used)
+        if (short_used && eff_short.mode == TT_MODE_EXHAUSTIVE)
+            snprintf(shorts, sizeof shorts, "; queries of at most %u vectors: exhaustive "
+                     "(%.3f ms per query on pseudo-queries of %u)", 2 * ti.short_len,
+                     tss->exhaustive_ms, ti.short_len);
+        else if (short_used)
             snprintf(shorts, sizeof shorts, "; queries of at most %u vectors: nprobe=%d ndocs=%u "
                      "margin=%g (recall@%u %.3f on pseudo-queries of %u)", 2 * ti.short_len,
                      eff_short.nprobe, eff_short.ndocs, (double)eff_short.rerank_margin,
                      tss->k, tss->recall, ti.short_len);
-        if (tuned_fields)
+        if (tuned_fields && eff.mode == TT_MODE_EXHAUSTIVE)
+            snprintf(from, sizeof from, "calibrated for k=%u on %u %s: exhaustive search, "
+                     "%.3f ms per query, is cheaper than PLAID at recall@%u %.3f (%.3f ms%s)%s",
+                     ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
+                     ts->exhaustive_ms, ts->k, ts->recall, ts->ms,
+                     ts->reached ? "" : ", below the target", shorts);
+        else if (tuned_fields)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
                      "%.2f%s)%s%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
                      ts->k, ts->recall, ti.target, ts->reached ? "" : ", not reached",
@@ -720,8 +732,9 @@ int cmd_search(int argc, char **argv) {
         char fusion[480] = "";
         if (retriever == R_HYBRID)
             snprintf(fusion, sizeof fusion, " + %s dense%s%s%s, fusion %s depth %u%s",
-                     mode_name(eff.mode), eff.mode == TT_MODE_PLAID ? " (" : "",
-                     eff.mode == TT_MODE_PLAID ? from : "", eff.mode == TT_MODE_PLAID ? ")" : "",
+                     mode_name(eff.mode), eff.mode == TT_MODE_PLAID || tuned_fields ? " (" : "",
+                     eff.mode == TT_MODE_PLAID || tuned_fields ? from : "",
+                     eff.mode == TT_MODE_PLAID || tuned_fields ? ")" : "",
                      fo.method == TT_FUSION_RRF ? "rrf" : "minmax", fo.depth,
                      fo.method == TT_FUSION_RRF ? "" : " (alpha)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu, sparse %s%s\n",
@@ -749,10 +762,11 @@ int cmd_search(int argc, char **argv) {
                 rerank, from, io_name(info.io));
     }
     else
-        fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu; residuals "
-                "via %s\n", (unsigned long long)qs->num_queries,
-                (unsigned long long)tt_sharded_num_docs(sh), mode_name(eff.mode), (unsigned long long)k,
-                io_name(info.io));
+        fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu%s%s%s; "
+                "residuals via %s\n", (unsigned long long)qs->num_queries,
+                (unsigned long long)tt_sharded_num_docs(sh), mode_name(eff.mode),
+                (unsigned long long)k, tuned_fields ? " (" : "", tuned_fields ? from : "",
+                tuned_fields ? ")" : "", io_name(info.io));
     {
         /* Why io_uring is not used, if it was asked for (or chosen by default). */
         tt_search_ctx *probe = NULL;

@@ -53,6 +53,9 @@ void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool publis
                 (double)s[i]->prune_ratio, (double)s[i]->rerank_margin,
                 s[i]->sketch ? "" : " no-sketch", s[i]->k, s[i]->recall, s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
+        if (s[i]->exhaustive)
+            fprintf(f, "        exhaustive search, %.3f ms per query, is cheaper: searches "
+                    "without PLAID flags use it\n", s[i]->exhaustive_ms);
     }
 }
 

@@ -833,10 +833,11 @@ static PyObject *py_compact(PyObject *self, PyObject *args) {
 }
 
 static PyObject *tuned_dict(const tt_tuned *t) {
-    return Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:d,s:O}", "k", t->k, "nprobe", t->nprobe,
-                         "ndocs", t->ndocs, "prune_ratio", (double)t->prune_ratio,
+    return Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:d,s:O,s:O,s:d}", "k", t->k, "nprobe",
+                         t->nprobe, "ndocs", t->ndocs, "prune_ratio", (double)t->prune_ratio,
                          "rerank_margin", (double)t->rerank_margin, "recall", t->recall, "ms",
-                         t->ms, "reached", t->reached ? Py_True : Py_False);
+                         t->ms, "reached", t->reached ? Py_True : Py_False, "exhaustive",
+                         t->exhaustive ? Py_True : Py_False, "exhaustive_ms", t->exhaustive_ms);
 }
 
 static PyObject *tune_dict(const tt_tune_info *t) {

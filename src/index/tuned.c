@@ -35,6 +35,14 @@ int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
         n += snprintf(buf + n, cap - (size_t)n, "short_len=%u\nk10_short=%s\nk100_short=%s\n",
                       t->short_len, a, b);
     }
+    /* Exhaustive search chosen for a set: its own key, which a reader that predates it
+     * ignores (the set's PLAID parameters then serve every search, as they did). */
+    static const char *const names[4] = {"k10", "k100", "k10_short", "k100_short"};
+    const tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
+    for (int i = 0; i < (t->short_len ? 4 : 2) && n >= 0 && (size_t)n < cap; i++)
+        if (sets[i]->exhaustive)
+            n += snprintf(buf + n, cap - (size_t)n, "%s_exhaustive=%.4f\n", names[i],
+                          sets[i]->exhaustive_ms);
     if (n < 0 || (size_t)n >= cap)
         return tt_err(TT_ENOMEM, "tune.tt: the text does not fit in %zu bytes", cap);
     return n;
@@ -140,6 +148,18 @@ int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t) {
             return bad(m->path, "k10_short");
         if (!get_set(m, "k100_short", 100, num_centroids, &t->k100_short))
             return bad(m->path, "k100_short");
+    }
+    /* optional: `<set>_exhaustive=<ms>`, exhaustive search chosen for that set */
+    static const char *const names[4] = {"k10_exhaustive", "k100_exhaustive",
+                                         "k10_short_exhaustive", "k100_short_exhaustive"};
+    tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
+    for (int i = 0; i < 4; i++) {
+        if (!tt_meta_get(m, names[i], v, sizeof v))
+            continue;
+        if ((i >= 2 && !t->short_len) ||
+            !get_double(m, names[i], 0, 1e9, &sets[i]->exhaustive_ms))
+            return bad(m->path, names[i]);
+        sets[i]->exhaustive = 1;
     }
     t->tuned = 1;
     return TT_OK;

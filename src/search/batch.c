@@ -74,8 +74,20 @@ int tt_search_batch(const tt_index *idx, const float *Q, const uint64_t *qoffs,
      * tt_search checks them. */
     tt_search_options o;
     tt_search_options_resolve(opt, k, &o);
-    if ((o.mode == TT_MODE_EXHAUSTIVE || o.mode == TT_MODE_EXACT) && !seconds &&
-        nqueries > 1) {
+    /* Also when the index's calibration chose exhaustive search for every query here
+     * (by its length: the short-query sets may differ). */
+    bool scan = o.mode == TT_MODE_EXHAUSTIVE || o.mode == TT_MODE_EXACT;
+    if (!scan && o.mode == TT_MODE_PLAID && o.tuned && idx->tuned.tuned) {
+        scan = true;
+        for (uint64_t q = 0; q < nqueries && scan; q++) {
+            tt_search_options oq;
+            tt_search_options_resolve_query(idx, opt, k, qlens[q], &oq);
+            scan = oq.mode == TT_MODE_EXHAUSTIVE;
+        }
+        if (scan)
+            o.mode = TT_MODE_EXHAUSTIVE;
+    }
+    if (scan && !seconds && nqueries > 1) {
         if ((st = tt_queries_valid(idx, Q, qoffs, qlens, nqueries, "tt_search_batch")))
             return st;
         return tt_scan_batch(idx, o.filter, Q, qoffs, qlens, nqueries, k, o.mode, o.score,

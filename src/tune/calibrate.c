@@ -54,6 +54,26 @@ static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
 /* The adaptive stage-4 depth's margin (doc/search.md, "Stage-4 depth"): when the
  * centroid-only scores of stage 3 misrank, no ndocs helps unless stage 4 goes deeper. */
 static const float MARGINS[] = {1.0f, 2.0f, 4.0f};
+/* Exhaustive search competes once a set's candidates are this share of the live
+ * documents: its cost is measured then (once), and from there on no set dearer than
+ * it is measured, and the calibration chooses it when it is cheaper than every set
+ * reaching the target. On a small noisy index PLAID needed ndocs 8192 of 9,000
+ * documents for recall 0.95 at 1.7x exhaustive search's time per query, and measuring
+ * the deep sets took 37x the build (doc/benchmarks.md, *Exhaustive search as a
+ * calibrated choice*); on large indexes the grid never gets there. */
+#define EXHAUSTIVE_SHARE 16
+#define SCAN_TIE 0.1
+/* Screening: with at least SCREEN_MIN_QUERIES calibration queries, a set is measured on
+ * the first SCREEN_QUERIES first and on the rest only when their recall is at least the
+ * target minus SCREEN_SLACK. Most sets of the grid miss the target by far more; on
+ * 16 queries the mean recall@10 errs by about 0.05 (per-query spread 0.2-0.3), so a
+ * set that reaches the target is rarely rejected, and one that is costs a deeper set,
+ * not recall. The whole calibration of a 9,000-document noisy index took 66 s, mostly
+ * measuring sets far below the target (doc/benchmarks.md, *Exhaustive search as a
+ * calibrated choice*). */
+#define SCREEN_QUERIES 16u
+#define SCREEN_MIN_QUERIES 48u
+#define SCREEN_SLACK 0.15
 
 static void calib_zero(tt_calib *c, const tt_index *idx, int cost) {
     memset(c, 0, sizeof *c);
@@ -280,6 +300,7 @@ typedef struct measure_job {
     tt_calib *c;
     const tt_search_options *o;
     uint32_t k;
+    uint64_t nq; /* the queries from .next's start up to nq - 1 */
     atomic_uint_fast64_t next;
     double cpu[TT_CALIB_THREADS_MAX];
     tt_first_err err;
@@ -300,7 +321,7 @@ static void measure_worker(void *arg, int t, int nthreads) {
     const double t0 = tt_thread_cpu_now();
     while (!tt_first_err_failed(&j->err)) {
         uint64_t q = atomic_fetch_add(&j->next, 1);
-        if (q >= c->nq)
+        if (q >= j->nq)
             break;
         int st;
         uint32_t nh;
@@ -337,8 +358,50 @@ static int measure_threads(tt_calib *c, int *threads) {
     return TT_OK;
 }
 
-int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
-                     float margin, int sketch, tt_tuned *t, double *cost) {
+/* Searches calibration queries q0 to nq - 1 with o on the measuring threads: their CPU
+ * seconds summed into *secs, their contexts' counters into *ss, each query's recall
+ * into c->qrecall. */
+static int run_queries(tt_calib *c, const tt_search_options *o, uint32_t k, uint64_t q0,
+                       uint64_t nq, double *secs, tt_search_stats *ss) {
+    int threads, st;
+    if ((st = measure_threads(c, &threads)))
+        return st;
+    for (int i = 0; i < threads; i++)
+        tt_search_ctx_reset_stats(calib_ctx(c, i));
+    measure_job j = {.c = c, .o = o, .k = k, .nq = nq};
+    atomic_init(&j.next, q0);
+    tt_first_err_init(&j.err);
+    tt_parallel(threads, measure_worker, &j);
+    if ((st = tt_first_err_end(&j.err)))
+        return st;
+    *secs = 0;
+    memset(ss, 0, sizeof *ss);
+    for (int i = 0; i < threads; i++) {
+        tt_search_stats s2;
+        tt_search_ctx_stats(calib_ctx(c, i), &s2);
+        *secs += j.cpu[i];
+        ss->candidates += s2.candidates;
+        ss->stage2_docs += s2.stage2_docs;
+        ss->stage3_docs += s2.stage3_docs;
+        ss->scored_docs += s2.scored_docs;
+    }
+    return TT_OK;
+}
+
+/* The calibration queries' mean length. */
+static double mean_qlen(const tt_calib *c) {
+    double nqv = 0;
+    for (uint64_t q = 0; q < c->nq; q++)
+        nqv += c->qlens[q];
+    return nqv / (double)c->nq;
+}
+
+/* tt_calib_measure, screened: with `screen` >= 0 and enough queries, the first
+ * SCREEN_QUERIES first, and the rest only when their recall reaches `screen`; *partial
+ * is set when the rest were not measured (the figures are the first queries'). */
+static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
+                            float margin, int sketch, double screen, tt_tuned *t,
+                            double *cost, bool *partial) {
     const tt_index *idx = c->idx;
     tt_search_options o;
     tt_search_options_init(&o);
@@ -349,31 +412,31 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
     o.rerank_margin = margin;
     o.sketch = sketch;
     o.tuned = 0;
-    int threads, st;
-    if ((st = measure_threads(c, &threads)))
-        return st;
-    for (int i = 0; i < threads; i++)
-        tt_search_ctx_reset_stats(calib_ctx(c, i));
-    measure_job j = {.c = c, .o = &o, .k = k};
-    atomic_init(&j.next, 0);
-    tt_first_err_init(&j.err);
-    tt_parallel(threads, measure_worker, &j);
-    if ((st = tt_first_err_end(&j.err)))
+    double secs;
+    tt_search_stats ss;
+    const bool screening = screen >= 0 && c->nq >= SCREEN_MIN_QUERIES;
+    uint64_t nq = screening ? SCREEN_QUERIES : c->nq;
+    int st = run_queries(c, &o, k, 0, nq, &secs, &ss);
+    if (st)
         return st;
     /* Summed in query order: the same figure on any number of threads. */
-    double recall = 0, secs = 0;
-    for (uint64_t q = 0; q < c->nq; q++)
+    double recall = 0;
+    for (uint64_t q = 0; q < nq; q++)
         recall += c->qrecall[q];
-    for (int i = 0; i < threads; i++)
-        secs += j.cpu[i];
-    tt_search_stats ss = {0};
-    for (int i = 0; i < threads; i++) {
-        tt_search_stats s2;
-        tt_search_ctx_stats(calib_ctx(c, i), &s2);
-        ss.candidates += s2.candidates;
-        ss.stage2_docs += s2.stage2_docs;
-        ss.stage3_docs += s2.stage3_docs;
-        ss.scored_docs += s2.scored_docs;
+    *partial = screening && recall < screen * (double)nq;
+    if (screening && !*partial) {
+        double secs2;
+        tt_search_stats ss2;
+        if ((st = run_queries(c, &o, k, nq, c->nq, &secs2, &ss2)))
+            return st;
+        for (uint64_t q = nq; q < c->nq; q++)
+            recall += c->qrecall[q];
+        secs += secs2;
+        ss.candidates += ss2.candidates;
+        ss.stage2_docs += ss2.stage2_docs;
+        ss.stage3_docs += ss2.stage3_docs;
+        ss.scored_docs += ss2.scored_docs;
+        nq = c->nq;
     }
     memset(t, 0, sizeof *t);
     t->k = k;
@@ -382,39 +445,77 @@ int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float 
     t->prune_ratio = ratio;
     t->rerank_margin = margin;
     t->sketch = sketch;
-    t->recall = recall / (double)c->nq;
-    t->ms = 1e3 * secs / (double)c->nq;
+    t->recall = recall / (double)nq;
+    t->ms = 1e3 * secs / (double)nq;
     c->measured++;
     if (c->cost == TT_TUNE_COST_WORK) {
         /* The work a search did, in rough units of one multiply-add: stage 1 reads the
          * probed lists (a candidate each), stages 2-3 take a maximum per document
          * vector and query vector, stage 4 decodes a document's vectors and multiplies
          * them with the query. Counts, not times: the same on every run. */
-        double nqv = 0;
-        for (uint64_t q = 0; q < c->nq; q++)
-            nqv += c->qlens[q];
-        nqv /= (double)c->nq;
-        double dl = c->avg_doclen, dim = idx->dim;
+        double nqv = mean_qlen(c), dl = c->avg_doclen, dim = idx->dim;
         double w = (double)ss.candidates + (double)(ss.stage2_docs + ss.stage3_docs) * dl * nqv +
                    (double)ss.scored_docs * dl * dim * (1.0 + nqv);
-        *cost = w / (double)c->nq;
+        *cost = w / (double)nq;
     } else {
         *cost = t->ms;
     }
     return TT_OK;
 }
 
+int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
+                     float margin, int sketch, tt_tuned *t, double *cost) {
+    bool partial;
+    return measure_screened(c, k, nprobe, ndocs, ratio, margin, sketch, -1, t, cost, &partial);
+}
+
+int tt_calib_measure_exhaustive(tt_calib *c) {
+    if (c->ex_measured)
+        return TT_OK;
+    tt_search_options o;
+    tt_search_options_init(&o);
+    o.mode = TT_MODE_EXHAUSTIVE;
+    o.tuned = 0;
+    const uint64_t nq = TT_MIN(c->nq, (uint64_t)TT_CALIB_EX_QUERIES);
+    double secs;
+    tt_search_stats ss;
+    int st = run_queries(c, &o, 10, 0, nq, &secs, &ss);
+    if (st)
+        return st;
+    c->ex_ms = 1e3 * secs / (double)nq;
+    /* The work count of stage 4 for every live vector (the scan decodes each once). */
+    c->ex_cost = c->cost == TT_TUNE_COST_WORK
+                     ? c->avg_doclen * (double)c->idx->num_live * c->idx->dim * (1.0 + mean_qlen(c))
+                     : c->ex_ms;
+    c->ex_measured = 1;
+    return TT_OK;
+}
+
+/* Exhaustive search is measured and cheaper than `cost`, or within SCAN_TIE of it: a
+ * set that costs about as much as the scan gains nothing over its exact ranking, and
+ * per-query CPU times of the same set vary by 10-20% from run to run on a 2-core
+ * machine (doc/benchmarks.md, *Exhaustive search as a calibrated choice*). */
+static bool scan_cheaper(const tt_calib *c, double cost) {
+    return c->ex_measured && c->ex_cost < cost * (1 + SCAN_TIE);
+}
+
 /* One measured point of the grid. */
 typedef struct point {
     tt_tuned t;
     double cost;
-    bool ok;   /* reached the target */
+    bool ok;      /* reached the target */
+    bool partial; /* screened out: measured on the first queries only */
 } point;
 
 static int measure(tt_calib *c, uint32_t k, int np, uint32_t nd, float margin, int sketch,
                    double target, point *p) {
-    int st = tt_calib_measure(c, k, np, nd, PRUNE_RATIO, margin, sketch, &p->t, &p->cost);
-    p->ok = p->t.recall >= target;
+    int st;
+    if ((uint64_t)nd * EXHAUSTIVE_SHARE >= c->idx->num_live &&
+        (st = tt_calib_measure_exhaustive(c)))
+        return st;
+    st = measure_screened(c, k, np, nd, PRUNE_RATIO, margin, sketch, target - SCREEN_SLACK,
+                          &p->t, &p->cost, &p->partial);
+    p->ok = !p->partial && p->t.recall >= target;
     p->t.reached = p->ok;
     return st;
 }
@@ -481,8 +582,10 @@ static int staircase(tt_calib *c, uint32_t k, double target, float margin, int s
                 upper = -1; /* measured noise: search upwards as below */
             }
         }
+        bool scan_won = false; /* exhaustive search was cheaper from this nprobe's first set */
         if (!here.ok) {
-            for (size_t n = upper >= 0 ? (size_t)upper + 1 : 0; n < nn; n++) {
+            const size_t n0 = upper >= 0 ? (size_t)upper + 1 : 0;
+            for (size_t n = n0; n < nn; n++) {
                 if ((st = measure(c, k, np, nds[n], margin, sketch, target, &at)))
                     return st;
                 here_top = TT_MAX(here_top, at.t.recall);
@@ -495,14 +598,24 @@ static int staircase(tt_calib *c, uint32_t k, double target, float margin, int s
                 }
                 if (best.ok && at.cost > best.cost)
                     break; /* dearer than a set that reaches the target already */
+                if (scan_cheaper(c, at.cost)) {
+                    scan_won = n == n0;
+                    break; /* dearer than exhaustive search, which reaches any target */
+                }
             }
         }
+        if (scan_won && !here.ok)
+            break; /* more probes cost more from here on */
         if (here.t.recall > top.t.recall)
             top = here;
         if (here.ok && (!best.ok || here.cost < best.cost))
             best = here;
         else if (here.ok && best.ok && here.cost > best.cost)
             break; /* past the cheapest point: more probes cost more from here on */
+        /* At the grid's smallest ndocs and still dearer than exhaustive search: more
+         * probes cannot go shallower. */
+        if (here.ok && upper == 0 && scan_cheaper(c, here.cost))
+            break;
         /* Nothing reached yet and more probes stopped helping. */
         if (!best.ok && here_top >= 0 && here_top < prev_top + 0.005)
             break;
@@ -524,14 +637,34 @@ static void keep_better(point *best, point *top, const point *b, const point *t)
         *top = *t;
 }
 
+/* The calibration's choice: the cheapest set reaching the target, else the best recall
+ * (measured on every query if it was screened out); exhaustive search instead (with
+ * that set's PLAID parameters kept) when it was measured and is cheaper, or nothing
+ * reached the target. */
+static int choose(tt_calib *c, const point *best, point *top, tt_tuned *out) {
+    if (!best->ok && top->partial) {
+        const tt_tuned t = top->t;
+        int st = tt_calib_measure(c, t.k, t.nprobe, t.ndocs, t.prune_ratio, t.rerank_margin,
+                                  t.sketch, &top->t, &top->cost);
+        if (st)
+            return st;
+        top->partial = false;
+    }
+    *out = best->ok ? best->t : top->t;
+    if (c->ex_measured && (!best->ok || scan_cheaper(c, best->cost))) {
+        out->exhaustive = 1;
+        out->exhaustive_ms = c->ex_ms;
+    }
+    return TT_OK;
+}
+
 int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tuned *out) {
     point best, top;
     int st = staircase(c, like->k, target, like->rerank_margin, like->sketch, like->ndocs,
                        &best, &top);
     if (st)
         return st;
-    *out = best.ok ? best.t : top.t;
-    return TT_OK;
+    return choose(c, &best, &top, out);
 }
 
 int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
@@ -570,7 +703,7 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
             int st = measure(c, k, (int)K, nds[n], margin, 1, target, &at);
             if (st)
                 return st;
-            bool dearer = best.ok && at.cost > best.cost;
+            bool dearer = (best.ok && at.cost > best.cost) || scan_cheaper(c, at.cost);
             keep_better(&best, &top, &at, &at);
             if (at.ok || dearer)
                 break;
@@ -582,8 +715,10 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
      * not the grid: on 50k documents of 16 x 3584-d the target needs 16,384 (0.952
      * against 0.940 at 8192, doc/benchmarks.md, *No search flags at 3584-d, 50k
      * documents*), and one set at that depth costs about 11 s of pseudo-queries; the
-     * whole grid carried past 8192 ran for over 25 minutes. */
-    if (!best.ok && top.t.ndocs >= NDOCS_TOP && top.t.ndocs < c->idx->num_live) {
+     * whole grid carried past 8192 ran for over 25 minutes. Not when exhaustive search
+     * is cheaper already. */
+    if (!best.ok && top.t.ndocs >= NDOCS_TOP && top.t.ndocs < c->idx->num_live &&
+        !scan_cheaper(c, top.cost)) {
         const tt_tuned base = top.t;
         double prev = base.recall;
         for (uint64_t nd = (uint64_t)base.ndocs * 2; nd <= UINT32_MAX; nd *= 2) {
@@ -593,11 +728,11 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
             if (st)
                 return st;
             keep_better(&best, &top, &at, &at);
-            if (at.ok || at.t.recall < prev + 0.005 || nd >= c->idx->num_live)
+            if (at.ok || at.t.recall < prev + 0.005 || nd >= c->idx->num_live ||
+                scan_cheaper(c, at.cost))
                 break;
             prev = at.t.recall;
         }
     }
-    *out = best.ok ? best.t : top.t;
-    return TT_OK;
+    return choose(c, &best, &top, out);
 }

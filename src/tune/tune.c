@@ -80,8 +80,14 @@ static int still_good(tt_calib *c, tt_calib *cs, const tt_tune_info *old, double
     int st;
     const tt_tuned *sets[4] = {&old->k10, &old->k100, &old->k10_short, &old->k100_short};
     tt_tuned *outs[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
-    /* short sets wanted but not stored, or stored but no longer wanted: re-tune */
+    /* short sets wanted but not stored, or stored but no longer wanted: re-tune; also
+     * where exhaustive search was chosen, as the index grew it may no longer be the
+     * cheaper (a small index's calibration is quick) */
     *good = !cs == !old->short_len;
+    for (int i = 0; i < 4; i++)
+        *good = *good && !sets[i]->exhaustive;
+    if (!*good)
+        return TT_OK;
     for (int i = 0; i < (cs && old->short_len ? 4 : 2); i++) {
         if ((st = tt_calib_measure(i < 2 ? c : cs, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
                                    sets[i]->prune_ratio, sets[i]->rerank_margin,

@@ -35,6 +35,10 @@ typedef struct tt_calib {
     int cost;                  /* TT_TUNE_COST_* */
     uint64_t measured;         /* parameter sets measured */
     const volatile int *cancel;
+    /* Exhaustive search's cost, measured once the grid goes deep enough for a scan to
+     * compete (calibrate.c, EXHAUSTIVE_SHARE); ex_measured 0 until then. */
+    int ex_measured;
+    double ex_ms, ex_cost;     /* CPU ms per query; the comparison key, as *cost */
 } tt_calib;
 
 /* Starts a calibration of idx (borrowed) with the caller's queries (borrowed; checked:
@@ -64,8 +68,13 @@ int tt_calib_truth(tt_calib *c, int threads);
  * not depend on the threads. */
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
                      float margin, int sketch, tt_tuned *t, double *cost);
-/* The grid search for one k: the cheapest set reaching `target`, else the best recall.
- * progress (may be NULL) counts sets measured. */
+/* Exhaustive search's cost on c's queries (at most TT_CALIB_EX_QUERIES of them: a scan
+ * costs the same for any query of a length) into c->ex_ms and c->ex_cost, once. */
+int tt_calib_measure_exhaustive(tt_calib *c);
+#define TT_CALIB_EX_QUERIES 16
+/* The grid search for one k: the cheapest set reaching `target`, else the best recall;
+ * out->exhaustive set when exhaustive search was measured cheaper than that set (or no
+ * set reached the target and exhaustive search was measured). */
 int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out);
 /* A smaller search for like->k: the (nprobe, ndocs) staircase at like's stage-4 margin
  * and sketch setting only, from like's ndocs up (the full search also tries every
