@@ -54,13 +54,14 @@ static const int NPROBES[] = {1, 2, 4, 8, 16, 32};
 /* The adaptive stage-4 depth's margin (doc/search.md, "Stage-4 depth"): when the
  * centroid-only scores of stage 3 misrank, no ndocs helps unless stage 4 goes deeper. */
 static const float MARGINS[] = {1.0f, 2.0f, 4.0f};
-/* Exhaustive search competes once a set's candidates are this share of the live
- * documents: its cost is measured then (once), and from there on no set dearer than
- * it is measured, and the calibration chooses it when it is cheaper than every set
- * reaching the target. On a small noisy index PLAID needed ndocs 8192 of 9,000
- * documents for recall 0.95 at 1.7x exhaustive search's time per query, and measuring
- * the deep sets took 37x the build (doc/benchmarks.md, *Exhaustive search as a
- * calibrated choice*); on large indexes the grid never gets there. */
+/* Exhaustive search competes once a set's candidates are 1/EXHAUSTIVE_SHARE of the live
+ * documents: its cost is measured then (once), from there on no set dearer than it
+ * (scan_cheaper) is measured, and the calibration chooses it when it costs no more
+ * than every set reaching the target. On a small noisy index PLAID needed ndocs 8192
+ * of 9,000 documents for recall 0.95, as slow per query as the scan and 1.7x slower
+ * than a batch's one pass, and measuring the deep sets took 37x the build
+ * (doc/benchmarks.md, *Exhaustive search as a calibrated choice*); on large indexes
+ * the grid never gets there. */
 #define EXHAUSTIVE_SHARE 16
 #define SCAN_TIE 0.1
 /* Screening: with at least SCREEN_MIN_QUERIES calibration queries, a set is measured on
