@@ -436,6 +436,7 @@ START_TEST(screened_grid) {
         ck_assert_int_eq(tt_calib_measure(&c, 10, o->nprobe, o->ndocs, o->prune_ratio,
                                           o->rerank_margin, o->sketch, &m, &cost), TT_OK);
         ck_assert_double_eq_tol(m.recall, o->recall, 1e-9);
+        tt_calib_free(&c);
     }
     assert_same_set(&out[0], &out[1]);
     tt_index_close(idx);
