@@ -387,6 +387,12 @@ VNNI static void scores_clanes(const tt_cq *q, const uint8_t *qpack, const float
  * 4 centroids x 16 query lanes. */
 #define AVX2 __attribute__((target("avx2")))
 
+/* Four bytes at p in every 32-bit lane: vbroadcastss from memory is a load alone, where
+ * a 32-bit value taken through a general register (memcpy, then _mm256_set1_epi32) cost
+ * a move to the vector unit and a shuffle for each (doc/benchmarks.md, *Stage 1 on
+ * AVX2*). */
+#define BCAST4(p) _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)(p)))
+
 #define DPA(A, X, AX, C)                                                                    \
     A = _mm256_add_epi32(A, _mm256_madd_epi16(_mm256_maddubs_epi16(AX, _mm256_sign_epi8(C, X)), \
                                               ones))
@@ -402,18 +408,17 @@ AVX2 static void tile_4x16_avx2(const tt_cq *q, const uint8_t *qb, uint32_t k0, 
         const __m256i x1 = _mm256_xor_si256(
             _mm256_load_si256((const void *)(qb + (size_t)g * 64 + 32)), flip);
         const __m256i ax0 = _mm256_abs_epi8(x0), ax1 = _mm256_abs_epi8(x1);
-        int32_t w[4];
-        memcpy(w, cp + (size_t)g * 64, 16);
-        __m256i c = _mm256_set1_epi32(w[0]);
+        const uint8_t *w = cp + (size_t)g * 64;
+        __m256i c = BCAST4(w);
         DPA(a0, x0, ax0, c);
         DPA(b0, x1, ax1, c);
-        c = _mm256_set1_epi32(w[1]);
+        c = BCAST4(w + 4);
         DPA(a1, x0, ax0, c);
         DPA(b1, x1, ax1, c);
-        c = _mm256_set1_epi32(w[2]);
+        c = BCAST4(w + 8);
         DPA(a2, x0, ax0, c);
         DPA(b2, x1, ax1, c);
-        c = _mm256_set1_epi32(w[3]);
+        c = BCAST4(w + 12);
         DPA(a3, x0, ax0, c);
         DPA(b3, x1, ax1, c);
     }
@@ -446,20 +451,19 @@ AVX2 static void clanes_block_avx2(const tt_cq *q, const uint8_t *qpack, const f
     for (uint32_t g = 0; g < q->nd4; g++) {
         const __m256i c0 = _mm256_load_si256((const void *)(cb + (size_t)g * 64));
         const __m256i c1 = _mm256_load_si256((const void *)(cb + (size_t)g * 64 + 32));
-        int32_t w[4];
-        memcpy(w, xb + (size_t)g * 64, 16);
-        __m256i x = _mm256_xor_si256(_mm256_set1_epi32(w[0]), flip), ax = _mm256_abs_epi8(x);
+        const uint8_t *w = xb + (size_t)g * 64;
+        __m256i x = _mm256_xor_si256(BCAST4(w), flip), ax = _mm256_abs_epi8(x);
         DPA(a0, x, ax, c0);
         DPA(b0, x, ax, c1);
-        x = _mm256_xor_si256(_mm256_set1_epi32(w[1]), flip);
+        x = _mm256_xor_si256(BCAST4(w + 4), flip);
         ax = _mm256_abs_epi8(x);
         DPA(a1, x, ax, c0);
         DPA(b1, x, ax, c1);
-        x = _mm256_xor_si256(_mm256_set1_epi32(w[2]), flip);
+        x = _mm256_xor_si256(BCAST4(w + 8), flip);
         ax = _mm256_abs_epi8(x);
         DPA(a2, x, ax, c0);
         DPA(b2, x, ax, c1);
-        x = _mm256_xor_si256(_mm256_set1_epi32(w[3]), flip);
+        x = _mm256_xor_si256(BCAST4(w + 12), flip);
         ax = _mm256_abs_epi8(x);
         DPA(a3, x, ax, c0);
         DPA(b3, x, ax, c1);
