@@ -1,7 +1,8 @@
 #!/bin/sh
 # Calibrated defaults from the command line (doc/search.md, "Calibrated defaults"):
 # build calibrates, info and search say so, tune with pseudo- and real queries, the
-# work cost is repeatable, --untuned and flags override, add re-checks, bad input.
+# work cost is repeatable, exhaustive search as the calibrated choice, --untuned and
+# flags override, add re-checks, bad input.
 . "${TT_SRCDIR:-.}/tests/lib.sh"
 
 "$SYNTH" --out "$WORK/c" --docs 800 --doclen 8-16 --dim 32 --queries 16 --qlen 8 \
@@ -72,6 +73,32 @@ expect_ok "build --no-tune" B --out "$WORK/raw" --no-tune
 grep -q calibrated "$WORK/err" && bad "--no-tune calibrated" || ok "--no-tune"
 expect_ok "info uncalibrated" "$T" info "$WORK/raw"
 grep -q "not calibrated" "$WORK/out" && ok "info: not calibrated" || bad "info: $(cat "$WORK/out")"
+
+# Exhaustive search as a calibrated choice: with the work cost (deterministic) and a
+# target only a near-complete PLAID search reaches, scanning this small index is cheaper.
+expect_ok "tune --target-recall 1 --cost work" "$T" tune --index "$WORK/raw" \
+    --target-recall 1 --cost work --threads 2
+grep -q "exhaustive search, .* ms per query, is cheaper" "$WORK/err" \
+    && ok "tune chooses exhaustive search" || bad "tune: $(cat "$WORK/err")"
+expect_ok "info shows it" "$T" info "$WORK/raw"
+grep -q "k<=10  exhaustive (" "$WORK/out" && ok "info: exhaustive" || bad "info: $(cat "$WORK/out")"
+"$T" info --json "$WORK/raw" | "$PY" -c "import json,sys; \
+c = json.load(sys.stdin)['calibration']; assert c['k10']['exhaustive'] is True, c" \
+    && ok "info --json: exhaustive" || bad "info --json: no exhaustive"
+R() { "$T" search --index "$WORK/raw" --queries "$WORK/c.queries.npy" \
+    --query-ids "$WORK/c.qids.txt" --k 10 "$@"; }
+expect_ok "search, no flags" R --out "$WORK/x-none.run"
+grep -q "exhaustive k=10 (calibrated for k=10 on 64 pseudo-queries: exhaustive search" \
+    "$WORK/err" && ok "search says it scans, and why" || bad "search: $(cat "$WORK/err")"
+expect_ok "search --mode exhaustive" R --mode exhaustive --out "$WORK/x-ex.run"
+cmp -s "$WORK/x-none.run" "$WORK/x-ex.run" && ok "no flags: exhaustive mode's run" \
+    || bad "no flags differs from --mode exhaustive"
+expect_ok "search --latency" R --latency --out "$WORK/x-lat.run"
+"$PY" "$TT_SRCDIR/tests/runs_close.py" "$WORK/x-lat.run" "$WORK/x-ex.run" \
+    && ok "query by query: the same hits" || bad "per-query scan differs"
+expect_ok "search --nprobe 2" R --nprobe 2 --out "$WORK/x-np.run"
+grep -q "plaid k=10 nprobe=2 .*with your flags" "$WORK/err" && ok "a PLAID flag: PLAID" \
+    || bad "--nprobe: $(cat "$WORK/err")"
 
 # Bad input.
 expect_fail "no index" "no-such" "$T" tune --index "$WORK/no-such"
