@@ -544,9 +544,6 @@ enum { TT_PRUNE_AUTO = 0, TT_PRUNE_ABSOLUTE = 1, TT_PRUNE_RELATIVE = 2 };
  * (decompressed - stage-3) difference seen in this query could still enter the top k;
  * at most ndocs in all (doc/search.md, "Stage-4 depth"). */
 enum { TT_RERANK_ADAPTIVE = 0, TT_RERANK_FIXED = 1 };
-/* tt_search_options.tuned = TT_TUNED_PLAID: the calibrated PLAID parameters even where the
- * calibration chose exhaustive search. */
-enum { TT_TUNED_PLAID = 2 };
 
 typedef struct tt_search_options {
     uint32_t struct_size;
@@ -562,10 +559,7 @@ typedef struct tt_search_options {
     int rerank;          /* TT_RERANK_ADAPTIVE (default) or TT_RERANK_FIXED */
     int tuned;           /* 1 (default): nprobe, ndocs, prune_ratio and rerank_margin
                           * left at their defaults take the index's calibrated values
-                          * (tt_index_tune) when it has them, and mode PLAID becomes
-                          * exhaustive where the calibration chose that; 0: ColBERTv2's
-                          * table by k; TT_TUNED_PLAID (2): the calibrated values, always
-                          * PLAID (PLAID asked for by name) */
+                          * (tt_index_tune) when it has them; 0: ColBERTv2's table by k */
     float rerank_margin; /* ADAPTIVE: standard deviations of the query's stage-3 error
                           * added to its mean when deciding whether a document could
                           * still enter the top k (>= 0; NaN: the default, 1) */
@@ -695,8 +689,8 @@ TT_API void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
  * k = 100 set; larger k: the k = 100 set with ndocs scaled by k / 100, never below
  * the table's). An explicit threshold (absolute pruning) keeps its own rule; nprobe
  * and ndocs may still come from the calibration. Where the calibration chose
- * exhaustive search (tt_tuned.exhaustive), opt sets none of PLAID's parameters and
- * opt->tuned is 1 (not TT_TUNED_PLAID), out->mode is TT_MODE_EXHAUSTIVE. Returns how many fields came from the calibration
+ * exhaustive search (tt_tuned.exhaustive) and opt sets none of PLAID's parameters,
+ * out->mode is TT_MODE_EXHAUSTIVE. Returns how many fields came from the calibration
  * (0: none; the parameters are ColBERTv2's table and the caller's). */
 TT_API int tt_search_options_resolve_index(const tt_index *idx, const tt_search_options *opt,
                                            uint32_t k, tt_search_options *out);

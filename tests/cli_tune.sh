@@ -99,10 +99,6 @@ expect_ok "search --latency" R --latency --out "$WORK/x-lat.run"
 expect_ok "search --nprobe 2" R --nprobe 2 --out "$WORK/x-np.run"
 grep -q "plaid k=10 nprobe=2 .*with your flags" "$WORK/err" && ok "a PLAID flag: PLAID" \
     || bad "--nprobe: $(cat "$WORK/err")"
-expect_ok "search --mode plaid" R --mode plaid --out "$WORK/x-pl.run"
-grep -q "plaid k=10 nprobe=1 .*ndocs=1024 .*(calibrated for k=10 on 64 pseudo-queries (recall" \
-    "$WORK/err" && ok "PLAID by name: PLAID, every field calibrated" \
-    || bad "--mode plaid: $(cat "$WORK/err")"
 
 # Bad input.
 expect_fail "no index" "no-such" "$T" tune --index "$WORK/no-such"

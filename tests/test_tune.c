@@ -515,11 +515,6 @@ START_TEST(exhaustive_choice) {
     ck_assert_int_eq(eff.mode, TT_MODE_PLAID);
     ck_assert_uint_eq(eff.ndocs, TT_MAX(t.k10.ndocs, 10u));
     so.nprobe = 0;
-    so.tuned = TT_TUNED_PLAID; /* PLAID by name: every field calibrated */
-    ck_assert_int_ge(tt_search_options_resolve_query(idx, &so, 10, 32, &eff), 4);
-    ck_assert_int_eq(eff.mode, TT_MODE_PLAID);
-    ck_assert_int_eq(eff.nprobe, t.k10.nprobe);
-    ck_assert_uint_eq(eff.ndocs, TT_MAX(t.k10.ndocs, 10u));
     so.tuned = 0;
     ck_assert_int_eq(tt_search_options_resolve_query(idx, &so, 10, 32, &eff), 0);
     ck_assert_int_eq(eff.mode, TT_MODE_PLAID);

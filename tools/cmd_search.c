@@ -33,11 +33,12 @@ static void usage(FILE *f) {
         "  --encoder-timeout S  seconds without progress before the encoder is killed (300)\n"
         "  --k N                results per query (default 10)\n"
         "  --out RUN            output file ('-' for stdout); written aside, then renamed\n"
-        "  --mode M             dense retrieval: plaid (also 'dense'), exhaustive\n"
-        "                       (decompressed MaxSim over every document) or exact\n"
+        "  --mode M             dense retrieval: plaid (default; also 'dense': the\n"
+        "                       calibrated search, which scans exhaustively where the\n"
+        "                       index's calibration found that cheaper, unless a PLAID\n"
+        "                       flag such as --nprobe is given), exhaustive (decompressed\n"
+        "                       MaxSim over every document) or exact\n"
         "                       (original vectors; index built with --keep-originals f16);\n"
-        "                       without --mode: plaid, or exhaustive where the index's\n"
-        "                       calibration found it cheaper and no PLAID flag is given;\n"
         "                       sparse: the index's sparse postings only (BM25 or weights);\n"
         "                       hybrid: dense and sparse at once, fused (doc/search.md,\n"
         "                       \"Hybrid retrieval\")\n"
@@ -369,8 +370,6 @@ int cmd_search(int argc, char **argv) {
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
-    bool plaid_named = false; /* --mode plaid (or dense) given: PLAID even where the
-                               * calibration chose exhaustive search */
     const char *sparse_queries = NULL, *query_text = NULL, *vocab = NULL;
     bool text_default = false; /* hybrid with --encoder: its sparse parts, else the texts */
     tt_sparse_options spo;
@@ -424,12 +423,10 @@ int cmd_search(int argc, char **argv) {
             else if ((so.mode = dense_mode(optarg)) < 0)
                 return cli_usage_error("search", "--mode must be plaid (dense), exhaustive, "
                                        "exact, sparse or hybrid");
-            plaid_named = so.mode == TT_MODE_PLAID && retriever == R_DENSE;
             break;
         case 1001:
             if ((so.mode = dense_mode(optarg)) < 0)
                 return cli_usage_error("search", "--dense-mode must be plaid, exhaustive or exact");
-            plaid_named = so.mode == TT_MODE_PLAID;
             break;
         case 1002: sparse_queries = optarg; break;
         case 1019: vocab = optarg; break;
@@ -550,8 +547,6 @@ int cmd_search(int argc, char **argv) {
         return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
     if (!index || !out)
         return cli_usage_error("search", "--index and --out are required");
-    if (plaid_named && so.tuned == 1)
-        so.tuned = TT_TUNED_PLAID;
     /* Where the sparse queries come from (doc/search.md, "Hybrid retrieval"). */
     if (retriever == R_SPARSE) {
         if (qlens || qids)

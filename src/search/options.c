@@ -138,9 +138,8 @@ int tt_search_options_resolve_query(const tt_index *idx, const tt_search_options
         const tt_tuned *t = k <= 10 ? (short_q ? &ti->k10_short : &ti->k10)
                                     : (short_q ? &ti->k100_short : &ti->k100);
         /* Exhaustive search measured cheaper than PLAID at the target: taken unless the
-         * caller set one of PLAID's own parameters or asked for PLAID by name (then
-         * PLAID, the rest calibrated). */
-        if (t->exhaustive && o.tuned != TT_TUNED_PLAID && o.nprobe <= 0 && o.ndocs == 0 && isnan(o.threshold) &&
+         * caller set one of PLAID's own parameters (then PLAID, the rest calibrated). */
+        if (t->exhaustive && o.nprobe <= 0 && o.ndocs == 0 && isnan(o.threshold) &&
             isnan(o.prune_ratio) && isnan(o.rerank_margin) && o.pruning == TT_PRUNE_AUTO &&
             o.rerank == TT_RERANK_ADAPTIVE && o.sketch < 0) {
             o.mode = TT_MODE_EXHAUSTIVE;
