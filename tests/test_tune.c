@@ -412,6 +412,25 @@ START_TEST(search_uses_calibration) {
 }
 END_TEST
 
+/* A calibration of idx on n pseudo-queries (seed 42, the work cost, 2 threads) with its
+ * exhaustive reference; *used receives the pseudo-queries' length. */
+static void work_calib(tt_calib *c, const tt_index *idx, uint32_t n, uint32_t *used) {
+    ck_assert_int_eq(tt_calib_init_pseudo(c, idx, n, 0, NAN, 42, TT_TUNE_COST_WORK, used),
+                     TT_OK);
+    c->threads = 2;
+    ck_assert_int_eq(tt_calib_truth(c, 2), TT_OK);
+}
+
+/* The k = 10 set t measured again on every query: the recall t reports; returns its cost. */
+static double remeasured(tt_calib *c, const tt_tuned *t) {
+    tt_tuned m;
+    double cost;
+    ck_assert_int_eq(tt_calib_measure(c, 10, t->nprobe, t->ndocs, t->prune_ratio,
+                                      t->rerank_margin, t->sketch, &m, &cost), TT_OK);
+    ck_assert_double_eq_tol(m.recall, t->recall, 1e-9);
+    return cost;
+}
+
 /* With 64 queries a set is screened on the first 16 (calibrate.c, SCREEN_QUERIES): the
  * choice is still deterministic, and what it reports is the set measured on every
  * query. */
@@ -423,19 +442,11 @@ START_TEST(screened_grid) {
     ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
     tt_tuned out[2];
     for (int run = 0; run < 2; run++) {
-        tt_tuned m;
-        double cost;
         tt_calib c;
         uint32_t used;
-        ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 64, 0, NAN, 42, TT_TUNE_COST_WORK, &used),
-                         TT_OK);
-        c.threads = 2;
-        ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+        work_calib(&c, idx, 64, &used);
         ck_assert_int_eq(tt_calib_search(&c, 10, 0.9, &out[run]), TT_OK);
-        const tt_tuned *o = &out[run];
-        ck_assert_int_eq(tt_calib_measure(&c, 10, o->nprobe, o->ndocs, o->prune_ratio,
-                                          o->rerank_margin, o->sketch, &m, &cost), TT_OK);
-        ck_assert_double_eq_tol(m.recall, o->recall, 1e-9);
+        remeasured(&c, &out[run]);
         tt_calib_free(&c);
     }
     assert_same_set(&out[0], &out[1]);
@@ -470,19 +481,13 @@ START_TEST(exhaustive_choice) {
         const double want = target ? 1.0 : 0.9;
         tt_calib c;
         uint32_t used;
-        ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 24, 0, NAN, 42, TT_TUNE_COST_WORK, &used),
-                         TT_OK);
-        c.threads = 2;
-        ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
-        tt_tuned out, m;
+        work_calib(&c, idx, 24, &used);
+        tt_tuned out;
         ck_assert_int_eq(tt_calib_search(&c, 10, want, &out), TT_OK);
         ck_assert_int_eq(c.ex_measured, 1); /* 150 documents: from the first set */
         /* the scan's work: every live vector decoded and multiplied */
         ck_assert_double_eq_tol(c.ex_cost, 150.0 * DOCLEN * DIM * (1 + used), 1e-6);
-        double cost;
-        ck_assert_int_eq(tt_calib_measure(&c, 10, out.nprobe, out.ndocs, out.prune_ratio,
-                                          out.rerank_margin, out.sketch, &m, &cost), TT_OK);
-        ck_assert_double_eq_tol(m.recall, out.recall, 1e-9);
+        const double cost = remeasured(&c, &out);
         /* cheaper, or within 10% (calibrate.c, SCAN_TIE) */
         ck_assert_int_eq(out.exhaustive, !out.reached || c.ex_cost < cost * 1.1);
         ck_assert(out.exhaustive ? out.exhaustive_ms > 0 : out.exhaustive_ms == 0);
