@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The sets' keys, in tt_tune_info's order (k10, k100, k10_short, k100_short). */
+static const char *const SET_KEYS[4] = {"k10", "k100", "k10_short", "k100_short"};
+
 /* " sketch 0" only when the calibration turned the sketch off: a set without it reads
  * as before sketches existed (on). */
 static int fmt_set(char *buf, size_t cap, const tt_tuned *t) {
@@ -37,11 +40,10 @@ int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
     }
     /* Exhaustive search chosen for a set: its own key, which a reader that predates it
      * ignores (the set's PLAID parameters then serve every search, as they did). */
-    static const char *const names[4] = {"k10", "k100", "k10_short", "k100_short"};
     const tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
     for (int i = 0; i < (t->short_len ? 4 : 2) && n >= 0 && (size_t)n < cap; i++)
         if (sets[i]->exhaustive)
-            n += snprintf(buf + n, cap - (size_t)n, "%s_exhaustive=%.4f\n", names[i],
+            n += snprintf(buf + n, cap - (size_t)n, "%s_exhaustive=%.4f\n", SET_KEYS[i],
                           sets[i]->exhaustive_ms);
     if (n < 0 || (size_t)n >= cap)
         return tt_err(TT_ENOMEM, "tune.tt: the text does not fit in %zu bytes", cap);
@@ -150,15 +152,14 @@ int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t) {
             return bad(m->path, "k100_short");
     }
     /* optional: `<set>_exhaustive=<ms>`, exhaustive search chosen for that set */
-    static const char *const names[4] = {"k10_exhaustive", "k100_exhaustive",
-                                         "k10_short_exhaustive", "k100_short_exhaustive"};
     tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
     for (int i = 0; i < 4; i++) {
-        if (!tt_meta_get(m, names[i], v, sizeof v))
+        char key[32];
+        snprintf(key, sizeof key, "%s_exhaustive", SET_KEYS[i]);
+        if (!tt_meta_get(m, key, v, sizeof v))
             continue;
-        if ((i >= 2 && !t->short_len) ||
-            !get_double(m, names[i], 0, 1e9, &sets[i]->exhaustive_ms))
-            return bad(m->path, names[i]);
+        if ((i >= 2 && !t->short_len) || !get_double(m, key, 0, 1e9, &sets[i]->exhaustive_ms))
+            return bad(m->path, key);
         sets[i]->exhaustive = 1;
     }
     t->tuned = 1;

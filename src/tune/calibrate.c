@@ -360,8 +360,8 @@ static int measure_threads(tt_calib *c, int *threads) {
 }
 
 /* Searches calibration queries q0 to nq - 1 with o on the measuring threads: their CPU
- * seconds summed into *secs, their contexts' counters into *ss, each query's recall
- * into c->qrecall. */
+ * seconds added to *secs, their contexts' counters to *ss, each query's recall into
+ * c->qrecall. */
 static int run_queries(tt_calib *c, const tt_search_options *o, uint32_t k, uint64_t q0,
                        uint64_t nq, double *secs, tt_search_stats *ss) {
     int threads, st;
@@ -375,8 +375,6 @@ static int run_queries(tt_calib *c, const tt_search_options *o, uint32_t k, uint
     tt_parallel(threads, measure_worker, &j);
     if ((st = tt_first_err_end(&j.err)))
         return st;
-    *secs = 0;
-    memset(ss, 0, sizeof *ss);
     for (int i = 0; i < threads; i++) {
         tt_search_stats s2;
         tt_search_ctx_stats(calib_ctx(c, i), &s2);
@@ -413,8 +411,8 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
     o.rerank_margin = margin;
     o.sketch = sketch;
     o.tuned = 0;
-    double secs;
-    tt_search_stats ss;
+    double secs = 0;
+    tt_search_stats ss = {0};
     const bool screening = screen >= 0 && c->nq >= SCREEN_MIN_QUERIES;
     uint64_t nq = screening ? SCREEN_QUERIES : c->nq;
     int st = run_queries(c, &o, k, 0, nq, &secs, &ss);
@@ -425,18 +423,11 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
     for (uint64_t q = 0; q < nq; q++)
         recall += c->qrecall[q];
     *partial = screening && recall < screen * (double)nq;
-    if (screening && !*partial) {
-        double secs2;
-        tt_search_stats ss2;
-        if ((st = run_queries(c, &o, k, nq, c->nq, &secs2, &ss2)))
+    if (screening && !*partial) { /* the rest of the queries, added to the first's */
+        if ((st = run_queries(c, &o, k, nq, c->nq, &secs, &ss)))
             return st;
         for (uint64_t q = nq; q < c->nq; q++)
             recall += c->qrecall[q];
-        secs += secs2;
-        ss.candidates += ss2.candidates;
-        ss.stage2_docs += ss2.stage2_docs;
-        ss.stage3_docs += ss2.stage3_docs;
-        ss.scored_docs += ss2.scored_docs;
         nq = c->nq;
     }
     memset(t, 0, sizeof *t);
@@ -478,8 +469,8 @@ int tt_calib_measure_exhaustive(tt_calib *c) {
     o.mode = TT_MODE_EXHAUSTIVE;
     o.tuned = 0;
     const uint64_t nq = TT_MIN(c->nq, (uint64_t)TT_CALIB_EX_QUERIES);
-    double secs;
-    tt_search_stats ss;
+    double secs = 0;
+    tt_search_stats ss = {0};
     int st = run_queries(c, &o, 10, 0, nq, &secs, &ss);
     if (st)
         return st;
