@@ -729,13 +729,15 @@ int cmd_search(int argc, char **argv) {
                      "is not calibrated: tartan tune)" : so.tuned ? "your flags" :
                      "ColBERTv2's defaults by k (--untuned)");
     }
+    /* Where the dense parameters came from: PLAID always says, another mode when the
+     * calibration chose it. */
+    const bool say_from = eff.mode == TT_MODE_PLAID || tuned_fields;
     if (retriever != R_DENSE) {
         char fusion[480] = "";
         if (retriever == R_HYBRID)
             snprintf(fusion, sizeof fusion, " + %s dense%s%s%s, fusion %s depth %u%s",
-                     mode_name(eff.mode), eff.mode == TT_MODE_PLAID || tuned_fields ? " (" : "",
-                     eff.mode == TT_MODE_PLAID || tuned_fields ? from : "",
-                     eff.mode == TT_MODE_PLAID || tuned_fields ? ")" : "",
+                     mode_name(eff.mode), say_from ? " (" : "", say_from ? from : "",
+                     say_from ? ")" : "",
                      fo.method == TT_FUSION_RRF ? "rrf" : "minmax", fo.depth,
                      fo.method == TT_FUSION_RRF ? "" : " (alpha)");
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu, sparse %s%s\n",
@@ -766,8 +768,8 @@ int cmd_search(int argc, char **argv) {
         fprintf(stderr, "tartan search: %llu queries on %llu documents; %s k=%llu%s%s%s; "
                 "residuals via %s\n", (unsigned long long)qs->num_queries,
                 (unsigned long long)tt_sharded_num_docs(sh), mode_name(eff.mode),
-                (unsigned long long)k, tuned_fields ? " (" : "", tuned_fields ? from : "",
-                tuned_fields ? ")" : "", io_name(info.io));
+                (unsigned long long)k, say_from ? " (" : "", say_from ? from : "",
+                say_from ? ")" : "", io_name(info.io));
     {
         /* Why io_uring is not used, if it was asked for (or chosen by default). */
         tt_search_ctx *probe = NULL;
