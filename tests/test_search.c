@@ -524,6 +524,59 @@ START_TEST(resdec_dot_matches_decode) {
 }
 END_TEST
 
+/* The split's centroid part, both paths, against the double-precision definition:
+ * dims with and without a tail of 8 and of 16, odd and even code counts, a repeated
+ * code, 4 and 8 query rows; rows of CS not listed stay untouched. */
+START_TEST(centroid_dots_match_definition) {
+    const uint32_t dims[] = {3584, 1024, 100, 9, 3}, K = 40;
+    const uint32_t codes[] = {7, 3, 39, 0, 3, 22, 11, 5, 30};
+    const int cpu_avx2 =
+#ifdef TT_AVX2
+        tt_cpu_avx2();
+#else
+        0;
+#endif
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        const uint32_t dim = dims[di];
+        tt_rng r;
+        tt_rng_seed(&r, 70 + di);
+        float *C = malloc((size_t)K * dim * sizeof *C), *Q = malloc((size_t)8 * dim * sizeof *Q);
+        float *CS = malloc((size_t)K * 8 * sizeof *CS);
+        for (uint64_t i = 0; i < (uint64_t)K * dim; i++)
+            C[i] = (float)(tt_rng_uniform(&r) - 0.5);
+        for (uint64_t i = 0; i < 8ull * dim; i++)
+            Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
+        for (uint32_t nqp = 4; nqp <= 8; nqp += 4)
+            for (uint64_t n = 0; n <= sizeof codes / sizeof codes[0]; n++)
+                for (int avx2 = 0; avx2 <= cpu_avx2; avx2++) {
+                    for (uint32_t i = 0; i < K * nqp; i++)
+                        CS[i] = -7.0f;
+                    tt_centroid_dots(Q, nqp, dim, C, codes, n, CS, avx2);
+                    for (uint32_t k = 0; k < K; k++) {
+                        bool listed = false;
+                        for (uint64_t t = 0; t < n; t++)
+                            listed |= codes[t] == k;
+                        for (uint32_t i = 0; i < nqp; i++) {
+                            double want = -7.0;
+                            if (listed) {
+                                want = 0;
+                                for (uint32_t j = 0; j < dim; j++)
+                                    want += (double)Q[(uint64_t)i * dim + j] * C[(uint64_t)k * dim + j];
+                            }
+                            ck_assert_msg(fabs(CS[k * nqp + i] - want) <= 1e-5 * (1 + sqrt(dim)),
+                                          "dim %u nqp %u n %llu avx2 %d: centroid %u row %u: %g, want %g",
+                                          dim, nqp, (unsigned long long)n, avx2, k, i,
+                                          (double)CS[k * nqp + i], want);
+                        }
+                    }
+                }
+        free(C);
+        free(Q);
+        free(CS);
+    }
+}
+END_TEST
+
 START_TEST(topk_deterministic) {
     tt_rng r;
     tt_rng_seed(&r, 5);
@@ -2112,6 +2165,7 @@ int main(void) {
     tcase_add_test(tc, resdec_matches_layout);
     tcase_add_test(tc, resdec_adaptive_matches_definition);
     tcase_add_test(tc, resdec_dot_matches_decode);
+    tcase_add_test(tc, centroid_dots_match_definition);
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);

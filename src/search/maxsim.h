@@ -43,6 +43,13 @@ void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t 
                            const float *R, const uint32_t *doclens, uint32_t ndocs,
                            const uint32_t *codes, const float *CS, float *QR, float *scores);
 
+/* The centroid part of the split: CS[codes[t] * nqp + i] = <q_i, centroid codes[t]> for
+ * the n codes given (rows of `centroids`, dim floats each; nqp a multiple of 4). With
+ * avx2 (where the CPU has AVX2 and FMA) two rows at a time, the next two prefetched;
+ * otherwise one sgemv a row. The two agree up to float rounding. */
+void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *centroids,
+                      const uint32_t *codes, uint64_t n, float *CS, bool avx2);
+
 /* Scalar reference of the same score for one document (double accumulation), from
  * the packed residuals and the codec; used by the tests. */
 double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,

@@ -17,19 +17,20 @@
 #define SPLIT_MAX_NQP 8u
 
 /* The current query's centroid scores of every code of the group's rows, computed for
- * the codes not seen yet in this query. */
+ * the codes not seen yet in this query (listed in gcodes, which the split does not
+ * otherwise use). */
 static void split_centroid_scores(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    const uint32_t dim = idx->dim, nqp = c->nqp;
+    uint64_t n = 0;
     for (uint64_t j = 0; j < c->grows; j++) {
         const uint32_t code = c->rcodes[j];
         if (c->cfs_seen[code] == c->cfs_query)
             continue;
         c->cfs_seen[code] = c->cfs_query;
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nqp, (int)dim, 1.0f, c->Qp, (int)dim,
-                    idx->centroids + (uint64_t)code * dim, 1, 0.0f,
-                    c->cfs + (uint64_t)code * nqp, 1);
+        c->gcodes[n++] = code;
     }
+    tt_centroid_dots(c->Qp, c->nqp, idx->dim, idx->centroids, c->gcodes, n, c->cfs,
+                     c->dec.avx2);
 }
 
 /* Whether stage 4 of the current query splits (c->split_mode, or by the index's shape),
