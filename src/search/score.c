@@ -4,8 +4,6 @@
  * centroids and the residuals apart (the split below). */
 #include "search/search.h"
 
-#include <cblas.h>
-
 /* Stage 4 splits <q, c + r> into <q, c> + <q, r> for queries of at most SPLIT_MAX_NQP
  * (padded) vectors on vectors of at least SPLIT_MIN_DIM dimensions: each centroid row is
  * then read once per query (not once per vector scored), and on AVX-512 <q, r> comes

@@ -58,7 +58,7 @@ struct tt_search_ctx {
     uint64_t rows_cap;     /* decoded rows per MaxSim group */
     float *R;              /* rows_cap * dim */
     float *QR;             /* rows_cap * nqp_cap */
-    uint32_t *gcodes;      /* rows_cap: the codes of one document (or, split, a group's new codes) */
+    uint32_t *gcodes;      /* rows_cap: a document's codes (split: a group's new ones) */
     uint32_t *glens;       /* rows_cap (a group holds at most rows_cap documents) */
     uint64_t *gdocs;
     float *gscores;
