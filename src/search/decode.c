@@ -669,13 +669,19 @@ fma_run8(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *
     const uint8_t *rp = p + run->byte0;
     for (uint32_t d0 = 0; d0 < full; d0 += 8) {
         const float *t = run->wt8 + (uint64_t)d0 * nb;
+        /* The vectors' weights first, then each query row loaded once for all of them:
+         * 8 accumulators, 2 weights and 1 query row leave room for the blends, where
+         * the 4 query rows held across both vectors spilled accumulators. */
+        __m256 w[2];
         _Pragma("GCC unroll 2")
-        for (uint32_t v = 0; v < NV; v++) {
-            const __m256 w = pick8_weights(&k, W, t, pick8_word(W, rp + (uint64_t)v * bpv, d0));
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                acc[v * NQ + i] = _mm256_fmadd_ps(
-                    w, _mm256_loadu_ps(Q + (uint64_t)i * dim + run->k0 + d0), acc[v * NQ + i]);
+        for (uint32_t v = 0; v < NV; v++)
+            w[v] = pick8_weights(&k, W, t, pick8_word(W, rp + (uint64_t)v * bpv, d0));
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++) {
+            const __m256 q = _mm256_loadu_ps(Q + (uint64_t)i * dim + run->k0 + d0);
+            _Pragma("GCC unroll 2")
+            for (uint32_t v = 0; v < NV; v++)
+                acc[v * NQ + i] = _mm256_fmadd_ps(w[v], q, acc[v * NQ + i]);
         }
     }
     for (uint32_t v = 0; v < NV && full < n; v++) {
