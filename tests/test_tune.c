@@ -121,6 +121,43 @@ START_TEST(deterministic_and_round_trip) {
 }
 END_TEST
 
+/* "Reached" is the recall's one-sided 95% lower bound over the nq * k exhaustive hits,
+ * computed here from its definition; the calibration stores it so. */
+START_TEST(reached_with_confidence) {
+    tt_calib c;
+    memset(&c, 0, sizeof c);
+    c.nq = 64;
+    const double rs[] = {0.95, 0.958, 0.962, 0.964, 0.97, 0.99, 1.0, 0.5};
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++)
+        for (uint32_t k = 10; k <= 100; k += 90) {
+            const double r = rs[i], lcb = r - 1.645 * sqrt(r * (1 - r) / (64.0 * k));
+            ck_assert_msg(tt_calib_reaches(&c, k, r, 0.95) == (lcb >= 0.95), "r %g k %u", r, k);
+        }
+    /* the margins the rule asks for at 64 queries: 0.958 is not enough at k = 10 (the
+     * mean that used to pass), 0.964 is; at k = 100 0.956 is */
+    ck_assert(!tt_calib_reaches(&c, 10, 0.958, 0.95));
+    ck_assert(tt_calib_reaches(&c, 10, 0.964, 0.95));
+    ck_assert(tt_calib_reaches(&c, 100, 0.956, 0.95));
+    ck_assert(tt_calib_reaches(&c, 10, 1.0, 1.0)); /* a perfect recall needs no margin */
+    ck_assert(!tt_calib_reaches(&c, 10, 0.999, 1.0));
+    c.nq = 0;
+    ck_assert(!tt_calib_reaches(&c, 10, 1.0, 0.5)); /* no queries: nothing is reached */
+
+    char a[600];
+    snprintf(a, sizeof a, "%s/r", dir);
+    build_index(a, NDOCS, 17, false);
+    tt_tune_options o;
+    work_options(&o);
+    tt_tune_info t;
+    ck_assert_msg(tt_index_tune(a, &o, &t) == TT_OK, "%s", tt_last_error());
+    c.nq = t.num_queries;
+    const tt_tuned *sets[] = {&t.k10, &t.k100};
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(sets[i]->reached,
+                         tt_calib_reaches(&c, sets[i]->k, sets[i]->recall, o.target_recall));
+}
+END_TEST
+
 /* The stored sets reach the target on pseudo-queries of another seed (held out), within
  * the sampling error of 48 queries; and they cost less than the largest grid point. */
 START_TEST(reaches_target_on_held_out_queries) {
@@ -670,6 +707,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, deterministic_and_round_trip);
     tcase_add_test(tc, reaches_target_on_held_out_queries);
+    tcase_add_test(tc, reached_with_confidence);
     tcase_add_test(tc, pseudo_queries_by_definition);
     tcase_add_test(tc, search_uses_calibration);
     tcase_add_test(tc, exhaustive_choice);

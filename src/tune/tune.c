@@ -93,7 +93,7 @@ static int still_good(tt_calib *c, tt_calib *cs, const tt_tune_info *old, double
                                    sets[i]->prune_ratio, sets[i]->rerank_margin,
                                    sets[i]->sketch, outs[i], &cost)))
             return st;
-        outs[i]->reached = outs[i]->recall >= target;
+        outs[i]->reached = tt_calib_reaches(i < 2 ? c : cs, sets[i]->k, outs[i]->recall, target);
         *good = *good && outs[i]->reached;
     }
     return TT_OK;

@@ -68,6 +68,9 @@ int tt_calib_truth(tt_calib *c, int threads);
  * not depend on the threads. */
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
                      float margin, int sketch, tt_tuned *t, double *cost);
+/* Whether a recall@k measured on c's queries reaches the target: its one-sided 95%
+ * lower confidence bound (binomial, over the nq * k exhaustive hits) does. */
+bool tt_calib_reaches(const tt_calib *c, uint32_t k, double recall, double target);
 /* Exhaustive search's cost on c's queries (at most TT_CALIB_EX_QUERIES of them: a scan
  * costs the same for any query of a length) into c->ex_ms and c->ex_cost, once. */
 int tt_calib_measure_exhaustive(tt_calib *c);
