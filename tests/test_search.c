@@ -557,14 +557,16 @@ START_TEST(centroid_dots_match_definition) {
                         for (uint64_t t = 0; t < n; t++)
                             listed |= codes[t] == k;
                         for (uint32_t i = 0; i < nqp; i++) {
+                            const float *q = Q + (uint64_t)i * dim, *ck = C + (uint64_t)k * dim;
                             double want = -7.0;
                             if (listed) {
                                 want = 0;
                                 for (uint32_t j = 0; j < dim; j++)
-                                    want += (double)Q[(uint64_t)i * dim + j] * C[(uint64_t)k * dim + j];
+                                    want += (double)q[j] * ck[j];
                             }
                             ck_assert_msg(fabs(CS[k * nqp + i] - want) <= 1e-5 * (1 + sqrt(dim)),
-                                          "dim %u nqp %u n %llu avx2 %d: centroid %u row %u: %g, want %g",
+                                          "dim %u nqp %u n %llu avx2 %d: centroid %u row %u: "
+                                          "%g, want %g",
                                           dim, nqp, (unsigned long long)n, avx2, k, i,
                                           (double)CS[k * nqp + i], want);
                         }
