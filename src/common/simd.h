@@ -26,6 +26,14 @@ static inline int tt_cpu_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+/* The sum of a register's 8 floats, in one order (halves, then pairs, then the last
+ * two), so that every kernel rounds it alike; AVX alone, so AVX2 and AVX-512 code can
+ * inline it. */
+__attribute__((target("avx"))) static inline float tt_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
 #endif
 
 #endif

@@ -91,10 +91,7 @@ static float sqdist_sse2(const float *a, const float *b, uint32_t dim) {
 AVX512_FN static inline float reduce_avx512(__m512 s) {
     __m256 lo = _mm512_castps512_ps256(s);
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
-    __m256 s8 = _mm256_add_ps(lo, hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    return tt_hsum8(_mm256_add_ps(lo, hi));
 }
 
 /* One step of 16 dimensions (fewer at the end: masked loads add +0 to the other lanes,

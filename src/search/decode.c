@@ -690,12 +690,6 @@ fma_run8(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *
     }
 }
 
-AVX2_FN static inline float reduce8(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 /* dot_block's AVX2 twin: NV vectors at p against NQ query rows, NV * NQ <= 8. */
 __attribute__((always_inline)) AVX2_FN static inline void
 dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NV,
@@ -731,7 +725,7 @@ dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t 
         loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, loose);
         TT_UNROLL_NQ
         for (uint32_t i = 0; i < NQ; i++)
-            out[v * NQ + i] = reduce8(acc[v * NQ + i]) + loose[i];
+            out[v * NQ + i] = tt_hsum8(acc[v * NQ + i]) + loose[i];
     }
 }
 

@@ -68,12 +68,6 @@ void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t 
 }
 
 #ifdef TT_AVX2
-AVX2_FN static inline float hsum8(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(a, _mm_shuffle_ps(a, a, 1)));
-}
-
 /* Four query rows (Q, stride dim) against two centroid rows a and b: oa[i] = <q_i, a>,
  * ob[i] = <q_i, b>. pa and pb (or NULL) are the next rows, prefetched a line per 16
  * floats so that their reads overlap this pair's arithmetic. */
@@ -104,7 +98,7 @@ AVX2_FN static void dot_pair4_avx2(const float *Q, uint32_t dim, const float *a,
     }
     const __m256 A[4] = {a0, a1, a2, a3}, B[4] = {b0, b1, b2, b3};
     for (uint32_t i = 0; i < 4; i++) {
-        float sa = hsum8(A[i]), sb = hsum8(B[i]);
+        float sa = tt_hsum8(A[i]), sb = tt_hsum8(B[i]);
         for (uint32_t t = k; t < dim; t++) {
             sa += Q[(uint64_t)i * dim + t] * a[t];
             sb += Q[(uint64_t)i * dim + t] * b[t];
