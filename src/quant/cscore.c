@@ -450,7 +450,7 @@ AVX2 static void clanes_block_avx2(const tt_cq *q, const uint8_t *qpack, const f
     const uint8_t *cb = q->data + (size_t)blk * q->nd4 * 64, *xb = qpack + (size_t)i0 * 4;
     for (uint32_t g = 0; g < q->nd4; g++) {
         /* 2 KiB ahead: at 3584-d the table (29 MiB) comes from memory, and the hardware
-         * prefetcher alone left stage 1 15-30% slower (doc/benchmarks.md, *Centroid rows
+         * prefetcher alone left stage 1 12-25% slower (doc/benchmarks.md, *Centroid rows
          * and the int8 table from memory*); past the end it is a no-op. */
         _mm_prefetch((const char *)(cb + (size_t)g * 64 + 2048), _MM_HINT_T0);
         const __m256i c0 = _mm256_load_si256((const void *)(cb + (size_t)g * 64));
