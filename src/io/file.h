@@ -80,15 +80,19 @@ void tt_fw_abort(tt_fwriter *w);
 typedef struct tt_fmap {
     char *path;
     int fd;               /* kept open (residuals are read through it) */
-    const uint8_t *base;  /* whole file; NULL if not mapped */
+    const uint8_t *base;  /* whole file (mapped or copied); NULL if neither */
     uint64_t size;
     tt_header h;
     const uint8_t *payload;
 } tt_fmap;
 
-enum { TT_MAP_NONE = 0, TT_MAP_WHOLE = 1 };
+enum { TT_MAP_NONE = 0, TT_MAP_WHOLE = 1, TT_MAP_COPY = 2 };
 /* Opens dir/name, reads and validates the header, checks that header + payload_bytes
- * equals the file size, and (map == TT_MAP_WHOLE) mmaps the file. */
+ * equals the file size, and with TT_MAP_WHOLE mmaps the file; with TT_MAP_COPY reads it
+ * into private anonymous memory instead (what must stay in RAM: file pages are evicted
+ * under memory pressure and come back one synchronous fault at a time, anonymous pages
+ * are not; doc/benchmarks.md, *A busy machine*). Either way base/payload are read-only
+ * and tt_fmap_close releases them. */
 int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind, int map);
 /* Recomputes the payload hash and compares it with the header. TT_ECORRUPT naming the file. */
 int tt_fmap_check_payload(const tt_fmap *m, tt_progress_fn progress, void *user);
