@@ -73,7 +73,7 @@ static void assert_no_tmp(const char *dir, const char *base) {
     closedir(d);
 }
 
-/* Whether a file under dir whose name ends in name is mapped into this process (1), not
+/* Whether a file whose path holds dir and then name is mapped into this process (1), not
  * (0), or this cannot be told (-1: no /proc/self/maps). */
 static int file_mapped(const char *dir, const char *name) {
     FILE *f = fopen("/proc/self/maps", "r");
