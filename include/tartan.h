@@ -710,7 +710,7 @@ typedef struct tt_search_stats {
     uint64_t bytes_read;    /* residual bytes read from the file (mmap: bytes touched) */
     uint64_t reads;         /* read requests issued (io_uring, pread; 0 with mmap) */
     double seconds[4];      /* time in stage 1 (Q·Cᵀ, IVF), 2, 3, 4 (fetch + MaxSim) */
-    double seconds_fetch;   /* part of stage 4 (or of a scan) spent reading residuals */
+    double seconds_fetch;   /* part of stage 4 (or of a scan) spent waiting for residual reads */
     int io;                 /* TT_IO_URING, TT_IO_MMAP or TT_IO_PREAD */
     char io_note[160];      /* why this context does not use io_uring, or "" */
 } tt_search_stats;

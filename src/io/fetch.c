@@ -59,6 +59,15 @@ struct tt_fetcher {
     size_t pc_cap;
     uint32_t *queue;       /* pieces waiting for (re)submission: a FIFO of pc indices */
     size_t queue_cap;
+    /* The started read (tt_fetcher_start): npc pieces, of which [0, ready) have all
+     * arrived; need[i]: the pieces ranges 0..i lie in; io_uring's FIFO and reads in
+     * flight; its first error. pending until every piece arrived or it failed. */
+    size_t npc, ready, nrange;
+    size_t *need;
+    size_t need_cap;
+    size_t qhead, qtail, qlen, inflight;
+    int status;
+    bool pending;
     tt_fetch_stats st;
 };
 
@@ -132,9 +141,12 @@ fail:
     return status;
 }
 
+static void abandon(tt_fetcher *f);
+
 void tt_fetcher_free(tt_fetcher *f) {
     if (!f)
         return;
+    abandon(f);
     if (f->ring_ok)
         io_uring_queue_exit(&f->ring);
     free(f->orphan);
@@ -142,6 +154,7 @@ void tt_fetcher_free(tt_fetcher *f) {
     free(f->rng);
     free(f->pc);
     free(f->queue);
+    free(f->need);
     free(f->path);
     free(f->files);
     free(f);
@@ -175,7 +188,6 @@ static int grow_buf(tt_fetcher *f, uint64_t need) {
     return TT_OK;
 }
 
-/* Synchronous reads of every piece, for when io_uring is not available. */
 static int piece_fd(const tt_fetcher *f, const fetch_piece *pc) {
     return f->direct ? f->files[pc->file].fd_direct : f->files[pc->file].fd;
 }
@@ -184,126 +196,115 @@ static const char *piece_path(const tt_fetcher *f, const fetch_piece *pc) {
     return f->files[pc->file].path ? f->files[pc->file].path : f->path;
 }
 
-static int read_pread(tt_fetcher *f, size_t npc) {
-    for (size_t p = 0; p < npc; p++) {
-        fetch_piece *pc = &f->pc[p];
-        int fd = piece_fd(f, pc);
-        while (pc->done < pc->need) {
-            ssize_t r = pread(fd, pc->buf + pc->done, (size_t)(pc->len - pc->done),
-                              (off_t)(pc->foff + pc->done));
-            f->st.reads++;
-            if (r < 0) {
-                if (errno == EINTR || errno == EAGAIN)
-                    continue;
-                return tt_err_errno(TT_EIO, errno, "%s: read of %llu bytes at %llu",
-                                    piece_path(f, pc), (unsigned long long)(pc->len - pc->done),
-                                    (unsigned long long)(pc->foff + pc->done));
-            }
-            if (r == 0)
-                return tt_err(TT_ECORRUPT, "%s: unexpected end of file at %llu (truncated?)",
-                              piece_path(f, pc), (unsigned long long)(pc->foff + pc->done));
-            pc->done += (uint64_t)r;
-            f->st.bytes += (uint64_t)r;
-            /* An O_DIRECT continuation must start on a block boundary again. */
-            if (f->direct && pc->done < pc->need)
-                pc->done = pc->done / FETCH_ALIGN * FETCH_ALIGN;
+static bool piece_done(const fetch_piece *pc) { return pc->done >= pc->need; }
+
+/* Reads one piece synchronously, for when io_uring is not available. */
+static int read_piece(tt_fetcher *f, fetch_piece *pc) {
+    int fd = piece_fd(f, pc);
+    while (pc->done < pc->need) {
+        ssize_t r = pread(fd, pc->buf + pc->done, (size_t)(pc->len - pc->done),
+                          (off_t)(pc->foff + pc->done));
+        f->st.reads++;
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return tt_err_errno(TT_EIO, errno, "%s: read of %llu bytes at %llu",
+                                piece_path(f, pc), (unsigned long long)(pc->len - pc->done),
+                                (unsigned long long)(pc->foff + pc->done));
         }
+        if (r == 0)
+            return tt_err(TT_ECORRUPT, "%s: unexpected end of file at %llu (truncated?)",
+                          piece_path(f, pc), (unsigned long long)(pc->foff + pc->done));
+        pc->done += (uint64_t)r;
+        f->st.bytes += (uint64_t)r;
+        /* An O_DIRECT continuation must start on a block boundary again. */
+        if (f->direct && pc->done < pc->need)
+            pc->done = pc->done / FETCH_ALIGN * FETCH_ALIGN;
     }
     return TT_OK;
 }
 
-/* io_uring reads: keep up to queue_depth pieces in flight, resubmit short reads and
- * -EAGAIN/-EINTR completions for the rest. On a failed read, wait for every read still
- * in flight before returning, since the kernel is still writing into the buffer. */
-static int read_uring(tt_fetcher *f, size_t npc) {
-    int status = TT_OK;
-    size_t qhead = 0, qtail = 0, qlen = npc;  /* FIFO of pieces over f->queue[npc] */
-    for (size_t p = 0; p < npc; p++)
-        f->queue[p] = (uint32_t)p;
-    size_t inflight = 0, completed = 0;
-    const size_t qd = (size_t)f->cfg.queue_depth;
-
-    while (completed < npc) {
-        while (status == TT_OK && qlen > 0 && inflight < qd) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
-            if (!sqe)
-                break;
-            uint32_t p = f->queue[qhead];
-            qhead = (qhead + 1) % npc;
-            qlen--;
-            fetch_piece *pc = &f->pc[p];
-            io_uring_prep_read(sqe, piece_fd(f, pc), pc->buf + pc->done,
-                               (unsigned)(pc->len - pc->done), pc->foff + pc->done);
-            io_uring_sqe_set_data64(sqe, p);
-            inflight++;
-            f->st.reads++;
-        }
-        if (inflight == 0)
-            break;  /* only after a failed read: nothing left to wait for */
-        int rc;
-        do
-            rc = io_uring_submit_and_wait(&f->ring, 1);
-        while (rc == -EINTR);
-        if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
-            /* The ring itself failed: what is in flight is unknown, so the ring (and
-             * the buffer it may still write into) is never used again. */
-            f->ring_broken = true;
-            f->orphan = f->buf;
-            f->buf = NULL;
-            f->buf_cap = 0;
-            return tt_err_errno(TT_EIO, -rc, "%s: io_uring submission", f->path);
-        }
-        struct io_uring_cqe *cqe;
-        unsigned head, seen = 0;
-        io_uring_for_each_cqe(&f->ring, head, cqe) {
-            seen++;
-            inflight--;
-            uint32_t p = (uint32_t)io_uring_cqe_get_data64(cqe);
-            fetch_piece *pc = &f->pc[p];
-            int res = cqe->res;
-            if (res == -EAGAIN || res == -EINTR) {
-                f->queue[qtail] = p;
-                qtail = (qtail + 1) % npc;
-                qlen++;
-                continue;
-            }
-            if (res < 0) {
-                if (status == TT_OK)
-                    status = tt_err_errno(TT_EIO, -res, "%s: read of %llu bytes at %llu",
-                                          piece_path(f, pc),
-                                          (unsigned long long)(pc->len - pc->done),
-                                          (unsigned long long)(pc->foff + pc->done));
-                continue;
-            }
-            if (res == 0) {
-                if (status == TT_OK)
-                    status = tt_err(TT_ECORRUPT,
-                                    "%s: unexpected end of file at %llu (truncated?)",
-                                    piece_path(f, pc), (unsigned long long)(pc->foff + pc->done));
-                continue;
-            }
-            pc->done += (uint64_t)res;
-            f->st.bytes += (uint64_t)res;
-            if (pc->done >= pc->need) {
-                completed++;
-                continue;
-            }
-            /* Short read: queue the rest (an O_DIRECT rest restarts on a block). */
-            if (f->direct)
-                pc->done = pc->done / FETCH_ALIGN * FETCH_ALIGN;
-            f->queue[qtail] = p;
-            qtail = (qtail + 1) % npc;
-            qlen++;
-        }
-        io_uring_cq_advance(&f->ring, seen);
-        if (seen == 0 && rc < 0) {
-            /* -EAGAIN/-EBUSY with nothing completed: the SQEs stay queued; back off. */
-            usleep(50);
-        }
-        if (status != TT_OK && inflight == 0)
+/* io_uring reads of the started pieces: keeps up to queue_depth of them in flight (the
+ * FIFO f->queue holds those waiting for a first or another submission), submits, and
+ * with `wait` waits for at least one completion; takes every completion there is, and
+ * queues short reads and -EAGAIN/-EINTR completions again for the rest. A failed read
+ * is kept in f->status (nothing more is submitted after it); TT_EIO is returned only
+ * when the ring itself fails, which ends the started read: what is in flight is
+ * unknown, so the ring, and the buffer it may still write into, are never used again. */
+static int uring_pump(tt_fetcher *f, bool wait) {
+    const size_t qd = (size_t)f->cfg.queue_depth, npc = f->npc;
+    while (f->status == TT_OK && f->qlen > 0 && f->inflight < qd) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+        if (!sqe)
             break;
+        uint32_t p = f->queue[f->qhead];
+        f->qhead = (f->qhead + 1) % npc;
+        f->qlen--;
+        fetch_piece *pc = &f->pc[p];
+        io_uring_prep_read(sqe, piece_fd(f, pc), pc->buf + pc->done,
+                           (unsigned)(pc->len - pc->done), pc->foff + pc->done);
+        io_uring_sqe_set_data64(sqe, p);
+        f->inflight++;
+        f->st.reads++;
     }
-    return status;
+    if (f->inflight == 0)
+        return TT_OK;
+    int rc;
+    do
+        rc = wait ? io_uring_submit_and_wait(&f->ring, 1) : io_uring_submit(&f->ring);
+    while (rc == -EINTR);
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
+        f->ring_broken = true;
+        f->orphan = f->buf;
+        f->buf = NULL;
+        f->buf_cap = 0;
+        f->inflight = 0;
+        f->pending = false;
+        return f->status = tt_err_errno(TT_EIO, -rc, "%s: io_uring submission", f->path);
+    }
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&f->ring, head, cqe) {
+        seen++;
+        f->inflight--;
+        uint32_t p = (uint32_t)io_uring_cqe_get_data64(cqe);
+        fetch_piece *pc = &f->pc[p];
+        int res = cqe->res;
+        if (res == -EAGAIN || res == -EINTR) {
+            f->queue[f->qtail] = p;
+            f->qtail = (f->qtail + 1) % npc;
+            f->qlen++;
+            continue;
+        }
+        if (res < 0) {
+            if (f->status == TT_OK)
+                f->status = tt_err_errno(TT_EIO, -res, "%s: read of %llu bytes at %llu",
+                                         piece_path(f, pc),
+                                         (unsigned long long)(pc->len - pc->done),
+                                         (unsigned long long)(pc->foff + pc->done));
+            continue;
+        }
+        if (res == 0) {
+            if (f->status == TT_OK)
+                f->status = tt_err(TT_ECORRUPT, "%s: unexpected end of file at %llu (truncated?)",
+                                   piece_path(f, pc), (unsigned long long)(pc->foff + pc->done));
+            continue;
+        }
+        pc->done += (uint64_t)res;
+        f->st.bytes += (uint64_t)res;
+        if (piece_done(pc))
+            continue;
+        /* Short read: queue the rest (an O_DIRECT rest restarts on a block). */
+        if (f->direct)
+            pc->done = pc->done / FETCH_ALIGN * FETCH_ALIGN;
+        f->queue[f->qtail] = p;
+        f->qtail = (f->qtail + 1) % npc;
+        f->qlen++;
+    }
+    io_uring_cq_advance(&f->ring, seen);
+    if (seen == 0 && rc < 0) /* -EAGAIN/-EBUSY, nothing completed: the SQEs stay queued */
+        usleep(50);
+    return TT_OK;
 }
 
 /* The file whose payload holds range-space offset `off`: the last with start <= off. */
@@ -319,12 +320,26 @@ static uint32_t file_of(const tt_fetcher *f, uint64_t off) {
     return (uint32_t)lo;
 }
 
-int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
-                    const uint8_t **ptr) {
+/* Ends a started read that was not waited for to its end: nothing more is submitted,
+ * and what is in flight is waited for, since the kernel may still be writing into the
+ * buffer (which the next read reuses, or tt_fetcher_free frees). */
+static void abandon(tt_fetcher *f) {
+    f->qlen = 0;
+    while (f->pending && f->inflight > 0 && f->mode == TT_FETCH_URING && !f->ring_broken)
+        (void)uring_pump(f, true);
+    f->pending = false;
+}
+
+int tt_fetcher_start(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
+                     const uint8_t **ptr) {
     int status = TT_OK;
+    abandon(f);
+    f->status = TT_OK;
+    f->npc = f->ready = f->nrange = 0;
     f->st.calls++;
     f->st.ranges += n;
-    if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")))
+    if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")) ||
+        (status = tt_grow((void **)&f->need, &f->need_cap, n, sizeof *f->need, "fetch ranges")))
         return status;
     bool sorted = true;
     for (size_t i = 0; i < n; i++) {
@@ -412,8 +427,14 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
             seg_file = f->rng[r].file;
             open = true;
         place:
-            if (pass == 1)
+            if (pass == 1) {
                 ptr[f->rng[r].i] = f->buf + boff + (f->rng[r].off - seg_lo);
+                /* The range's last byte is in piece npc + (that byte - seg_lo) / maxr: this
+                 * segment's pieces are numbered from npc when it closes. */
+                f->need[f->rng[r].i] =
+                    f->rng[r].len ? npc + (f->rng[r].off + f->rng[r].len - 1 - seg_lo) / maxr + 1
+                                  : 0;
+            }
         }
         total = boff;
         if (pass == 0) {
@@ -425,15 +446,57 @@ int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t
                 return status;
         }
     }
-    /* Pieces that lie wholly past the end of the file (O_DIRECT widening) need nothing. */
-    size_t keep = 0;
-    for (size_t p = 0; p < npc; p++)
-        if (f->pc[p].need > 0)
-            f->pc[keep++] = f->pc[p];
-    npc = keep;
+    /* need[i]: the pieces [0, need[i]) hold ranges 0..i (in the caller's order). */
+    for (size_t i = 1; i < n; i++)
+        f->need[i] = TT_MAX(f->need[i], f->need[i - 1]);
+    f->npc = npc;
+    f->nrange = n;
     if (npc == 0)
         return TT_OK;
-    if (f->mode == TT_FETCH_URING && !f->ring_broken)
-        return read_uring(f, npc);
-    return read_pread(f, npc);
+    f->pending = true;
+    if (f->mode != TT_FETCH_URING || f->ring_broken)
+        return TT_OK; /* pread: the reads happen in tt_fetcher_wait */
+    /* Pieces that lie wholly past the end of the file (O_DIRECT widening) need nothing:
+     * they are done as they are and never submitted. */
+    f->qhead = f->qtail = f->qlen = f->inflight = 0;
+    for (size_t p = 0; p < npc; p++)
+        if (!piece_done(&f->pc[p])) {
+            f->queue[f->qtail] = (uint32_t)p;
+            f->qtail = (f->qtail + 1) % npc;
+            f->qlen++;
+        }
+    return uring_pump(f, false);
+}
+
+int tt_fetcher_wait(tt_fetcher *f, size_t i) {
+    if (!f->pending)
+        return f->status;
+    const size_t want = i < f->nrange ? f->need[i] : f->npc;
+    const bool uring = f->mode == TT_FETCH_URING && !f->ring_broken;
+    while (f->status == TT_OK && f->ready < want) {
+        if (!piece_done(&f->pc[f->ready])) {
+            int st = uring ? uring_pump(f, true) : read_piece(f, &f->pc[f->ready]);
+            if (st && f->status == TT_OK)
+                f->status = st;
+        }
+        while (f->ready < f->npc && piece_done(&f->pc[f->ready]))
+            f->ready++;
+    }
+    if (f->status != TT_OK) {
+        /* A failed read: wait for every read still in flight, since the kernel is still
+         * writing into the buffer, then end the started read. */
+        while (uring && f->pending && f->inflight > 0)
+            (void)uring_pump(f, true);
+        f->pending = false;
+        return f->status;
+    }
+    if (f->ready >= f->npc)
+        f->pending = false;
+    return TT_OK;
+}
+
+int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
+                    const uint8_t **ptr) {
+    int st = tt_fetcher_start(f, n, off, len, ptr);
+    return st ? st : tt_fetcher_wait(f, SIZE_MAX);
 }

@@ -62,6 +62,17 @@ int tt_fetcher_mode(const tt_fetcher *f);
  * across two files, is TT_ECORRUPT; a failed read TT_EIO naming the file. */
 int tt_fetcher_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
                     const uint8_t **ptr);
+/* tt_fetcher_read in two steps, so that the caller can use the first ranges while the
+ * others are still being read: tt_fetcher_start validates the ranges, sets ptr and (with
+ * io_uring) submits the reads; tt_fetcher_wait(f, i) returns once ranges 0..i (in the
+ * caller's order; i >= n: all of them) have arrived, reading them itself with pread.
+ * Bytes of a range must not be read before a wait has covered it. The same errors as
+ * tt_fetcher_read, from either call; after an error the started read is over (a later
+ * wait returns the same error). A new start, or tt_fetcher_free, first ends a started
+ * read that was not waited for to its end. */
+int tt_fetcher_start(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
+                     const uint8_t **ptr);
+int tt_fetcher_wait(tt_fetcher *f, size_t i);
 void tt_fetcher_stats(const tt_fetcher *f, tt_fetch_stats *out);
 void tt_fetcher_stats_reset(tt_fetcher *f);
 

@@ -126,7 +126,8 @@ int tt_score_reserve_ranges(tt_search_ctx *c, size_t n) {
     return TT_OK;
 }
 
-int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
+/* The residual ranges of docs[0..n) in c->roff, c->rlen (room for n in c->rptr too). */
+static int doc_ranges(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     const tt_index *idx = c->idx;
     const uint64_t rb = idx->res_bytes;
     int st;
@@ -136,6 +137,13 @@ int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
         c->roff[t] = idx->doc_vec0[docs[t]] * rb;
         c->rlen[t] = (uint64_t)idx->doclens[docs[t]] * rb;
     }
+    return TT_OK;
+}
+
+int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
+    int st;
+    if ((st = doc_ranges(c, docs, n)))
+        return st;
     double t0 = tt_now();
     if ((st = tt_fetcher_read(c->fetch, n, c->roff, c->rlen, c->rptr)))
         return st;
@@ -143,15 +151,41 @@ int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     return TT_OK;
 }
 
+/* Residual bytes scored per wait in stage 4: the first documents are scored while the
+ * reads of the others are still in flight (io_uring), so that on a cold page cache the
+ * decoding overlaps the device's latency instead of following it (doc/benchmarks.md,
+ * *Stage 4 overlapped with its reads*). A wait costs a system call and, cold, a sleep:
+ * with 8 documents a wait, 128-d documents of a kilobyte were no faster. Documents are
+ * scored in the same order and groups as in one piece: the same floats. */
+#define SCORE_CHUNK_BYTES (96u << 10)
+
 /* PLAID stage 4: fetch the residuals of docs[0..n) and score them. */
 int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     int st;
-    if ((st = tt_score_fetch(c, docs, n)) || (st = split_begin(c)))
+    if ((st = doc_ranges(c, docs, n)) || (st = split_begin(c)))
         return st;
-    tt_score_packed(c, docs, n, c->rptr);
-    tt_score_flush(c);
+    double t0 = tt_now();
+    st = tt_fetcher_start(c->fetch, n, c->roff, c->rlen, c->rptr);
+    c->st.seconds_fetch += tt_now() - t0;
+    for (size_t p = 0, m; !st && p < n; p += m) {
+        uint64_t bytes = 0;
+        for (m = 0; p + m < n && bytes < SCORE_CHUNK_BYTES; m++)
+            bytes += c->rlen[p + m];
+        t0 = tt_now();
+        st = tt_fetcher_wait(c->fetch, p + m - 1);
+        c->st.seconds_fetch += tt_now() - t0;
+        if (!st)
+            tt_score_packed(c, docs + p, m, c->rptr + p);
+    }
+    if (st) {
+        /* A failed read: the unscored part of the group is dropped (the search fails). */
+        c->gn = 0;
+        c->grows = 0;
+    } else {
+        tt_score_flush(c);
+    }
     c->split = c->split_dot = false;
-    return TT_OK;
+    return st;
 }
 
 int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out) {
