@@ -40,7 +40,7 @@ typedef struct tt_fetch_config {
 } tt_fetch_config;
 
 typedef struct tt_fetch_stats {
-    uint64_t calls;         /* tt_fetcher_read calls */
+    uint64_t calls;         /* reads started (tt_fetcher_read, tt_fetcher_start) */
     uint64_t ranges;        /* ranges requested */
     uint64_t bytes;         /* bytes read from the file (MMAP: bytes of the ranges) */
     uint64_t reads;         /* read requests issued, resubmissions included (MMAP: 0) */
