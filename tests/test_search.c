@@ -220,6 +220,9 @@ START_TEST(fetch_errors) {
         off = size + 5000;
         len = 1;
         ck_assert_int_eq(tt_fetcher_read(f, 1, &off, &len, &p), TT_ECORRUPT);
+        /* ... and, started, a later wait says so again */
+        ck_assert_int_eq(tt_fetcher_start(f, 1, &off, &len, &p), TT_ECORRUPT);
+        ck_assert_int_eq(tt_fetcher_wait(f, 0), TT_ECORRUPT);
         /* Still usable afterwards. */
         off = 5;
         len = 10;

@@ -330,12 +330,10 @@ static void abandon(tt_fetcher *f) {
     f->pending = false;
 }
 
-int tt_fetcher_start(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
-                     const uint8_t **ptr) {
+/* tt_fetcher_start on a fetcher with no started read. */
+static int start_read(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
+                      const uint8_t **ptr) {
     int status = TT_OK;
-    abandon(f);
-    f->status = TT_OK;
-    f->npc = f->ready = f->nrange = 0;
     f->st.calls++;
     f->st.ranges += n;
     if ((status = tt_grow((void **)&f->rng, &f->rng_cap, n, sizeof *f->rng, "fetch ranges")) ||
@@ -466,6 +464,17 @@ int tt_fetcher_start(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_
             f->qlen++;
         }
     return uring_pump(f, false);
+}
+
+int tt_fetcher_start(tt_fetcher *f, size_t n, const uint64_t *off, const uint64_t *len,
+                     const uint8_t **ptr) {
+    abandon(f);
+    f->status = TT_OK;
+    f->npc = f->ready = f->nrange = 0;
+    int st = start_read(f, n, off, len, ptr);
+    if (st) /* refused ranges, no memory, a shrunk file: a later wait says so again */
+        f->status = st;
+    return st;
 }
 
 int tt_fetcher_wait(tt_fetcher *f, size_t i) {
