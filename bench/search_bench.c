@@ -7,7 +7,7 @@
  *                [--pruning relative|absolute] [--prune-ratio F] [--rerank adaptive|fixed]
  *                [--rerank-margin M]
  *                [--score sum|mean] [--run FILE] [--label TEXT] [--no-sketch]
- *                [--no-avx512] [--split auto|on|off]
+ *                [--no-avx512] [--split auto|on|off] [--centroid-groups N]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
  * --cold the residual file is evicted from the page cache before every query (our own
@@ -22,6 +22,8 @@
  * run (for recall). --no-avx512 runs the centroid stages' portable row loops (what a CPU
  * without AVX-512 runs; single thread only), for ratios against the AVX-512 ones.
  * --split chooses stage 4's centroid split (single thread only; default auto).
+ * --centroid-groups N as tartan search's (default: the index's calibrated choice); the
+ * JSON's "centroids_scored" is stage 1's mean per query (single thread only).
  *
  * Uses the internal index struct only to reach the segments' residual mappings and
  * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
@@ -84,7 +86,7 @@ int main(int argc, char **argv) {
         {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'},
         {"rerank-margin", 1, 0, 'M'},
         {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'},
-        {"split", 1, 0, 'Y'}, {0, 0, 0, 0}};
+        {"split", 1, 0, 'Y'}, {"centroid-groups", 1, 0, 'G'}, {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
@@ -120,6 +122,7 @@ int main(int argc, char **argv) {
         case 'M': so.rerank_margin = strtof(optarg, NULL); break;
         case 'c': cold = 1; break;
         case 'N': so.sketch = 0; break;
+        case 'G': so.centroid_groups = atoi(optarg); break;
         case 'A': avx512 = 0; break; /* the portable twins of the AVX-512 row loops */
         case 'Y':
             split = !strcmp(optarg, "on") ? TT_SPLIT_ON : !strcmp(optarg, "off") ? TT_SPLIT_OFF
@@ -220,24 +223,26 @@ int main(int argc, char **argv) {
     double n = (double)nq;
     printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"pruning\": \"%s\", "
            "\"threshold\": %g, \"prune_ratio\": %g, \"rerank\": \"%s\", \"margin\": %g, "
-           "\"ndocs\": %u, \"io\": \"%s\", \"cold\": %d, \"threads\": %d, \"queries\": %llu, "
+           "\"ndocs\": %u, \"centroid_groups\": %d, \"io\": \"%s\", \"cold\": %d, "
+           "\"threads\": %d, \"queries\": %llu, "
            "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
            "\"cpu_p50_ms\": %.3f, \"cpu_p95_ms\": %.3f, "
            "\"qps\": %.1f, \"bytes_per_query\": %.0f, \"reads_per_query\": %.1f, "
            "\"major_faults_per_query\": %.1f, \"candidates\": %.1f, \"stage_ms\": "
-           "[%.3f, %.3f, %.3f, %.3f], \"fetch_ms\": %.3f}\n",
+           "[%.3f, %.3f, %.3f, %.3f], \"fetch_ms\": %.3f, \"centroids_scored\": %.0f}\n",
            label, eff.mode, k, eff.nprobe,
            eff.pruning == TT_PRUNE_ABSOLUTE ? "absolute" : "relative",
            eff.pruning == TT_PRUNE_ABSOLUTE ? eff.threshold : 0.0,
            eff.pruning == TT_PRUNE_RELATIVE ? eff.prune_ratio : 0.0,
            eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", (double)eff.rerank_margin,
-           eff.ndocs, io, cold, threads,
+           eff.ndocs, eff.centroid_groups, io, cold, threads,
            (unsigned long long)nq, 1e3 * pct(lat, nq, 50), 1e3 * pct(lat, nq, 95),
            1e3 * pct(lat, nq, 99), 1e3 * mean, 1e3 * pct(cpu, nq, 50), 1e3 * pct(cpu, nq, 95),
            n / total, (double)ss.bytes_read / n,
            (double)ss.reads / n, (double)faults / n, (double)ss.candidates / n,
            1e3 * ss.seconds[0] / n, 1e3 * ss.seconds[1] / n, 1e3 * ss.seconds[2] / n,
-           1e3 * ss.seconds[3] / n, 1e3 * ss.seconds_fetch / n);
+           1e3 * ss.seconds[3] / n, 1e3 * ss.seconds_fetch / n,
+           (double)ss.centroids_scored / n);
     free(hits);
     free(nh);
     free(lat);

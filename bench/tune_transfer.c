@@ -8,7 +8,10 @@
  *   N pseudo-queries of QLEN vectors (0: the index's shape), Gaussian noise NOISE,
  *   share OTHER of the vectors from other documents, at most the share OUTLIER of a
  *   vector's energy on the sketched positions (-1: the defaults); each SET is
- *   nprobe:ndocs:margin:sketch. Prints one line per set: recall@K and CPU ms/query.
+ *   nprobe:ndocs:margin:sketch[:groups[:ratio]] (groups: centroid groups per query
+ *   vector, on an index whose calibration stored groups, default 0; ratio: the
+ *   relative pruning ratio, default 0.5). Prints one line per set: recall@K and CPU
+ *   ms/query.
  *
  * Build (from a configured build directory B, after make):
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -include B/config.h -I include -I src \
@@ -42,15 +45,16 @@ int main(int argc, char **argv) {
     }
     for (int a = 9; a < argc; a++) {
         int np = 0, sk = 1;
-        unsigned nd = 0;
-        float margin = 1;
-        if (sscanf(argv[a], "%d:%u:%f:%d", &np, &nd, &margin, &sk) != 4) {
+        unsigned nd = 0, groups = 0;
+        float margin = 1, ratio = 0.5f;
+        if (sscanf(argv[a], "%d:%u:%f:%d:%u:%f", &np, &nd, &margin, &sk, &groups, &ratio) < 4) {
             fprintf(stderr, "tune_transfer: bad set %s\n", argv[a]);
             return 2;
         }
         tt_tuned t;
         double cost;
-        if (tt_calib_measure(&c, k, np, nd, 0.5f, margin, sk, &t, &cost)) {
+        c.cgroups = groups;
+        if (tt_calib_measure(&c, k, np, nd, ratio, margin, sk, &t, &cost)) {
             fprintf(stderr, "tune_transfer: %s\n", tt_last_error());
             return 1;
         }

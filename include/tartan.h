@@ -578,6 +578,13 @@ typedef struct tt_search_options {
                           * sketched positions; 0: centroid scores alone (PLAID as
                           * published); -1 (default): the index's calibrated choice
                           * (tt_index_tune measures both), else 1 */
+    /* Appended after sketch (doc/search.md, "Centroid groups"). */
+    int centroid_groups; /* PLAID stage 1 on an index with centroid groups (stored by
+                          * tt_index_tune): N >= 1 scores the centroids of each query
+                          * vector's N best groups and gives every other centroid its
+                          * group's score; 0: every centroid scored; -1 (default): the
+                          * index's calibrated choice, else 0. An index without groups
+                          * scores every centroid whatever this says */
 } tt_search_options;
 
 /* The default crossover of filtered PLAID search: the direct plan costs about the
@@ -713,6 +720,8 @@ typedef struct tt_search_stats {
     double seconds_fetch;   /* part of stage 4 (or of a scan) spent waiting for residual reads */
     int io;                 /* TT_IO_URING, TT_IO_MMAP or TT_IO_PREAD */
     char io_note[160];      /* why this context does not use io_uring, or "" */
+    uint64_t centroids_scored; /* centroids given their own score in stage 1 (the others
+                            * their group's; doc/search.md, "Centroid groups") */
 } tt_search_stats;
 
 /* Errors: TT_EINVAL (NULL). */
@@ -742,6 +751,9 @@ typedef struct tt_tuned {
                             * vectors); the PLAID fields above serve searches that set some */
     double exhaustive_ms;  /* exhaustive search's CPU time per query (ms, one thread) when
                             * exhaustive is 1, else 0 */
+    /* Appended in library version 3:0:0 (doc/search.md, "Centroid groups"). */
+    uint32_t centroid_groups; /* groups probed per query vector in stage 1 (0: every
+                            * centroid scored): tt_search_options.centroid_groups */
 } tt_tuned;
 
 /* An index's calibration (tune.tt), as tt_index_tune measured it. */
@@ -765,6 +777,8 @@ typedef struct tt_tune_info {
      * search for the same recall). 0: none (the long sets serve every query). */
     uint32_t short_len;
     tt_tuned k10_short, k100_short;
+    uint32_t centroid_groups; /* groups of centroids stored with the calibration (0: none;
+                            * then every set's centroid_groups is 0) */
 } tt_tune_info;
 
 enum { TT_TUNE_SHORT_LEN = 8 };

@@ -112,6 +112,19 @@ expect_fail "no index" "no-such" "$T" tune --index "$WORK/no-such"
 "$SYNTH" --out "$WORK/d" --docs 20 --doclen 4 --dim 16 --queries 2 --qlen 4 2>/dev/null
 expect_fail "queries of another dimension" "dim" "$T" tune --index "$WORK/idx" \
     --queries "$WORK/d.queries.npy"
+"$T" search --index "$WORK/idx" --queries "$WORK/c.queries.npy" --out "$WORK/run" \
+    --centroid-groups x >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q "centroid-groups" "$WORK/err" && ok "bad --centroid-groups: usage" \
+    || bad "bad --centroid-groups: $(cat "$WORK/err")"
+# 64 centroids: too few to group; --centroid-groups then scores every centroid
+expect_ok "info --json: no centroid groups" "$T" info --json "$WORK/idx"
+"$PY" -c "import json,sys; c=json.load(open(sys.argv[1]))['calibration']; \
+assert c['centroid_groups']==0 and c['k10']['centroid_groups']==0, c" "$WORK/out" \
+    && ok "info --json: centroid_groups 0" || bad "info --json: $(cat "$WORK/out")"
+expect_ok "search --centroid-groups 1" S --k 10 --centroid-groups 1 --out "$WORK/run.g1"
+expect_ok "search again" S --k 10 --out "$WORK/run.g0"
+cmp -s "$WORK/run.g1" "$WORK/run.g0" && ok "no groups: --centroid-groups changes nothing" \
+    || bad "--centroid-groups on an index without groups changed the run"
 # A damaged tune.tt is a corrupt index, named.
 f=$(ls "$WORK/idx" | grep 'tune.tt$')
 printf 'X' | dd of="$WORK/idx/$f" bs=1 seek=70 conv=notrunc 2>/dev/null

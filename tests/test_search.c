@@ -932,6 +932,141 @@ START_TEST(cq_check_catches_broken) {
 }
 END_TEST
 
+/* Two-level centroid scores (quant/cgroup.c): the groups are deterministic and valid;
+ * on a grouped table, probe 0 gives every centroid the ungrouped table's score bit for
+ * bit, and probe p gives the centroids of each query vector's p best groups their own
+ * score and every other centroid its group's, against a reference made here: the
+ * groups' mean centroids averaged in this test (members in id order, then scaled),
+ * their own ungrouped table, the best groups chosen here (ties: the lower group). Each
+ * int8 kernel the CPU has. Bad groups are refused. A table whose imputed rows take the
+ * wrong group, or a group's own rows scattered to the wrong centroids, fails it (both
+ * checked by breaking cgroup.c by hand). */
+START_TEST(cq_groups) {
+    const uint32_t K = 1100, dim = 72;
+    float *C = malloc((size_t)K * dim * sizeof *C);
+    tu_clustered(C, K, dim, 40, 0.5f, 91, NULL);
+    tt_normalize_rows(C, K, dim);
+    uint32_t *g1 = malloc(K * sizeof *g1), *g2 = malloc(K * sizeof *g2), G1, G2;
+    ck_assert_int_eq(tt_cq_train_groups(C, K, dim, 5, 1, g1, &G1), TT_OK);
+    ck_assert_int_eq(tt_cq_train_groups(C, K, dim, 5, 2, g2, &G2), TT_OK);
+    ck_assert_uint_eq(G1, G2);
+    ck_assert_mem_eq(g1, g2, K * sizeof *g1); /* any thread count */
+    ck_assert(G1 >= 2 && G1 <= 17); /* max(16, 1100 / 64) groups, empty ones dropped */
+    uint32_t *size = calloc(G1, sizeof *size), next = 0;
+    for (uint32_t k = 0; k < K; k++) {
+        ck_assert_uint_lt(g1[k], G1);
+        ck_assert_uint_le(g1[k], next); /* numbered by their first member */
+        if (g1[k] == next)
+            next++;
+        size[g1[k]]++;
+    }
+    ck_assert_uint_eq(next, G1);
+    ck_assert_int_eq(tt_cq_train_groups(C, 1000, dim, 5, 1, g2, &G2), TT_EINVAL); /* < 1024 */
+    /* the reference's group centres: members summed in id order, times 1 / size */
+    float *mu = calloc((size_t)G1 * dim, sizeof *mu);
+    for (uint32_t k = 0; k < K; k++)
+        for (uint32_t d = 0; d < dim; d++)
+            mu[(size_t)g1[k] * dim + d] += C[(size_t)k * dim + d];
+    for (uint32_t g = 0; g < G1; g++)
+        for (uint32_t d = 0; d < dim; d++)
+            mu[(size_t)g * dim + d] *= 1.0f / (float)size[g];
+    const uint32_t nqs[] = {1, 4, 9};
+    tt_rng r;
+    tt_rng_seed(&r, 17);
+    for (int kern = TT_CQ_PORTABLE; kern <= TT_CQ_VNNI; kern++) {
+        if (!tt_cq_kernel_ok(kern))
+            continue;
+        tt_cq plain, grouped, centres;
+        ck_assert_int_eq(tt_cq_init_kernel(&plain, C, K, dim, kern), TT_OK);
+        ck_assert_int_eq(tt_cq_init_grouped(&grouped, C, K, dim, kern, g1, G1), TT_OK);
+        ck_assert_int_eq(tt_cq_init_kernel(&centres, mu, G1, dim, kern), TT_OK);
+        ck_assert_uint_eq(grouped.ngroups, G1);
+        ck_assert_uint_eq(grouped.ncent, K);
+        for (size_t ni = 0; ni < 3; ni++) {
+            const uint32_t nq = nqs[ni], nqp = tt_qpad(nq);
+            float *Q = calloc((size_t)nqp * dim, sizeof *Q);
+            for (uint32_t i = 0; i < nq; i++) {
+                const float *src = C + (size_t)tt_rng_below(&r, K) * dim;
+                for (uint32_t d = 0; d < dim; d++)
+                    Q[(size_t)i * dim + d] = src[d] + 0.3f * (float)(tt_rng_uniform(&r) - 0.5);
+            }
+            uint8_t *qp = aligned_alloc(64, tt_cq_qpack_bytes(&plain, nqp) + 64);
+            float qs[64];
+            void *work = aligned_alloc(64, tt_cq_group_work_bytes(&grouped, nqp) + 64);
+            float *S0 = malloc((size_t)K * nqp * sizeof *S0), *S = malloc((size_t)K * nqp * 4);
+            float *Sg = malloc((size_t)G1 * nqp * sizeof *Sg), *want = malloc((size_t)K * nqp * 4);
+            tt_cq_centroid_scores(&plain, Q, nq, nqp, qp, qs, S0);
+            tt_cq_centroid_scores(&centres, Q, nq, nqp, qp, qs, Sg);
+            memset(S, 0xff, (size_t)K * nqp * sizeof *S);
+            ck_assert_uint_eq(tt_cq_group_scores(&grouped, Q, nq, nqp, 0, qp, qs, work, S), K);
+            ck_assert_mem_eq(S, S0, (size_t)K * nqp * sizeof *S);
+            memset(S, 0xff, (size_t)K * nqp * sizeof *S);
+            ck_assert_uint_eq(tt_cq_group_scores(&grouped, Q, nq, nqp, G1, qp, qs, work, S), K);
+            ck_assert_mem_eq(S, S0, (size_t)K * nqp * sizeof *S);
+            /* an ungrouped table scores every centroid whatever the probe */
+            memset(S, 0xff, (size_t)K * nqp * sizeof *S);
+            ck_assert_uint_eq(tt_cq_group_scores(&plain, Q, nq, nqp, 2, qp, qs, work, S), K);
+            ck_assert_mem_eq(S, S0, (size_t)K * nqp * sizeof *S);
+            for (uint32_t probe = 1; probe <= 3; probe++) {
+                uint8_t on[64] = {0};
+                for (uint32_t i = 0; i < nq; i++)
+                    for (uint32_t t = 0; t < probe; t++) { /* the t-th best, lower id on ties */
+                        uint32_t best = UINT32_MAX;
+                        for (uint32_t g = 0; g < G1; g++) {
+                            if (on[g] & 2)
+                                continue;
+                            if (best == UINT32_MAX ||
+                                Sg[(size_t)g * nqp + i] > Sg[(size_t)best * nqp + i])
+                                best = g;
+                        }
+                        on[best] |= 3;
+                        for (uint32_t g = 0; g < G1; g++)
+                            on[g] = (uint8_t)(on[g] & (t + 1 < probe ? 3 : 1));
+                    }
+                uint32_t own = 0;
+                for (uint32_t k = 0; k < K; k++) {
+                    const float *src = on[g1[k]] ? S0 + (size_t)k * nqp : Sg + (size_t)g1[k] * nqp;
+                    memcpy(want + (size_t)k * nqp, src, nqp * sizeof *want);
+                    own += on[g1[k]];
+                }
+                memset(S, 0xff, (size_t)K * nqp * sizeof *S);
+                ck_assert_uint_eq(tt_cq_group_scores(&grouped, Q, nq, nqp, probe, qp, qs, work, S),
+                                  own);
+                ck_assert_msg(!memcmp(S, want, (size_t)K * nqp * sizeof *S),
+                              "kernel %d nq %u probe %u: scores differ from the reference",
+                              kern, nq, probe);
+                ck_assert_uint_lt(own, K);
+            }
+            free(Q);
+            free(qp);
+            free(work);
+            free(S0);
+            free(S);
+            free(Sg);
+            free(want);
+        }
+        tt_cq_free(&plain);
+        tt_cq_free(&grouped);
+        tt_cq_free(&centres);
+    }
+    /* refused: a group out of range, a group without members */
+    tt_cq q;
+    memcpy(g2, g1, K * sizeof *g2);
+    g2[7] = G1;
+    ck_assert_int_eq(tt_cq_init_grouped(&q, C, K, dim, TT_CQ_PORTABLE, g2, G1), TT_EINVAL);
+    ck_assert_int_eq(tt_cq_init_grouped(&q, C, K, dim, TT_CQ_PORTABLE, g1, G1 + 1), TT_EINVAL);
+    /* TT_CQ_F32 has no int8 rows to group: an ungrouped table */
+    ck_assert_int_eq(tt_cq_init_grouped(&q, C, K, dim, TT_CQ_F32, g1, G1), TT_OK);
+    ck_assert_uint_eq(q.ngroups, 0);
+    tt_cq_free(&q);
+    free(C);
+    free(g1);
+    free(g2);
+    free(size);
+    free(mu);
+}
+END_TEST
+
 START_TEST(defaults_by_k) {
     tt_search_options o;
     /* Default pruning is relative (scale-free); the absolute thresholds stay ColBERTv2's. */
@@ -2203,6 +2338,7 @@ int main(void) {
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
     tcase_add_test(tc, cq_kernels_agree);
+    tcase_add_test(tc, cq_groups);
     tcase_add_loop_test(tc, cq_check_catches_broken, 0, 2);
     suite_add_tcase(s, tc);
 

@@ -636,6 +636,246 @@ START_TEST(changes_and_stale) {
 }
 END_TEST
 
+/* tune.tt with centroid groups: written and read back (the groups of every centroid,
+ * each set's number); a damaged group line or set key is TT_ECORRUPT naming the key. */
+static int parse_text(const char *text, uint32_t K, tt_tune_info *t, uint32_t **g) {
+    tt_fmap m;
+    memset(&m, 0, sizeof m);
+    m.path = (char *)"test/tune.tt";
+    m.payload = (const uint8_t *)text;
+    m.h.payload_bytes = strlen(text);
+    return tt_tune_parse(&m, K, t, g);
+}
+
+START_TEST(groups_format_round_trip) {
+    const uint32_t K = 40;
+    uint32_t group_of[40], *g = NULL;
+    for (uint32_t k = 0; k < K; k++)
+        group_of[k] = k < 3 ? k : (k * 7) % 3;
+    tt_tune_info t;
+    memset(&t, 0, sizeof t);
+    t.tuned = 1;
+    t.target = 0.95;
+    t.pseudo = 1;
+    t.num_queries = 64;
+    t.query_len = 4;
+    t.noise = 0.5;
+    t.seed = 42;
+    t.live_docs = 1000;
+    t.generation = 3;
+    tt_tuned set = {.k = 10, .nprobe = 2, .ndocs = 256, .rerank_margin = 1, .recall = 0.97,
+                    .ms = 3.5, .reached = 1, .sketch = 1, .centroid_groups = 2};
+    t.k10 = set;
+    set.k = 100;
+    set.centroid_groups = 0;
+    t.k100 = set;
+    t.centroid_groups = 3;
+    char *text;
+    size_t n;
+    ck_assert_int_eq(tt_tune_format(&t, group_of, K, &text, &n), TT_OK);
+    ck_assert_uint_eq(n, strlen(text));
+    tt_tune_info back;
+    ck_assert_msg(parse_text(text, K, &back, &g) == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(back.centroid_groups, 3);
+    ck_assert_uint_eq(back.k10.centroid_groups, 2);
+    ck_assert_uint_eq(back.k100.centroid_groups, 0);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_mem_eq(g, group_of, sizeof group_of);
+    free(g);
+    /* without groups: no group lines, nothing read back */
+    tt_tune_info plain = t;
+    plain.centroid_groups = 0;
+    char *text2;
+    ck_assert_int_eq(tt_tune_format(&plain, NULL, K, &text2, &n), TT_OK);
+    ck_assert_ptr_null(strstr(text2, "group"));
+    ck_assert_int_eq(parse_text(text2, K, &back, &g), TT_OK);
+    ck_assert_ptr_null(g);
+    ck_assert_uint_eq(back.centroid_groups, 0);
+    ck_assert_uint_eq(back.k10.centroid_groups, 0);
+    /* damaged: each must fail naming its key */
+    const char *line = strstr(text, "centroid_group_of=");
+    ck_assert_ptr_nonnull(line);
+    const size_t at = (size_t)(line - text) + strlen("centroid_group_of=");
+    struct damaged {
+        const char *what, *key;
+        char *text;
+    } bad[6];
+    size_t nb = 0;
+    char *x;
+    /* a group id out of range */
+    x = strdup(text);
+    x[at] = '7';
+    bad[nb++] = (struct damaged){"group out of range", "centroid_group_of", x};
+    /* a centroid missing (the line one number short) */
+    x = strdup(text);
+    char *nl = strchr(x + at, '\n');
+    char *sp = nl - 1;
+    while (*sp != ' ')
+        sp--;
+    memmove(sp, nl, strlen(nl) + 1);
+    bad[nb++] = (struct damaged){"a centroid short", "centroid_group_of", x};
+    /* a letter among the ids */
+    x = strdup(text);
+    x[at + 2] = 'x';
+    bad[nb++] = (struct damaged){"a letter", "centroid_group_of", x};
+    /* a set's groups beyond the count */
+    x = strdup(text);
+    char *k10g = strstr(x, "k10_groups=2");
+    k10g[strlen("k10_groups=")] = '4';
+    bad[nb++] = (struct damaged){"set groups > count", "k10_groups", x};
+    /* a set's groups without the groups */
+    x = malloc(strlen(text2) + 32);
+    sprintf(x, "%sk10_groups=1\n", text2);
+    bad[nb++] = (struct damaged){"set groups without groups", "k10_groups", x};
+    /* more groups than centroids */
+    x = strdup(text);
+    char *cg = strstr(x, "centroid_groups=3");
+    cg[strlen("centroid_groups=")] = '9';
+    bad[nb++] = (struct damaged){"a group without centroids ok, 9 of 40", NULL, x};
+    for (size_t i = 0; i < nb; i++) {
+        int st = parse_text(bad[i].text, K, &back, &g);
+        if (!bad[i].key) { /* 9 groups parse; the table refuses the empty ones at open */
+            ck_assert_int_eq(st, TT_OK);
+            free(g);
+        } else {
+            ck_assert_msg(st == TT_ECORRUPT, "%s: %d", bad[i].what, st);
+            ck_assert_msg(strstr(tt_last_error(), bad[i].key) &&
+                              strstr(tt_last_error(), "test/tune.tt"),
+                          "%s: %s", bad[i].what, tt_last_error());
+            ck_assert_ptr_null(g);
+        }
+        free(bad[i].text);
+    }
+    free(text);
+    free(text2);
+}
+END_TEST
+
+/* Centroid groups calibrated (doc/search.md, "Centroid groups"): on an index where
+ * stage 1 is a large share of a query (1024 centroids of 1024-d, 4 vectors per
+ * document and per query), the calibration with the work cost keeps groups for the
+ * k = 10 set; deterministic; stored; searches without flags use them (fewer centroids
+ * scored per query, counted in the stats), flags override them, and the set reaches
+ * its target on held-out pseudo-queries; an index too small for groups gets none. */
+static void build_wide(const char *out, uint64_t seed) {
+    const uint32_t dim = 1024, len = 4;
+    const uint64_t ndocs = 320, n = ndocs * len;
+    float *x = malloc(n * dim * sizeof *x);
+    int64_t *lens = malloc(ndocs * sizeof *lens);
+    tu_clustered(x, n, dim, 24, 0.025f, seed, NULL);
+    for (uint64_t d = 0; d < ndocs; d++)
+        lens[d] = len;
+    char v[600], l[600];
+    snprintf(v, sizeof v, "%s.v.npy", out);
+    snprintf(l, sizeof l, "%s.l.npy", out);
+    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, dim, x, n), TT_OK);
+    ck_assert_int_eq(tu_write_npy(l, TT_DT_I64, 0, lens, ndocs), TT_OK);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_msg(tt_input_open(&in, 1, vp, lp, NULL, NULL) == TT_OK, "%s", tt_last_error());
+    tt_build_options o;
+    tt_build_options_init(&o);
+    o.threads = 2;
+    o.num_centroids = 1024;
+    tu_rmrf(out);
+    ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
+    free(x);
+    free(lens);
+}
+
+START_TEST(centroid_groups_calibrated) {
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/wa", dir);
+    snprintf(b, sizeof b, "%s/wb", dir);
+    build_wide(a, 3);
+    build_wide(b, 3);
+    tt_tune_options o;
+    work_options(&o);
+    tt_tune_info ta, tb;
+    ck_assert_msg(tt_index_tune(a, &o, &ta) == TT_OK, "%s", tt_last_error());
+    ck_assert_msg(tt_index_tune(b, &o, &tb) == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(ta.query_len, 4);
+    ck_assert_msg(ta.centroid_groups > 0 && ta.k10.centroid_groups > 0,
+                  "groups %u, k10 %u (nprobe %d ndocs %u)", ta.centroid_groups,
+                  ta.k10.centroid_groups, ta.k10.nprobe, ta.k10.ndocs);
+    ck_assert_uint_lt(ta.k10.centroid_groups, ta.centroid_groups);
+    ck_assert(ta.k10.reached && ta.k10.recall >= 0.9);
+    ck_assert_uint_eq(tb.centroid_groups, ta.centroid_groups);
+    ck_assert_uint_eq(tb.k10.centroid_groups, ta.k10.centroid_groups);
+    ck_assert_uint_eq(tb.k100.centroid_groups, ta.k100.centroid_groups);
+    assert_same_set(&ta.k10, &tb.k10);
+    tt_tune_info sa = stored(a);
+    ck_assert_uint_eq(sa.centroid_groups, ta.centroid_groups);
+    ck_assert_uint_eq(sa.k10.centroid_groups, ta.k10.centroid_groups);
+    ck_assert_uint_eq(sa.k100.centroid_groups, ta.k100.centroid_groups);
+    assert_same_set(&sa.k10, &ta.k10);
+    ck_assert_int_eq(tt_index_verify(a, NULL, NULL), TT_OK);
+    tt_index *ia = NULL, *ib = NULL;
+    ck_assert_int_eq(tt_index_open(&ia, a, NULL), TT_OK);
+    ck_assert_int_eq(tt_index_open(&ib, b, NULL), TT_OK);
+    /* the stored groups: the trainer's for this seed, on both */
+    uint32_t K = ia->num_centroids, G;
+    uint32_t *g = malloc(K * sizeof *g);
+    ck_assert_int_eq(tt_cq_train_groups(ia->centroids, K, ia->dim, o.seed, 1, g, &G), TT_OK);
+    ck_assert_uint_eq(G, ta.centroid_groups);
+    ck_assert_mem_eq(ia->cgroup_of, g, K * sizeof *g);
+    ck_assert_mem_eq(ib->cgroup_of, g, K * sizeof *g);
+    ck_assert_uint_eq(ia->cq.ngroups, G);
+    /* searches: no flags scores fewer centroids; centroid_groups 0 every one */
+    tt_search_options so, eff;
+    tt_search_options_init(&so);
+    ck_assert_int_eq(tt_search_options_resolve_index(ia, &so, 10, &eff), 5);
+    ck_assert_int_eq(eff.centroid_groups, (int)ta.k10.centroid_groups);
+    const uint32_t nq = 4, dim = ia->dim;
+    float *q = malloc((size_t)nq * dim * sizeof *q);
+    tu_clustered(q, nq, dim, 24, 0.025f, 3, NULL);
+    tt_search_ctx *ctx = NULL;
+    ck_assert_int_eq(tt_search_ctx_new(ia, &ctx), TT_OK);
+    tt_hit h1[10], h2[10];
+    uint32_t n1, n2;
+    tt_search_stats st;
+    ck_assert_int_eq(tt_search(ia, ctx, q, nq, 10, NULL, h1, &n1), TT_OK);
+    ck_assert_int_eq(tt_search_ctx_stats(ctx, &st), TT_OK);
+    ck_assert_uint_lt(st.centroids_scored, K);
+    ck_assert_uint_gt(st.centroids_scored, 0);
+    tt_search_ctx_reset_stats(ctx);
+    so.centroid_groups = 0;
+    ck_assert_int_eq(tt_search(ia, ctx, q, nq, 10, &so, h2, &n2), TT_OK);
+    ck_assert_int_eq(tt_search_ctx_stats(ctx, &st), TT_OK);
+    ck_assert_uint_eq(st.centroids_scored, K);
+    so.centroid_groups = -2;
+    ck_assert_int_eq(tt_search(ia, ctx, q, nq, 10, &so, h2, &n2), TT_EINVAL);
+    ck_assert_msg(strstr(tt_last_error(), "centroid_groups"), "%s", tt_last_error());
+    /* held out: the stored set (with its groups) on pseudo-queries of another seed */
+    tt_calib c;
+    ck_assert_int_eq(tt_calib_init_pseudo(&c, ia, 48, 0, NAN, 4243, TT_TUNE_COST_WORK, NULL),
+                     TT_OK);
+    ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+    tt_tuned m;
+    double cost;
+    c.cgroups = ta.k10.centroid_groups;
+    ck_assert_int_eq(tt_calib_measure(&c, 10, ta.k10.nprobe, ta.k10.ndocs, ta.k10.prune_ratio,
+                                      ta.k10.rerank_margin, ta.k10.sketch, &m, &cost),
+                     TT_OK);
+    ck_assert_msg(m.recall >= 0.9 - 0.05, "held-out recall@10 %.3f with %u groups", m.recall,
+                  ta.k10.centroid_groups);
+    tt_calib_free(&c);
+    tt_search_ctx_free(ctx);
+    free(q);
+    free(g);
+    tt_index_close(ia);
+    tt_index_close(ib);
+    /* 128 centroids (build_index): too few to group */
+    char s[600];
+    snprintf(s, sizeof s, "%s/ws", dir);
+    build_index(s, 300, 5, false);
+    ck_assert_msg(tt_index_tune(s, &o, &ta) == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(ta.centroid_groups, 0);
+    ck_assert_uint_eq(ta.k10.centroid_groups, 0);
+}
+END_TEST
+
 START_TEST(bad_input) {
     char a[600];
     snprintf(a, sizeof a, "%s/e", dir);
@@ -708,6 +948,8 @@ int main(void) {
     tcase_add_test(tc, screened_grid);
     tcase_add_test(tc, changes_and_stale);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, groups_format_round_trip);
+    tcase_add_test(tc, centroid_groups_calibrated);
     suite_add_tcase(s, tc);
     int rc = tu_run(s);
     tu_rmrf(dir);

@@ -122,15 +122,17 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
     const tt_tuned *sets[4] = {&t.k10, &t.k100, &t.k10_short, &t.k100_short};
     if (t.short_len)
         printf(", \"short_len\": %u", t.short_len);
+    printf(", \"centroid_groups\": %u", t.centroid_groups);
     for (int i = 0; i < (t.short_len ? 4 : 2); i++)
         printf(",\n    \"k%u%s\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
                "\"rerank_margin\": %.4f, \"sketch\": %s, \"recall\": %.4f, \"ms\": %.4f, "
-               "\"reached\": %s, \"exhaustive\": %s, \"exhaustive_ms\": %.4f}",
+               "\"reached\": %s, \"exhaustive\": %s, \"exhaustive_ms\": %.4f, "
+               "\"centroid_groups\": %u}",
                sets[i]->k, i >= 2 ? "_short" : "", sets[i]->nprobe, sets[i]->ndocs,
                (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin,
                sets[i]->sketch ? "true" : "false", sets[i]->recall, sets[i]->ms,
                sets[i]->reached ? "true" : "false", sets[i]->exhaustive ? "true" : "false",
-               sets[i]->exhaustive_ms);
+               sets[i]->exhaustive_ms, sets[i]->centroid_groups);
     printf("}\n}\n");
 }
 
@@ -293,14 +295,22 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
                        "nprobe %d, ndocs %u, recall@%u %.3f, %.3f ms)\n", sets[i]->k,
                        sets[i]->exhaustive_ms, sets[i]->nprobe, sets[i]->ndocs, sets[i]->k,
                        sets[i]->recall, sets[i]->ms);
-            else
+            else {
+                char groups[48] = "";
+                if (sets[i]->centroid_groups)
+                    snprintf(groups, sizeof groups, ", centroid groups %u",
+                             sets[i]->centroid_groups);
                 printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank "
-                       "margin %.0f%s: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe,
+                       "margin %.0f%s%s: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe,
                        sets[i]->ndocs, (double)sets[i]->prune_ratio,
                        (double)sets[i]->rerank_margin, sets[i]->sketch ? "" : ", no sketch",
-                       sets[i]->k, sets[i]->recall,
+                       groups, sets[i]->k, sets[i]->recall,
                        sets[i]->reached ? "" : " (target not reached)");
+            }
         }
+        if (t.centroid_groups)
+            printf("             the centroids in %u groups (doc/search.md, Centroid groups)\n",
+                   t.centroid_groups);
     } else {
         printf("search       not calibrated: ColBERTv2's defaults by k (tartan tune)\n");
     }

@@ -67,6 +67,10 @@ static void usage(FILE *f) {
         "                       calibrated parameters\n"
         "  --no-sketch          centroid scores alone in stages 2-3, even where the index\n"
         "                       keeps a residual sketch\n"
+        "  --centroid-groups N  stage 1 scores the centroids of each query vector's N best\n"
+        "                       centroid groups, the others get their group's score; 0:\n"
+        "                       every centroid (default: calibrated, where tartan tune\n"
+        "                       stored groups, else 0)\n"
         "  --threshold T        absolute centroid pruning threshold (ColBERTv2's rule;\n"
         "                       implies --pruning absolute)\n"
         "  --pruning R          relative (default: a centroid counts if it scores within a\n"
@@ -367,6 +371,7 @@ int cmd_search(int argc, char **argv) {
         {"filter-ids", required_argument, 0, 'F'}, {"with-metadata", no_argument, 0, 'V'},
         {"filter-direct-max", required_argument, 0, 'X'},
         {"no-sketch", no_argument, 0, 1009},    {"latency", no_argument, 0, 1010},
+        {"centroid-groups", required_argument, 0, 1020},
         {0, 0, 0, 0}};
     enum { R_DENSE = 0, R_SPARSE = 1, R_HYBRID = 2 };
     int retriever = R_DENSE;
@@ -504,6 +509,14 @@ int cmd_search(int argc, char **argv) {
         case 1009:
             so.sketch = 0;
             break;
+        case 1020: {
+            uint64_t g;
+            if (!cli_parse_u64(optarg, &g) || g > 1000000)
+                return cli_usage_error("search", "--centroid-groups must be 0 (every centroid) "
+                                       "or a number of groups");
+            so.centroid_groups = (int)g;
+            break;
+        }
         case 'M':
             if (!cli_parse_double(optarg, &d) || !(d >= 0 && d <= 1000))
                 return cli_usage_error("search", "--rerank-margin must be in [0, 1000]");
@@ -758,10 +771,13 @@ int cmd_search(int argc, char **argv) {
         if (info.sketch_bytes)
             snprintf(rerank + strlen(rerank), sizeof rerank - strlen(rerank), " sketch=%s",
                      eff.sketch ? "on" : "off");
-        fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d "
-                "%s ndocs=%u rerank=%s (%s); residuals via %s\n",
+        char groups[48] = "";
+        if (eff.centroid_groups > 0)
+            snprintf(groups, sizeof groups, " centroid-groups=%d", eff.centroid_groups);
+        fprintf(stderr, "tartan search: %llu queries on %llu documents; plaid k=%llu nprobe=%d"
+                "%s %s ndocs=%u rerank=%s (%s); residuals via %s\n",
                 (unsigned long long)qs->num_queries, (unsigned long long)tt_sharded_num_docs(sh),
-                (unsigned long long)k, eff.nprobe, prune, eff.ndocs,
+                (unsigned long long)k, eff.nprobe, groups, prune, eff.ndocs,
                 rerank, from, io_name(info.io));
     }
     else

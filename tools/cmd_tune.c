@@ -49,15 +49,21 @@ void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool publis
         if (i == 2)
             fprintf(f, "  queries of at most %u vectors (measured on pseudo-queries of %u):\n",
                     2 * t->short_len, t->short_len);
-        fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s: "
+        char groups[48] = "";
+        if (s[i]->centroid_groups)
+            snprintf(groups, sizeof groups, " centroid-groups %u", s[i]->centroid_groups);
+        fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s%s: "
                 "recall@%u %.3f, %.3f ms per query%s\n", s[i]->k, s[i]->nprobe, s[i]->ndocs,
                 (double)s[i]->prune_ratio, (double)s[i]->rerank_margin,
-                s[i]->sketch ? "" : " no-sketch", s[i]->k, s[i]->recall, s[i]->ms,
+                s[i]->sketch ? "" : " no-sketch", groups, s[i]->k, s[i]->recall, s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
         if (s[i]->exhaustive)
             fprintf(f, "        exhaustive search, %.3f ms per query, is cheaper: searches "
                     "without PLAID flags use it\n", s[i]->exhaustive_ms);
     }
+    if (t->centroid_groups)
+        fprintf(f, "  the centroids in %u groups (stage 1 scores the best groups' centroids)\n",
+                t->centroid_groups);
 }
 
 int cmd_tune(int argc, char **argv) {

@@ -298,6 +298,7 @@ static const optspec search_spec[] = {
     {"tuned", OPT_BOOL, OFF(tt_search_options, tuned), NULL, NULL},
     {"rerank_margin", OPT_FLOAT, OFF(tt_search_options, rerank_margin), NULL, NULL},
     {"sketch", OPT_INT, OFF(tt_search_options, sketch), NULL, NULL},
+    {"centroid_groups", OPT_INT, OFF(tt_search_options, centroid_groups), NULL, NULL},
     {"filter_direct_max", OPT_U64, OFF(tt_search_options, filter_direct_max), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
@@ -833,11 +834,12 @@ static PyObject *py_compact(PyObject *self, PyObject *args) {
 }
 
 static PyObject *tuned_dict(const tt_tuned *t) {
-    return Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:d,s:O,s:O,s:d}", "k", t->k, "nprobe",
+    return Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:d,s:O,s:O,s:d,s:I}", "k", t->k, "nprobe",
                          t->nprobe, "ndocs", t->ndocs, "prune_ratio", (double)t->prune_ratio,
                          "rerank_margin", (double)t->rerank_margin, "recall", t->recall, "ms",
                          t->ms, "reached", t->reached ? Py_True : Py_False, "exhaustive",
-                         t->exhaustive ? Py_True : Py_False, "exhaustive_ms", t->exhaustive_ms);
+                         t->exhaustive ? Py_True : Py_False, "exhaustive_ms", t->exhaustive_ms,
+                         "centroid_groups", t->centroid_groups);
 }
 
 static PyObject *tune_dict(const tt_tune_info *t) {
@@ -864,6 +866,12 @@ static PyObject *tune_dict(const tt_tune_info *t) {
         Py_XDECREF(sa);
         Py_XDECREF(sb);
         Py_XDECREF(sl);
+    }
+    if (d && t->centroid_groups) {
+        PyObject *g = PyLong_FromUnsignedLong(t->centroid_groups);
+        if (!g || PyDict_SetItemString(d, "centroid_groups", g) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(g);
     }
     return d;
 }

@@ -139,6 +139,7 @@ class Index:
         rerank: Literal["adaptive", "fixed"] = ...,
         tuned: bool = ...,
         rerank_margin: float = ...,
+        centroid_groups: int = ...,
         where: Optional[str] = ...,
         filter_ids: Optional[Ids] = ...,
         filter: Optional[Filter] = ...,

@@ -388,6 +388,11 @@ class TestErrors(Base):
             self.check(tartan.BadValueError, -11, "query vector 1", ix.search, q)
             self.check(tartan.InvalidArgumentError, -1, "nprobe -1", ix.search, self.docs[0],
                        nprobe=-1)
+            self.check(tartan.InvalidArgumentError, -1, "centroid_groups -2", ix.search,
+                       self.docs[0], centroid_groups=-2)
+            # an index without centroid groups scores every centroid whatever the option
+            np.testing.assert_array_equal(ix.search(self.docs[0], centroid_groups=1)[1],
+                                          ix.search(self.docs[0])[1])
         # a damaged index: the message names the file
         dmg = os.path.join(d, "damaged")
         shutil.copytree(self.path, dmg)

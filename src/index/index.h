@@ -62,7 +62,10 @@ struct tt_index {
     tt_fmap f_tune;            /* tune.tt, when the generation has one */
     tt_tune_info tuned;        /* its parameters (tuned = 0 without) */
     const float *centroids;    /* num_centroids * dim (mmap, little-endian host) */
-    tt_cq cq;                  /* int8 copy for the candidate stages (made at open) */
+    tt_cq cq;                  /* int8 copy for the candidate stages (made at open;
+                                * grouped by cgroup_of when the calibration has groups) */
+    uint32_t *cgroup_of;       /* num_centroids: each centroid's group (tune.tt), or NULL */
+    uint32_t cgroup_n;         /* the number of groups (0 without) */
     tt_codec codec;
 
     uint32_t nseg;
@@ -140,11 +143,15 @@ static inline const uint16_t *tt_index_original(const tt_index *idx, uint32_t s,
  * in [lo, hi] (TT_ECORRUPT naming the file otherwise). */
 bool tt_meta_get(const tt_fmap *m, const char *key, char *val, size_t cap);
 int tt_meta_u64(const tt_fmap *m, const char *key, uint64_t lo, uint64_t hi, uint64_t *out);
-/* tune.tt (src/index/tuned.c): writes t as its text into buf (returns the length, or
- * TT_ENOMEM when cap is too small); reads the mapped file m, checking every value
- * (TT_ECORRUPT naming the file and key). */
-int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap);
-int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t);
+/* tune.tt (src/index/tuned.c): writes t, with the group of each of the K centroids
+ * when t->centroid_groups, as its text into *out (allocated, NUL-terminated, free it;
+ * *len its length); reads the mapped file m, checking every value (TT_ECORRUPT naming
+ * the file and key), with the centroids' groups into *group_of (allocated, or NULL
+ * without). */
+int tt_tune_format(const tt_tune_info *t, const uint32_t *group_of, uint32_t K, char **out,
+                   size_t *len);
+int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t,
+                  uint32_t **group_of);
 
 /* Ids "0", "1", ..., "D-1" laid out as ids.tt's payload (offsets then digits), in one
  * allocation *mem (free it). For segments without ids.tt. */
@@ -160,6 +167,11 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
  * benchmarks that compare the stage-1 paths on one CPU; not while idx is searched.
  * TT_EINVAL if this CPU cannot run it, TT_ENOMEM (idx keeps its table on failure). */
 int tt_index_use_cq_kernel(tt_index *idx, int kernel);
+/* Regroups idx's centroid-score table by group_of (G groups; G 0: ungrouped), for the
+ * calibration, which measures both; not while idx is searched. idx keeps group_of
+ * (copied) as cgroup_of. TT_EINVAL (a group out of range or empty), TT_ENOMEM (idx
+ * keeps its table). */
+int tt_index_set_centroid_groups(tt_index *idx, const uint32_t *group_of, uint32_t G);
 
 /* TT_ENOTFOUND for an index directory without a MANIFEST, saying why: the path does
  * not exist ("No such file or directory"), is not a directory, or holds no index. */

@@ -790,8 +790,6 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
     if (bad >= 0)
         return tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
                       idx->f_centroids.path, (long long)bad);
-    if ((st = tt_cq_init(&idx->cq, idx->centroids, idx->num_centroids, idx->dim)))
-        return tt_err(st, "%s: out of memory for the int8 centroids", idx->dir);
     if ((st = open_file(idx, &idx->f_codec, shared_name(idx, "CODC", TT_F_CODEC), "CODC",
                         TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_codec(idx)))
@@ -803,10 +801,20 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
         if (!memcmp(idx->man.e[i].kind, "TUNE", 4)) {
             if ((st = open_file(idx, &idx->f_tune, idx->man.e[i].name, "TUNE", TT_MAP_WHOLE,
                                 RESIDENT)) ||
-                (st = tt_tune_parse(&idx->f_tune, idx->num_centroids, &idx->tuned)))
+                (st = tt_tune_parse(&idx->f_tune, idx->num_centroids, &idx->tuned,
+                                    &idx->cgroup_of)))
                 return st;
             break;
         }
+    /* The int8 table, in the calibration's centroid groups when it has them. */
+    idx->cgroup_n = idx->cgroup_of ? idx->tuned.centroid_groups : 0;
+    st = tt_cq_init_grouped(&idx->cq, idx->centroids, idx->num_centroids, idx->dim,
+                            tt_cq_best_kernel(), idx->cgroup_of, idx->tuned.centroid_groups);
+    if (st == TT_EINVAL)
+        return tt_err(TT_ECORRUPT, "%s: centroid_group_of leaves a group without centroids",
+                      idx->f_tune.path);
+    if (st)
+        return tt_err(st, "%s: out of memory for the int8 centroids", idx->dir);
     return TT_OK;
 }
 
@@ -1007,6 +1015,7 @@ void tt_index_close(tt_index *idx) {
     tt_st_free(&idx->vocab);
     tt_codec_free(&idx->codec);
     tt_cq_free(&idx->cq);
+    free(idx->cgroup_of);
     tt_manifest_free(&idx->man);
     free(idx->doc_vec0);
     free(idx->doclens_owned);
@@ -1019,13 +1028,37 @@ void tt_index_close(tt_index *idx) {
 
 int tt_index_use_cq_kernel(tt_index *idx, int kernel) {
     tt_cq cq;
-    int st = tt_cq_init_kernel(&cq, idx->centroids, idx->num_centroids, idx->dim, kernel);
+    int st = tt_cq_init_grouped(&cq, idx->centroids, idx->num_centroids, idx->dim, kernel,
+                                idx->cgroup_of, idx->cgroup_n);
     if (st)
         return tt_err(st, "centroid scores: kernel %d %s", kernel,
                       st == TT_EINVAL ? "is not available on this CPU" : "is out of memory");
     idx->info.resident_bytes += tt_cq_bytes(&cq) - tt_cq_bytes(&idx->cq);
     tt_cq_free(&idx->cq);
     idx->cq = cq;
+    return TT_OK;
+}
+
+int tt_index_set_centroid_groups(tt_index *idx, const uint32_t *group_of, uint32_t G) {
+    const uint32_t K = idx->num_centroids;
+    uint32_t *copy = NULL;
+    if (G && !(copy = tt_alloc(K, sizeof *copy, "centroid groups")))
+        return TT_ENOMEM;
+    if (G)
+        memcpy(copy, group_of, (size_t)K * sizeof *copy);
+    tt_cq cq;
+    int st = tt_cq_init_grouped(&cq, idx->centroids, K, idx->dim, idx->cq.kernel, copy, G);
+    if (st) {
+        free(copy);
+        return tt_err(st, "centroid groups: %s", st == TT_EINVAL ? "a group is empty or out "
+                      "of range" : "out of memory");
+    }
+    idx->info.resident_bytes += tt_cq_bytes(&cq) - tt_cq_bytes(&idx->cq);
+    tt_cq_free(&idx->cq);
+    idx->cq = cq;
+    free(idx->cgroup_of);
+    idx->cgroup_of = copy;
+    idx->cgroup_n = G;
     return TT_OK;
 }
 

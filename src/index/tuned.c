@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The sets' keys, in tt_tune_info's order (k10, k100, k10_short, k100_short). */
 static const char *const SET_KEYS[4] = {"k10", "k100", "k10_short", "k100_short"};
@@ -21,7 +22,8 @@ static int fmt_set(char *buf, size_t cap, const tt_tuned *t) {
                     t->sketch ? "" : " sketch 0");
 }
 
-int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
+/* The text without the centroid groups' line. */
+static int format_sets(const tt_tune_info *t, char *buf, size_t cap) {
     char a[160], b[160];
     fmt_set(a, sizeof a, &t->k10);
     fmt_set(b, sizeof b, &t->k100);
@@ -38,16 +40,52 @@ int tt_tune_format(const tt_tune_info *t, char *buf, size_t cap) {
         n += snprintf(buf + n, cap - (size_t)n, "short_len=%u\nk10_short=%s\nk100_short=%s\n",
                       t->short_len, a, b);
     }
-    /* Exhaustive search chosen for a set: its own key, which a reader that predates it
-     * ignores (the set's PLAID parameters then serve every search, as they did). */
+    /* Exhaustive search chosen for a set, or centroid groups: their own keys, which a
+     * reader that predates them ignores (the set's PLAID parameters then serve every
+     * search, scoring every centroid, as they did). */
     const tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
-    for (int i = 0; i < (t->short_len ? 4 : 2) && n >= 0 && (size_t)n < cap; i++)
+    for (int i = 0; i < (t->short_len ? 4 : 2) && n >= 0 && (size_t)n < cap; i++) {
         if (sets[i]->exhaustive)
             n += snprintf(buf + n, cap - (size_t)n, "%s_exhaustive=%.4f\n", SET_KEYS[i],
                           sets[i]->exhaustive_ms);
+        if (t->centroid_groups && sets[i]->centroid_groups && n >= 0 && (size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, "%s_groups=%u\n", SET_KEYS[i],
+                          sets[i]->centroid_groups);
+    }
+    if (n >= 0 && (size_t)n < cap && t->centroid_groups)
+        n += snprintf(buf + n, cap - (size_t)n, "centroid_groups=%u\n", t->centroid_groups);
     if (n < 0 || (size_t)n >= cap)
         return tt_err(TT_ENOMEM, "tune.tt: the text does not fit in %zu bytes", cap);
     return n;
+}
+
+int tt_tune_format(const tt_tune_info *t, const uint32_t *group_of, uint32_t K, char **out,
+                   size_t *len) {
+    *out = NULL;
+    *len = 0;
+    if (t->centroid_groups && !group_of)
+        return tt_err(TT_EINVAL, "tune.tt: centroid groups without their members");
+    /* the group of every centroid: at most 10 digits and a separator each */
+    const size_t cap = 2048 + (t->centroid_groups ? 32 + 11 * (size_t)K : 0);
+    char *buf = tt_alloc(cap, 1, "tune.tt");
+    if (!buf)
+        return TT_ENOMEM;
+    int n = format_sets(t, buf, cap);
+    if (n < 0) {
+        free(buf);
+        return n;
+    }
+    size_t at = (size_t)n;
+    if (t->centroid_groups) {
+        at += (size_t)snprintf(buf + at, cap - at, "centroid_group_of=");
+        for (uint32_t k = 0; k < K; k++)
+            at += (size_t)snprintf(buf + at, cap - at, k ? " %u" : "%u", group_of[k]);
+        buf[at++] = '\n';
+        buf[at] = '\0'; /* text: the caller may read it as a string */
+    }
+    *out = buf;
+    *len = at;
+    return TT_OK;
 }
 
 static int bad(const char *path, const char *key) {
@@ -110,8 +148,39 @@ static bool get_set(const tt_fmap *m, const char *key, uint32_t k, uint32_t num_
     return true;
 }
 
-int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t) {
+/* centroid_group_of: num_centroids decimal group ids below G, separated by single
+ * spaces, read in place from the mapped text (no copy of a line of K numbers). */
+static bool get_groups(const tt_fmap *m, uint32_t num_centroids, uint32_t G, uint32_t *out) {
+    const char *key = "centroid_group_of=";
+    const size_t kl = strlen(key);
+    const char *p = (const char *)m->payload, *end = p + m->h.payload_bytes;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if ((size_t)(le - p) > kl && !memcmp(p, key, kl)) {
+            p += kl;
+            for (uint32_t k = 0; k < num_centroids; k++) {
+                if (k && (p >= le || *p++ != ' '))
+                    return false;
+                uint64_t x = 0;
+                const char *d0 = p;
+                while (p < le && *p >= '0' && *p <= '9' && p - d0 < 10)
+                    x = 10 * x + (uint64_t)(*p++ - '0');
+                if (p == d0 || x >= G)
+                    return false;
+                out[k] = (uint32_t)x;
+            }
+            return p == le;
+        }
+        p = le + 1;
+    }
+    return false;
+}
+
+int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t,
+                  uint32_t **group_of) {
     memset(t, 0, sizeof *t);
+    *group_of = NULL;
     char v[32];
     uint64_t x;
     if (!get_double(m, "target", 0, 1, &t->target))
@@ -161,6 +230,33 @@ int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t) {
         if ((i >= 2 && !t->short_len) || !get_double(m, key, 0, 1e9, &sets[i]->exhaustive_ms))
             return bad(m->path, key);
         sets[i]->exhaustive = 1;
+    }
+    /* optional: centroid groups (their count, every centroid's group, and each set's
+     * groups per query vector) */
+    if (tt_meta_get(m, "centroid_groups", v, sizeof v)) {
+        if (!get_u64(m, "centroid_groups", &x) || x == 0 || x > num_centroids)
+            return bad(m->path, "centroid_groups");
+        t->centroid_groups = (uint32_t)x;
+        if (!(*group_of = tt_alloc(num_centroids, sizeof **group_of, "tune.tt")))
+            return TT_ENOMEM;
+        if (!get_groups(m, num_centroids, t->centroid_groups, *group_of)) {
+            free(*group_of);
+            *group_of = NULL;
+            return bad(m->path, "centroid_group_of");
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s_groups", SET_KEYS[i]);
+        if (!tt_meta_get(m, key, v, sizeof v))
+            continue;
+        if ((i >= 2 && !t->short_len) || !t->centroid_groups || !get_u64(m, key, &x) ||
+            x == 0 || x > t->centroid_groups) {
+            free(*group_of);
+            *group_of = NULL;
+            return bad(m->path, key);
+        }
+        sets[i]->centroid_groups = (uint32_t)x;
     }
     t->tuned = 1;
     return TT_OK;

@@ -80,17 +80,22 @@ int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim) {
 }
 
 int tt_cq_init_kernel(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel) {
+    return tt_cq_init_rows(q, centroids, K, dim, kernel, K, NULL);
+}
+
+int tt_cq_init_rows(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel,
+                    uint32_t nrows, const uint32_t *row_id) {
     memset(q, 0, sizeof *q);
-    if (!tt_cq_kernel_ok(kernel))
+    if (!tt_cq_kernel_ok(kernel) || (!row_id && nrows != K))
         return TT_EINVAL;
-    q->K = K;
+    q->K = nrows;
     q->dim = dim;
     q->f32 = centroids;
     q->kernel = kernel;
     q->nd4 = (dim + 3) / 4;
-    q->nblk = (K + TT_CQ_LANES - 1) / TT_CQ_LANES;
+    q->nblk = (nrows + TT_CQ_LANES - 1) / TT_CQ_LANES;
     if (kernel == TT_CQ_F32)
-        return TT_OK;
+        return row_id ? TT_EINVAL : TT_OK;
     const uint64_t nk = (uint64_t)q->nblk * TT_CQ_LANES;
     q->data = tt_alloc_aligned((uint64_t)q->nblk * q->nd4 * 64, 1, 64, "int8 centroids");
     q->scale = tt_alloc(nk, sizeof *q->scale, "int8 centroids");
@@ -110,17 +115,20 @@ int tt_cq_init_kernel(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim
      * dimensions the centroids get fewer levels so that the sums cannot overflow. */
     const uint64_t cmax = TT_MIN(127u, (uint64_t)INT32_MAX / (255u * (uint64_t)TT_MAX(dim, 1u)));
     q->cmax = (float)TT_MAX(cmax, 1u);
-    for (uint32_t k = 0; k < K; k++) {
+    for (uint32_t r = 0; r < nrows; r++) {
+        const uint32_t k = row_id ? row_id[r] : r;
+        if (k == UINT32_MAX)
+            continue; /* a padding row: all zero, scale 0, it scores 0 */
         const float *x = centroids + (uint64_t)k * dim;
         float m = max_abs(x, dim);
         quantize(x, dim, m, q->cmax, row);
-        q->scale[k] = m / q->cmax;
+        q->scale[r] = m / q->cmax;
         int32_t s = 0;
         for (uint32_t d = 0; d < dim; d++) {
-            q->data[cq_pos(q->nd4, k, d)] = (uint8_t)row[d];
+            q->data[cq_pos(q->nd4, r, d)] = (uint8_t)row[d];
             s += row[d];
         }
-        q->csum[k] = 128 * s;
+        q->csum[r] = 128 * s;
     }
     free(row);
     return TT_OK;
@@ -132,13 +140,24 @@ void tt_cq_free(tt_cq *q) {
     free(q->data);
     free(q->scale);
     free(q->csum);
+    free(q->gblk);
+    free(q->row_id);
+    if (q->centres) {
+        tt_cq_free(q->centres);
+        free(q->centres);
+    }
     memset(q, 0, sizeof *q);
 }
 
 uint64_t tt_cq_bytes(const tt_cq *q) {
     if (q->kernel == TT_CQ_F32)
         return 0;
-    return (uint64_t)q->nblk * (q->nd4 * 64 + TT_CQ_LANES * (sizeof(float) + sizeof(int32_t)));
+    uint64_t b =
+        (uint64_t)q->nblk * (q->nd4 * 64 + TT_CQ_LANES * (sizeof(float) + sizeof(int32_t)));
+    if (q->ngroups)
+        b += (q->ngroups + 1ull) * sizeof *q->gblk +
+             (uint64_t)q->nblk * TT_CQ_LANES * sizeof *q->row_id + tt_cq_bytes(q->centres);
+    return b;
 }
 
 size_t tt_cq_qpack_bytes(const tt_cq *q, uint32_t nq) {

@@ -50,6 +50,15 @@ typedef struct tt_cq {
     int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
     float cmax;            /* centroid levels: +-127, fewer past 66,000 dimensions */
     int kernel;            /* TT_CQ_* kernel used by tt_cq_centroid_scores */
+    /* Grouped tables (tt_cq_init_grouped, src/quant/cgroup.c): K counts rows, in order of
+     * group, each group padded with zero rows to whole blocks; row r holds centroid
+     * row_id[r] (UINT32_MAX: padding). Ungrouped: ngroups 0, row k is centroid k. */
+    uint32_t ngroups;
+    uint32_t ncent;        /* grouped: the centroids (K: their rows with the padding) */
+    uint32_t *gblk;        /* ngroups + 1: each group's first block */
+    uint32_t *row_id;      /* nblk * 16 */
+    uint32_t max_gblk;     /* the largest group's blocks */
+    struct tt_cq *centres; /* the groups' mean centroids, an ungrouped table of ngroups */
 } tt_cq;
 
 /* TT_CQ_F32 is not an int8 kernel (no table: data, scale and csum are NULL); the int8
@@ -68,15 +77,55 @@ int tt_cq_init(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim);
 /* The same with a given kernel, for tests and benchmarks: TT_EINVAL if
  * !tt_cq_kernel_ok(kernel). */
 int tt_cq_init_kernel(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel);
+/* The same over nrows rows, row r holding centroid row_id[r] (UINT32_MAX: a zero row,
+ * which scores 0); row_id NULL: nrows = K, row k is centroid k. Not for TT_CQ_F32
+ * with row_id (TT_EINVAL). */
+int tt_cq_init_rows(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel,
+                    uint32_t nrows, const uint32_t *row_id);
 void tt_cq_free(tt_cq *q);
 /* Memory held by q (0 for TT_CQ_F32: the centroids are the caller's). */
 uint64_t tt_cq_bytes(const tt_cq *q);
 
 /* St[k * nqp + i] ~ <Q_i, c_k> for every centroid k and i < nqp with q->kernel: Q holds
  * nqp rows of dim floats, rows nq.. zero (they score 0); qpack and qscale are scratch
- * (tt_cq_qpack_bytes, 64-byte aligned; nqp floats). */
+ * (tt_cq_qpack_bytes, 64-byte aligned; nqp floats). Ungrouped tables (on a grouped one,
+ * St is in row order: tt_cq_group_scores). */
 void tt_cq_centroid_scores(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
                            uint8_t *qpack, float *qscale, float *St);
+
+/* Two-level centroid scores (src/quant/cgroup.c; doc/search.md, "Centroid groups").
+ * The centroids are grouped by a k-means of the centroids themselves; a query vector's
+ * score of a group's mean centroid stands for its members' until the group is among
+ * the vector's best: then its members are scored. Stage 1 then reads the int8 rows of
+ * a few groups instead of the whole table (29 MiB at 8192 x 3584-d).
+ *
+ * The groups of K centroids (group_of[k] < *ngroups, every group non-empty, numbered
+ * by their first member): a k-means of the centroids into max(16, K / TT_CQ_GROUP_SIZE)
+ * groups, trained on at most TT_CQ_GROUP_SAMPLE of them (every centroid assigned to its
+ * nearest centre). Deterministic for a seed and any thread count. TT_EINVAL for fewer
+ * than TT_CQ_GROUP_MIN_K centroids, TT_ENOMEM. */
+#define TT_CQ_GROUP_SIZE 64u
+#define TT_CQ_GROUP_MIN_K 1024u
+#define TT_CQ_GROUP_SAMPLE 65536u
+int tt_cq_train_groups(const float *centroids, uint32_t K, uint32_t dim, uint64_t seed,
+                       int threads, uint32_t *group_of, uint32_t *ngroups);
+/* A grouped table (see tt_cq) of K centroids with group_of[k] < ngroups (every group
+ * non-empty), and the table of the groups' mean centroids. For TT_CQ_F32, or ngroups
+ * 0, an ungrouped table (tt_cq_init_kernel). TT_EINVAL (a group id out of range or a
+ * group without members), TT_ENOMEM. */
+int tt_cq_init_grouped(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel,
+                       const uint32_t *group_of, uint32_t ngroups);
+/* Scratch bytes of tt_cq_group_scores for queries of up to nqp vectors. */
+size_t tt_cq_group_work_bytes(const tt_cq *q, uint32_t nqp);
+/* St[k * nqp + i] for every centroid k (as tt_cq_centroid_scores) on any table. On a
+ * grouped one with 0 < probe < ngroups: the groups among the `probe` best of some query
+ * vector i < nq by their mean centroid's score get their members' own scores (the same
+ * bits as an ungrouped table's), every other centroid its group's score (imputed).
+ * probe 0 (or >= ngroups), and any ungrouped table: every centroid's own. work:
+ * tt_cq_group_work_bytes, 64-byte aligned. Returns the centroids given their own score. */
+uint32_t tt_cq_group_scores(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
+                            uint32_t probe, uint8_t *qpack, float *qscale, void *work,
+                            float *St);
 
 /* The int8 steps of tt_cq_centroid_scores (not for TT_CQ_F32). */
 

@@ -128,6 +128,7 @@ void tt_search_ctx_free(tt_search_ctx *c) {
     free(c->glens);
     free(c->gdocs);
     free(c->gscores);
+    free(c->cgwork);
     free(c);
 }
 
@@ -215,8 +216,20 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
 }
 
 /* St ~ C·Qᵀ: the approximate centroid scores of every query vector, int8 or, where the
- * CPU has no vector int8 kernel, float32 (src/quant/cscore.c). */
-void tt_ctx_centroid_scores(tt_search_ctx *c) {
+ * CPU has no vector int8 kernel, float32 (src/quant/cscore.c); on an index with centroid
+ * groups and c->cgroups > 0, only the best groups' centroids scored (quant/cgroup.c). */
+int tt_ctx_centroid_scores(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    tt_cq_centroid_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->qpack, c->qscale, c->St);
+    const size_t need = tt_cq_group_work_bytes(&idx->cq, c->nqp);
+    if (need > c->cgwork_cap) {
+        /* The table may have been regrouped (the calibration) since the last query. */
+        free(c->cgwork);
+        c->cgwork_cap = 0;
+        if (!(c->cgwork = tt_alloc_aligned(need, 1, 64, "centroid scores")))
+            return TT_ENOMEM;
+        c->cgwork_cap = need;
+    }
+    c->st.centroids_scored += tt_cq_group_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->cgroups,
+                                                 c->qpack, c->qscale, c->cgwork, c->St);
+    return TT_OK;
 }

@@ -40,6 +40,10 @@ int tt_search_options_check(const tt_search_options *opt) {
         (opt->sketch < -1 || opt->sketch > 1))
         return tt_err(TT_EINVAL, "search options: sketch %d is not -1 (the index's choice), 0 "
                       "or 1", opt->sketch);
+    if (opt->struct_size >= offsetof(tt_search_options, centroid_groups) + sizeof(int) &&
+        opt->centroid_groups < -1)
+        return tt_err(TT_EINVAL, "search options: centroid_groups %d is not -1 (the index's "
+                      "choice), 0 (every centroid) or a number of groups", opt->centroid_groups);
     return TT_OK;
 }
 
@@ -59,6 +63,7 @@ void tt_search_options_init(tt_search_options *opt) {
     opt->tuned = 1;
     opt->rerank_margin = NAN;
     opt->sketch = -1;
+    opt->centroid_groups = -1;
 }
 
 void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_t *ndocs) {
@@ -109,6 +114,8 @@ void tt_search_options_resolve(const tt_search_options *opt, uint32_t k,
         o.ndocs = nd;
     if (o.sketch < 0)
         o.sketch = 1;
+    if (o.centroid_groups < 0)
+        o.centroid_groups = 0;
     /* Stage 2 keeps ndocs documents: fewer than k would return fewer than k hits. */
     if (o.ndocs < k)
         o.ndocs = k;
@@ -141,7 +148,7 @@ int tt_search_options_resolve_query(const tt_index *idx, const tt_search_options
          * caller set one of PLAID's own parameters (then PLAID, the rest calibrated). */
         if (t->exhaustive && o.nprobe <= 0 && o.ndocs == 0 && isnan(o.threshold) &&
             isnan(o.prune_ratio) && isnan(o.rerank_margin) && o.pruning == TT_PRUNE_AUTO &&
-            o.rerank == TT_RERANK_ADAPTIVE && o.sketch < 0) {
+            o.rerank == TT_RERANK_ADAPTIVE && o.sketch < 0 && o.centroid_groups < 0) {
             o.mode = TT_MODE_EXHAUSTIVE;
             tt_search_options_resolve(&o, k, out);
             return 4;
@@ -175,6 +182,10 @@ int tt_search_options_resolve_query(const tt_index *idx, const tt_search_options
         }
         if (o.sketch < 0 && idx->sketch_bytes) {
             o.sketch = t->sketch;
+            from++;
+        }
+        if (o.centroid_groups < 0 && ti->centroid_groups) {
+            o.centroid_groups = (int)t->centroid_groups;
             from++;
         }
     }

@@ -553,7 +553,9 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
     c->use_sketch = o->sketch && idx->sketch_bytes > 0;
     if (c->use_sketch && (st = sketch_lut(c)))
         return st;
-    tt_ctx_centroid_scores(c);
+    c->cgroups = o->centroid_groups > 0 ? (uint32_t)o->centroid_groups : 0;
+    if ((st = tt_ctx_centroid_scores(c)))
+        return st;
     /* Probing every centroid: every live document is a candidate; only the pruning
      * mask and each query vector's best score are needed. */
     const bool all = nprobe >= K;

@@ -31,6 +31,9 @@ struct tt_search_ctx {
     float *Qp;             /* nqp_cap * dim: the query, zero-padded */
     uint8_t *qpack;        /* the query in int8 (tt_cq_query) */
     float *qscale;         /* nqp_cap int8 scales */
+    void *cgwork;          /* tt_cq_group_work_bytes of the index's table (cgwork_cap) */
+    size_t cgwork_cap;
+    uint32_t cgroups;      /* the current query's centroid_groups (0: every centroid) */
     float *St;             /* num_centroids * nqp_cap: int8 centroid scores, centroid-major */
     float *m;              /* 2 * nqp_cap: running maxima, and a row's scratch */
     float *probe_s;        /* nq * nprobe best centroid scores of stage 1 */
@@ -123,9 +126,10 @@ void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_
 /* ----------------------------------------------------- the parts of a search */
 
 /* context.c: takes the query (copied zero-padded to nqp rows, per-query buffers sized)
- * and computes St ~ C.Q^T from the int8 centroids. */
+ * and computes St ~ C.Q^T from the int8 centroids (of the c->cgroups best groups per
+ * query vector on an index with centroid groups; TT_ENOMEM for its scratch). */
 int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score);
-void tt_ctx_centroid_scores(tt_search_ctx *c);
+int tt_ctx_centroid_scores(tt_search_ctx *c);
 
 /* search.c: whether live row d may be returned (the filter's, when there is one). */
 static inline bool tt_ctx_allowed(const tt_search_ctx *c, uint64_t d) {

@@ -122,11 +122,15 @@ static int write_tune_part(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
     }
     if (best < 0)
         return TT_OK;
-    char text[1024];
-    int n = tt_tune_format(&rs->p[best].cb->tuned, text, sizeof text);
-    if (n < 0)
-        return n;
-    return tt_build_write_small(b, TT_F_TUNE, "TUNE", text, (size_t)n, 0, 0, 0);
+    const tt_index *cb = rs->p[best].cb;
+    char *text;
+    size_t n;
+    int st = tt_tune_format(&cb->tuned, cb->cgroup_of, cb->num_centroids, &text, &n);
+    if (st)
+        return st;
+    st = tt_build_write_small(b, TT_F_TUNE, "TUNE", text, n, 0, 0, 0);
+    free(text);
+    return st;
 }
 
 /* The new shard's metadata: the rows of the live documents [g0, g1) from the parts that

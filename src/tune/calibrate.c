@@ -163,6 +163,9 @@ int tt_calib_init_pseudo_mix(tt_calib *c, const tt_index *idx, uint32_t n, uint3
     if (isnan(noise))
         noise = PSEUDO_NOISE;
     c->noise = noise;
+    c->pseudo_len = qlen;
+    c->other_share = other_share;
+    c->outlier_share = outlier_share;
     c->nq = n;
     int st;
     if (!(c->Q_own = tt_alloc((uint64_t)n * qlen, (uint64_t)dim * sizeof(float), "pseudo-queries")) ||
@@ -383,6 +386,7 @@ static int run_queries(tt_calib *c, const tt_search_options *o, uint32_t k, uint
         ss->stage2_docs += s2.stage2_docs;
         ss->stage3_docs += s2.stage3_docs;
         ss->scored_docs += s2.scored_docs;
+        ss->centroids_scored += s2.centroids_scored;
     }
     return TT_OK;
 }
@@ -411,6 +415,7 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
     o.rerank_margin = margin;
     o.sketch = sketch;
     o.tuned = 0;
+    o.centroid_groups = (int)c->cgroups;
     double secs = 0;
     tt_search_stats ss = {0};
     const bool screening = screen >= 0 && c->nq >= SCREEN_MIN_QUERIES;
@@ -439,6 +444,8 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
     t->sketch = sketch;
     t->recall = recall / (double)nq;
     t->ms = 1e3 * secs / (double)nq;
+    t->centroid_groups = c->cgroups;
+    c->scored = (double)ss.centroids_scored / (double)nq;
     c->measured++;
     if (c->cost == TT_TUNE_COST_WORK) {
         /* The work a search did, in rough units of one multiply-add: stage 1 reads the
@@ -742,4 +749,139 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out) {
         }
     }
     return choose(c, &best, &top, out);
+}
+
+/* A set's cost with c->cgroups: the comparison key, plus under TT_TUNE_COST_WORK stage
+ * 1's int8 rows (a quarter of a float multiply-add each per query vector), which the
+ * work count otherwise leaves out as the same for every set. */
+static int measure_groups(tt_calib *c, const tt_tuned *s, tt_tuned *t, double *cost) {
+    int st = tt_calib_measure(c, s->k, s->nprobe, s->ndocs, s->prune_ratio, s->rerank_margin,
+                              s->sketch, t, cost);
+    if (!st && c->cost == TT_TUNE_COST_WORK)
+        *cost += (c->scored + (c->cgroups ? c->idx->cq.ngroups : 0)) * c->idx->dim *
+                 mean_qlen(c) / 4;
+    return st;
+}
+
+/* Centroid groups are kept for a set only when they save at least this share of its
+ * cost: where stage 1 is a small part of a query (128-d, or 1024-d with 4096
+ * centroids), the sets with and without groups measured within the spread of CPU
+ * times from run to run, and a choice made by that spread would trade recall (0.994 to
+ * 0.992 on the 20k ColBERT-shape collection) for nothing. */
+#define GROUP_GAIN 0.1
+/* ... and only when stage 1 then scores at most this share of the centroids: the
+ * saving is the table not read. On the LLM-like collection (4096 centroids, every
+ * document a candidate) 32 groups of 64 per query vector scored 3,824 centroids, and a
+ * 10% gain in the calibration's CPU times was the spread of the measurements (stage 1
+ * measured 0.50 against 0.41 ms without groups, doc/benchmarks.md). */
+#define GROUP_MAX_SHARE 0.5
+
+/* c's reference: set s's own top k of every query, every centroid scored. */
+static int truth_of_set(tt_calib *c, const tt_tuned *s) {
+    tt_search_options o;
+    tt_search_options_init(&o);
+    o.nprobe = s->nprobe;
+    o.ndocs = s->ndocs;
+    o.pruning = TT_PRUNE_RELATIVE;
+    o.prune_ratio = s->prune_ratio;
+    o.rerank_margin = s->rerank_margin;
+    o.sketch = s->sketch;
+    o.tuned = 0;
+    o.centroid_groups = 0;
+    for (uint64_t q = 0; q < c->nq; q++) {
+        int st = tt_search(c->idx, c->ctx, c->Q + c->qoffs[q] * c->idx->dim, c->qlens[q], s->k,
+                           &o, c->truth + q * TT_CALIB_DEPTH, &c->ntruth[q]);
+        if (st)
+            return st;
+    }
+    return TT_OK;
+}
+
+/* The groups per query vector set s needs on calibration c (its twin tw of harder
+ * pseudo-queries, or NULL with the caller's queries), if fewer than G are cheaper than
+ * every centroid: *s takes them and their figures on c. */
+static int set_groups(tt_calib *c, tt_calib *tw, tt_tuned *s, uint32_t G, double target,
+                      bool *used) {
+    tt_tuned base, at, agree;
+    double base_cost, cost, unused;
+    int st;
+    c->cgroups = 0;
+    if ((st = measure_groups(c, s, &base, &base_cost)) || (tw && (st = truth_of_set(tw, s))))
+        return st;
+    for (uint32_t p = 1; p < G && !st; p *= 2) {
+        c->cgroups = p;
+        if ((st = measure_groups(c, s, &at, &cost)))
+            break;
+        double recall = at.recall;
+        if (tw) {
+            /* what the groups lose on the harder twins, against the set itself */
+            tw->cgroups = p;
+            st = tt_calib_measure(tw, s->k, s->nprobe, s->ndocs, s->prune_ratio,
+                                  s->rerank_margin, s->sketch, &agree, &unused);
+            tw->cgroups = 0;
+            if (st)
+                break;
+            recall = TT_MIN(recall, base.recall - (1 - agree.recall));
+        }
+        if (!tt_calib_reaches(c, s->k, recall, target))
+            continue;
+        /* the first number that reaches the target: more groups only cost more */
+        if (cost < base_cost * (1 - GROUP_GAIN) &&
+            c->scored <= GROUP_MAX_SHARE * c->idx->num_centroids) {
+            at.reached = 1;
+            at.recall = recall;
+            *s = at;
+            *used = true;
+        }
+        break;
+    }
+    c->cgroups = 0;
+    return st;
+}
+
+int tt_calib_groups(tt_index *idx, tt_calib *const *cs, tt_tuned *const *sets, int n,
+                    double target, uint64_t seed, int threads, uint32_t **group_of,
+                    uint32_t *ngroups) {
+    const uint32_t K = idx->num_centroids;
+    *group_of = NULL;
+    *ngroups = 0;
+    if (K < TT_CQ_GROUP_MIN_K || idx->cq.kernel == TT_CQ_F32)
+        return TT_OK;
+    uint32_t *g = tt_alloc(K, sizeof *g, "centroid groups"), G = 0;
+    if (!g)
+        return TT_ENOMEM;
+    int st = tt_cq_train_groups(idx->centroids, K, idx->dim, seed, threads, g, &G);
+    if (!st)
+        st = tt_index_set_centroid_groups(idx, g, G);
+    bool used = false;
+    tt_calib tw;
+    memset(&tw, 0, sizeof tw);
+    const tt_calib *twin_of = NULL;
+    for (int i = 0; !st && i < n; i++) {
+        tt_calib *c = cs[i];
+        tt_tuned *s = sets[i];
+        if (s->exhaustive || !s->reached)
+            continue; /* groups only lose recall: a set short of the target keeps its own */
+        if (c->pseudo_len && twin_of != c) {
+            tt_calib_free(&tw);
+            twin_of = c;
+            st = tt_calib_init_pseudo_mix(&tw, idx, (uint32_t)c->nq, c->pseudo_len,
+                                          (float)(TT_CALIB_GROUP_NOISE_MUL * c->noise),
+                                          c->other_share, c->outlier_share, seed + 7 + (uint64_t)i,
+                                          c->cost, NULL);
+            tw.threads = c->threads;
+            tw.cancel = c->cancel;
+        }
+        if (!st)
+            st = set_groups(c, c->pseudo_len ? &tw : NULL, s, G, target, &used);
+    }
+    tt_calib_free(&tw);
+    if (!st && used) {
+        *group_of = g;
+        *ngroups = G;
+        return TT_OK;
+    }
+    free(g);
+    int st2 = tt_index_set_centroid_groups(idx, NULL, 0);
+    return st ? st : st2;
 }

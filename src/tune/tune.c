@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void tt_tune_options_init(tt_tune_options *opt) {
     if (!opt)
@@ -56,18 +57,23 @@ static int progress(tt_store *s, const char *phase, uint64_t done, uint64_t tota
     return tt_store_progress(s, phase, done, total);
 }
 
-/* Writes t as g<gen>.tune.tt and makes it the next generation's only TUNE file. */
-static int write_tune(tt_store *s, tt_manifest *next, const tt_tune_info *t) {
-    char text[1024];
-    int n = tt_tune_format(t, text, sizeof text);
-    if (n < 0)
-        return n;
+/* Writes t (and the centroids' groups, when it has them) as g<gen>.tune.tt and makes
+ * it the next generation's only TUNE file. */
+static int write_tune(tt_store *s, tt_manifest *next, const tt_tune_info *t,
+                      const uint32_t *group_of, uint32_t K) {
+    char *text;
+    size_t n;
+    int st = tt_tune_format(t, group_of, K, &text, &n);
+    if (st)
+        return st;
     uint32_t m = 0;
     for (uint32_t i = 0; i < next->n; i++)
         if (memcmp(next->e[i].kind, "TUNE", 4))
             next->e[m++] = next->e[i];
     next->n = m;
-    return tt_store_write_file(s, next, TT_F_TUNE, "TUNE", text, (size_t)n, 0);
+    st = tt_store_write_file(s, next, TT_F_TUNE, "TUNE", text, n, 0);
+    free(text);
+    return st;
 }
 
 /* With if_stale: the stored sets measured again on these queries (the short-query sets
@@ -89,9 +95,14 @@ static int still_good(tt_calib *c, tt_calib *cs, const tt_tune_info *old, double
     if (!*good)
         return TT_OK;
     for (int i = 0; i < (cs && old->short_len ? 4 : 2); i++) {
-        if ((st = tt_calib_measure(i < 2 ? c : cs, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
-                                   sets[i]->prune_ratio, sets[i]->rerank_margin,
-                                   sets[i]->sketch, outs[i], &cost)))
+        tt_calib *ci = i < 2 ? c : cs;
+        /* with the set's centroid groups, on the index's stored groups */
+        ci->cgroups = sets[i]->centroid_groups;
+        st = tt_calib_measure(ci, sets[i]->k, sets[i]->nprobe, sets[i]->ndocs,
+                              sets[i]->prune_ratio, sets[i]->rerank_margin, sets[i]->sketch,
+                              outs[i], &cost);
+        ci->cgroups = 0;
+        if (st)
             return st;
         outs[i]->reached = tt_calib_reaches(i < 2 ? c : cs, sets[i]->k, outs[i]->recall, target);
         *good = *good && outs[i]->reached;
@@ -105,6 +116,7 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
     tt_index *idx = NULL;
     tt_calib c, cs;
     tt_manifest next;
+    uint32_t *group_of = NULL;
     int st;
     memset(&next, 0, sizeof next);
     memset(&c, 0, sizeof c);
@@ -206,6 +218,7 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
             t.k100 = now.k100;
             t.k10_short = now.k10_short;
             t.k100_short = now.k100_short;
+            t.centroid_groups = idx->cgroup_of ? idx->cgroup_n : 0;
         }
     }
     const uint32_t steps = t.short_len ? 4 : 2;
@@ -222,12 +235,24 @@ int tt_index_tune(const char *dir, const tt_tune_options *opt, tt_tune_info *out
          (st = progress(&s, t.short_len ? "tune k=100, short queries" : "tune k=100", steps,
                         steps))))
         goto done;
-    if ((st = tt_store_next(&s, &next)) || (st = write_tune(&s, &next, &t)) ||
+    if (!good) {
+        tt_calib *cals[4] = {&c, &c, &cs, &cs};
+        tt_tuned *sets[4] = {&t.k10, &t.k100, &t.k10_short, &t.k100_short};
+        if ((st = progress(&s, "centroid groups", 0, 1)) ||
+            (st = tt_calib_groups(idx, cals, sets, t.short_len ? 4 : 2, o.target_recall,
+                                  o.seed, c.threads, &group_of, &t.centroid_groups)) ||
+            (st = progress(&s, "centroid groups", 1, 1)))
+            goto done;
+    }
+    if ((st = tt_store_next(&s, &next)) ||
+        (st = write_tune(&s, &next, &t, good ? idx->cgroup_of : group_of,
+                         idx->num_centroids)) ||
         (st = tt_store_publish(&s, &next)))
         goto done;
     if (out)
         *out = t;
 done:
+    free(group_of);
     tt_calib_free(&c);
     tt_calib_free(&cs);
     tt_index_close(idx);

@@ -32,6 +32,8 @@ typedef struct tt_calib {
     double *qrecall;           /* nq: each query's recall in the last measurement */
     double avg_doclen;
     float noise;               /* pseudo-queries: the relative noise used */
+    uint32_t pseudo_len;       /* pseudo-queries: their length (0: the caller's queries) */
+    double other_share, outlier_share; /* pseudo-queries: the shares used */
     int cost;                  /* TT_TUNE_COST_* */
     uint64_t measured;         /* parameter sets measured */
     const volatile int *cancel;
@@ -39,6 +41,10 @@ typedef struct tt_calib {
      * compete (calibrate.c, EXHAUSTIVE_SHARE); ex_measured 0 until then. */
     int ex_measured;
     double ex_ms, ex_cost;     /* CPU ms per query; the comparison key, as *cost */
+    /* Centroid groups (tt_calib_groups): the measurements' centroid_groups (0: every
+     * centroid scored), and the last measurement's centroids scored per query. */
+    uint32_t cgroups;
+    double scored;
 } tt_calib;
 
 /* Starts a calibration of idx (borrowed) with the caller's queries (borrowed; checked:
@@ -84,5 +90,23 @@ int tt_calib_search(tt_calib *c, uint32_t k, double target, tt_tuned *out);
  * margin, the sketch off, every document as a candidate, and smaller ndocs). For
  * queries that need at least like's depth: like measured on longer queries. */
 int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tuned *out);
+/* Centroid groups for the chosen sets (doc/search.md, "Centroid groups"): groups the
+ * index's centroids (tt_cq_train_groups, seed), regroups its table and measures each
+ * PLAID set of sets[0..n) (cs[i] its calibration) with 1, 2, 4, ... groups per query
+ * vector until one reaches the target; a set that is then cheaper than with every
+ * centroid takes that number (and its figures). *group_of (allocated) and *ngroups
+ * receive the groups when some set took them; otherwise NULL and 0, and the index's
+ * table is ungrouped again. Nothing for indexes of fewer than TT_CQ_GROUP_MIN_K
+ * centroids or without an int8 table. */
+int tt_calib_groups(tt_index *idx, tt_calib *const *cs, tt_tuned *const *sets, int n,
+                    double target, uint64_t seed, int threads, uint32_t **group_of,
+                    uint32_t *ngroups);
+/* The number of groups a set needs is checked on harder queries than the calibration's
+ * when those are pseudo-queries: twins made the same way with GROUP_NOISE_MUL times
+ * their noise, whose reference is the set's own search with every centroid scored (no
+ * exhaustive scan): a pseudo-query lies close to its source document's vectors, so
+ * one group held what it needed where real queries needed several (doc/benchmarks.md,
+ * "Centroid groups"). */
+#define TT_CALIB_GROUP_NOISE_MUL 2.0
 
 #endif
