@@ -1011,14 +1011,16 @@ START_TEST(cq_groups) {
                 uint8_t on[64] = {0};
                 for (uint32_t i = 0; i < nq; i++)
                     for (uint32_t t = 0; t < probe; t++) { /* the t-th best, lower id on ties */
-                        uint32_t best = UINT32_MAX;
-                        for (uint32_t g = 0; g < G1; g++) {
+                        uint32_t best = 0;
+                        bool found = false;
+                        for (uint32_t g = 0; g < G1 && g < 64; g++) {
                             if (on[g] & 2)
                                 continue;
-                            if (best == UINT32_MAX ||
-                                Sg[(size_t)g * nqp + i] > Sg[(size_t)best * nqp + i])
+                            if (!found || Sg[(size_t)g * nqp + i] > Sg[(size_t)best * nqp + i])
                                 best = g;
+                            found = true;
                         }
+                        ck_assert(found);
                         on[best] |= 3;
                         for (uint32_t g = 0; g < G1; g++)
                             on[g] = (uint8_t)(on[g] & (t + 1 < probe ? 3 : 1));

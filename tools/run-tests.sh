@@ -20,17 +20,22 @@ t0=$(date +%s)
 # minutes on 2 cores: CI's log shows where it goes).
 stage() { t=$(($(date +%s) - t0)); printf '=== %s [%d:%02d]\n' "$*" $((t / 60)) $((t % 60)); }
 summary=""
+# Suites that did not get as far as running their tests (configure, make, or the test
+# programs' build failed): each counts as one failure in the closing line.
+sf=0
 run_suite() { # name, configure flags...
     name=$1; shift
     dir="$top/build-test-$name"
     rm -rf "$dir" && mkdir -p "$dir"
     stage "$name: configure $*"
     if ! (cd "$dir" && "$top/configure" -q --enable-werror "$@" >configure.out 2>&1); then
-        cat "$dir/configure.out"; status=1; return
+        cat "$dir/configure.out"; status=1; sf=$((sf + 1))
+        summary="$summary $name: configure FAILED;"; return
     fi
     stage "$name: make"
     if ! make -C "$dir" -j"$jobs" >"$dir/make.out" 2>&1; then
-        grep -E 'error|warning' "$dir/make.out" | head -50; status=1; return
+        grep -E 'error|warning' "$dir/make.out" | head -50; status=1; sf=$((sf + 1))
+        summary="$summary $name: make FAILED;"; return
     fi
     stage "$name: make check"
     make -C "$dir" -j"$jobs" check >"$dir/check.out" 2>&1 || status=1
@@ -46,9 +51,14 @@ run_suite() { # name, configure flags...
     done
     p=$(grep -E '^# PASS:' "$dir/check.out" | awk '{print $3}')
     f=$(grep -E '^# (FAIL|ERROR|XPASS):' "$dir/check.out" | awk '{s+=$3} END {print s+0}')
-    summary="$summary $name: ${p:-0} passed, ${f:-0} failed;"
+    if [ -z "$p" ]; then # no test ran: the test programs did not build
+        grep -E 'error|warning' "$dir/check.out" | head -50
+        status=1; sf=$((sf + 1))
+        summary="$summary $name: the tests did not build (1 failed);"
+        return
+    fi
+    summary="$summary $name: $p passed, ${f:-0} failed;"
     [ "${f:-0}" = 0 ] || status=1
-    [ -n "$p" ] || status=1
 }
 run_suite plain
 run_suite sanitizers --enable-sanitizers
@@ -207,7 +217,7 @@ skip python-asan || run_python_asan
 stage "summary:$summary"
 # CI reads the closing line: every Check test program counts once per configuration,
 # plus each check of the reliability stages.
-tp=$xp; tf=$xf
+tp=$xp; tf=$((xf + sf))
 for d in "$top"/build-test-*; do
     p=$(grep -E '^# PASS:' "$d/check.out" 2>/dev/null | awk '{print $3}')
     f=$(grep -E '^# (FAIL|ERROR|XPASS):' "$d/check.out" 2>/dev/null | awk '{s+=$3} END {print s+0}')
