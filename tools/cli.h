@@ -112,7 +112,9 @@ void cli_spool_remove(cli_spool *sp);
  * cancel flag ((const volatile int *)&cli_cancel) and answers with TT_ECANCELED after
  * removing its temporary files; a second signal kills at once. With false (commands
  * that cannot poll), the first signal kills at once. Either way the file registered
- * with cli_cleanup_file (NULL: none) is unlinked first. */
+ * with cli_cleanup_file (NULL: none) is unlinked first. Call it from the thread that
+ * makes the temporary files: the handlers pass a signal that lands on another thread
+ * to it. */
 extern volatile sig_atomic_t cli_cancel;
 void cli_signals_install(bool cooperative);
 void cli_cleanup_file(const char *path);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,21 @@ static void die_of(int sig) {
     raise(sig);
 }
 
+/* The thread that installed the handlers: the one that blocks these signals around
+ * making, registering and renaming a temporary file. */
+static pthread_t main_thread;
+
 static void on_interrupt(int sig) {
+    /* A process-directed signal may land on any thread that does not block it:
+     * OpenBLAS's pool and the library's workers do not (sigprocmask blocks only the
+     * calling thread). Handled there, it could find the main thread between mkstemp
+     * and registering the file, and leave it behind (tests/out_safety.sh A6b saw
+     * RUN.tmp-XXXXXX left once in a fresh-clone run). The main thread takes it, once
+     * the window is closed. pthread_kill and pthread_self are async-signal-safe. */
+    if (!pthread_equal(pthread_self(), main_thread)) {
+        (void)pthread_kill(main_thread, sig);
+        return;
+    }
     if (cleanup_path[0])
         (void)unlink(cleanup_path);
     if (cooperative && !cli_cancel) {
@@ -37,6 +52,7 @@ static void on_interrupt(int sig) {
 void cli_signals_install(bool coop) {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
     cooperative = coop;
+    main_thread = pthread_self();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
