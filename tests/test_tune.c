@@ -863,9 +863,41 @@ START_TEST(centroid_groups_calibrated) {
     tt_calib_free(&c);
     tt_search_ctx_free(ctx);
     free(q);
-    free(g);
     tt_index_close(ia);
     tt_index_close(ib);
+    /* Grown by b's documents (twice the live documents): the re-check measures the
+     * stored sets with their groups and publishes them with the groups, or re-tunes,
+     * which groups the same centroids the same way. */
+    char v[700], l[700];
+    snprintf(v, sizeof v, "%s.v.npy", b);
+    snprintf(l, sizeof l, "%s.l.npy", b);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.threads = 2;
+    ck_assert_msg(tt_index_add(a, in, &co, NULL) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
+    const uint64_t gen = generation(a);
+    o.if_stale = 1;
+    tt_tune_info tr;
+    ck_assert_msg(tt_index_tune(a, &o, &tr) == TT_OK, "%s", tt_last_error());
+    ck_assert_uint_eq(generation(a), gen + 1);
+    tt_tune_info s2 = stored(a);
+    ck_assert_uint_eq(s2.centroid_groups, tr.centroid_groups);
+    ck_assert_uint_eq(s2.k10.centroid_groups, tr.k10.centroid_groups);
+    ck_assert_uint_eq(s2.live_docs, 640);
+    ck_assert_int_eq(tt_index_open(&ia, a, NULL), TT_OK);
+    ck_assert_uint_eq(ia->cq.ngroups, s2.centroid_groups);
+    if (s2.centroid_groups)
+        ck_assert_mem_eq(ia->cgroup_of, g, K * sizeof *g);
+    tt_index_close(ia);
+    /* a compaction keeps the groups with the calibration */
+    ck_assert_int_eq(tt_index_compact(a, &co, NULL), TT_OK);
+    ck_assert_uint_eq(stored(a).centroid_groups, s2.centroid_groups);
+    ck_assert_int_eq(tt_index_verify(a, NULL, NULL), TT_OK);
+    free(g);
     /* 128 centroids (build_index): too few to group */
     char s[600];
     snprintf(s, sizeof s, "%s/ws", dir);
