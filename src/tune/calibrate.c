@@ -387,6 +387,8 @@ static int run_queries(tt_calib *c, const tt_search_options *o, uint32_t k, uint
         ss->stage3_docs += s2.stage3_docs;
         ss->scored_docs += s2.scored_docs;
         ss->centroids_scored += s2.centroids_scored;
+        for (int x = 0; x < 4; x++)
+            ss->seconds[x] += s2.seconds[x];
     }
     return TT_OK;
 }
@@ -456,8 +458,13 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
         double w = (double)ss.candidates + (double)(ss.stage2_docs + ss.stage3_docs) * dl * nqv +
                    (double)ss.scored_docs * dl * dim * (1.0 + nqv);
         *cost = w / (double)nq;
+        /* stage 1's int8 rows, as measure_groups counts them */
+        const double w1 = (double)ss.centroids_scored * dim * nqv / 4;
+        c->stage1_share = w + w1 > 0 ? w1 / (w + w1) : 0;
     } else {
         *cost = t->ms;
+        const double all = ss.seconds[0] + ss.seconds[1] + ss.seconds[2] + ss.seconds[3];
+        c->stage1_share = all > 0 ? ss.seconds[0] / all : 0;
     }
     return TT_OK;
 }
@@ -847,28 +854,44 @@ int tt_calib_groups(tt_index *idx, tt_calib *const *cs, tt_tuned *const *sets, i
     *ngroups = 0;
     if (K < TT_CQ_GROUP_MIN_K || idx->cq.kernel == TT_CQ_F32)
         return TT_OK;
-    uint32_t *g = tt_alloc(K, sizeof *g, "centroid groups"), G = 0;
-    if (!g)
-        return TT_ENOMEM;
-    int st = tt_cq_train_groups(idx->centroids, K, idx->dim, seed, threads, g, &G);
-    if (!st)
-        st = tt_index_set_centroid_groups(idx, g, G);
+    uint32_t *g = NULL, G = 0;
     bool used = false;
     tt_calib tw;
     memset(&tw, 0, sizeof tw);
     const tt_calib *twin_of = NULL;
+    int st = TT_OK;
     for (int i = 0; !st && i < n; i++) {
         tt_calib *c = cs[i];
         tt_tuned *s = sets[i];
         if (s->exhaustive || !s->reached)
             continue; /* groups only lose recall: a set short of the target keeps its own */
+        if (!g) {
+            /* Groups save at most stage 1's share of a query: where that is below the
+             * gain asked for (128-d: 1 MiB of int8; every document a candidate: stage 4
+             * dominates), the groups are not made nor measured. */
+            tt_tuned base;
+            double cost;
+            c->cgroups = 0;
+            if ((st = measure_groups(c, s, &base, &cost)))
+                break;
+            if (c->stage1_share < GROUP_GAIN)
+                continue;
+            if (!(g = tt_alloc(K, sizeof *g, "centroid groups")))
+                st = TT_ENOMEM;
+            if (!st)
+                st = tt_cq_train_groups(idx->centroids, K, idx->dim, seed, threads, g, &G);
+            if (!st)
+                st = tt_index_set_centroid_groups(idx, g, G);
+            if (st)
+                break;
+        }
         if (c->pseudo_len && twin_of != c) {
             tt_calib_free(&tw);
             twin_of = c;
             st = tt_calib_init_pseudo_mix(&tw, idx, (uint32_t)c->nq, c->pseudo_len,
                                           (float)(TT_CALIB_GROUP_NOISE_MUL * c->noise),
-                                          c->other_share, c->outlier_share, seed + 7 + (uint64_t)i,
-                                          c->cost, NULL);
+                                          c->other_share, c->outlier_share,
+                                          seed + 7 + (uint64_t)i, c->cost, NULL);
             tw.threads = c->threads;
             tw.cancel = c->cancel;
         }
@@ -882,6 +905,6 @@ int tt_calib_groups(tt_index *idx, tt_calib *const *cs, tt_tuned *const *sets, i
         return TT_OK;
     }
     free(g);
-    int st2 = tt_index_set_centroid_groups(idx, NULL, 0);
+    int st2 = g ? tt_index_set_centroid_groups(idx, NULL, 0) : TT_OK;
     return st ? st : st2;
 }

@@ -45,6 +45,7 @@ typedef struct tt_calib {
      * centroid scored), and the last measurement's centroids scored per query. */
     uint32_t cgroups;
     double scored;
+    double stage1_share;       /* the last measurement's share of stage 1 in its cost */
 } tt_calib;
 
 /* Starts a calibration of idx (borrowed) with the caller's queries (borrowed; checked:
@@ -97,7 +98,8 @@ int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tu
  * centroid takes that number (and its figures). *group_of (allocated) and *ngroups
  * receive the groups when some set took them; otherwise NULL and 0, and the index's
  * table is ungrouped again. Nothing for indexes of fewer than TT_CQ_GROUP_MIN_K
- * centroids or without an int8 table. */
+ * centroids or without an int8 table, nor (no groups made) where stage 1 is too small
+ * a share of every set's cost for groups to save what they must. */
 int tt_calib_groups(tt_index *idx, tt_calib *const *cs, tt_tuned *const *sets, int n,
                     double target, uint64_t seed, int threads, uint32_t **group_of,
                     uint32_t *ngroups);
