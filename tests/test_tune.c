@@ -13,19 +13,21 @@
 
 static char *dir;
 
-static void build_index(const char *out, uint64_t ndocs, uint64_t seed, bool keep) {
-    uint64_t n = ndocs * DOCLEN;
-    float *x = malloc(n * DIM * sizeof *x);
+/* An index of ndocs documents of len vectors of dim dimensions, drawn around nclusters
+ * centres with per-dimension noise (tu_clustered), built with K centroids; the inputs
+ * stay beside it as OUT.v.npy and OUT.l.npy. */
+static void build_shaped(const char *out, uint64_t ndocs, uint32_t len, uint32_t dim,
+                         uint32_t nclusters, float noise, uint32_t K, uint64_t seed, bool keep) {
+    uint64_t n = ndocs * len;
+    float *x = malloc(n * dim * sizeof *x);
     int64_t *lens = malloc(ndocs * sizeof *lens);
-    /* Many loose clusters: centroid-only scores rank the documents imperfectly, so the
-     * grid has something to find. */
-    tu_clustered(x, n, DIM, 200, 0.35f, seed, NULL);
+    tu_clustered(x, n, dim, nclusters, noise, seed, NULL);
     for (uint64_t d = 0; d < ndocs; d++)
-        lens[d] = DOCLEN;
-    char v[600], l[600];
+        lens[d] = len;
+    char v[700], l[700];
     snprintf(v, sizeof v, "%s.v.npy", out);
     snprintf(l, sizeof l, "%s.l.npy", out);
-    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, DIM, x, n), TT_OK);
+    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, dim, x, n), TT_OK);
     ck_assert_int_eq(tu_write_npy(l, TT_DT_I64, 0, lens, ndocs), TT_OK);
     const char *vp[] = {v}, *lp[] = {l};
     tt_input *in = NULL;
@@ -33,13 +35,34 @@ static void build_index(const char *out, uint64_t ndocs, uint64_t seed, bool kee
     tt_build_options o;
     tt_build_options_init(&o);
     o.threads = 2;
-    o.num_centroids = 128;
+    o.num_centroids = K;
     o.keep_originals = keep ? TT_KEEP_F16 : TT_KEEP_NONE;
     tu_rmrf(out);
     ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
     tt_input_free(in);
     free(x);
     free(lens);
+}
+
+/* Many loose clusters: centroid-only scores rank the documents imperfectly, so the grid
+ * has something to find. */
+static void build_index(const char *out, uint64_t ndocs, uint64_t seed, bool keep) {
+    build_shaped(out, ndocs, DOCLEN, DIM, 200, 0.35f, 128, seed, keep);
+}
+
+/* Adds the documents build_shaped wrote beside `from` to the index at index_dir. */
+static void add_from(const char *index_dir, const char *from) {
+    char v[700], l[700];
+    snprintf(v, sizeof v, "%s.v.npy", from);
+    snprintf(l, sizeof l, "%s.l.npy", from);
+    const char *vp[] = {v}, *lp[] = {l};
+    tt_input *in = NULL;
+    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    tt_change_options co;
+    tt_change_options_init(&co);
+    co.threads = 2;
+    ck_assert_msg(tt_index_add(index_dir, in, &co, NULL) == TT_OK, "%s", tt_last_error());
+    tt_input_free(in);
 }
 
 static void work_options(tt_tune_options *o) {
@@ -610,17 +633,10 @@ START_TEST(changes_and_stale) {
 
     /* Grow it by half: the re-check measures and publishes. */
     build_index(add, NDOCS / 2, 19, true);
-    char v[700], l[700];
-    snprintf(v, sizeof v, "%s.v.npy", add);
-    snprintf(l, sizeof l, "%s.l.npy", add);
-    const char *vp[] = {v}, *lp[] = {l};
-    tt_input *in = NULL;
-    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    add_from(a, add);
     tt_change_options co;
     tt_change_options_init(&co);
     co.threads = 2;
-    ck_assert_msg(tt_index_add(a, in, &co, NULL) == TT_OK, "%s", tt_last_error());
-    tt_input_free(in);
     g = generation(a);
     ck_assert_int_eq(tt_index_tune(a, &o, &t), TT_OK);
     ck_assert_uint_eq(generation(a), g + 1);
@@ -759,30 +775,7 @@ END_TEST
  * its target on held-out pseudo-queries; tartan add's re-check and a compaction keep
  * them. */
 static void build_wide(const char *out, uint64_t seed) {
-    const uint32_t dim = 1024, len = 4;
-    const uint64_t ndocs = 320, n = ndocs * len;
-    float *x = malloc(n * dim * sizeof *x);
-    int64_t *lens = malloc(ndocs * sizeof *lens);
-    tu_clustered(x, n, dim, 24, 0.025f, seed, NULL);
-    for (uint64_t d = 0; d < ndocs; d++)
-        lens[d] = len;
-    char v[700], l[700];
-    snprintf(v, sizeof v, "%s.v.npy", out);
-    snprintf(l, sizeof l, "%s.l.npy", out);
-    ck_assert_int_eq(tu_write_npy(v, TT_DT_F32, dim, x, n), TT_OK);
-    ck_assert_int_eq(tu_write_npy(l, TT_DT_I64, 0, lens, ndocs), TT_OK);
-    const char *vp[] = {v}, *lp[] = {l};
-    tt_input *in = NULL;
-    ck_assert_msg(tt_input_open(&in, 1, vp, lp, NULL, NULL) == TT_OK, "%s", tt_last_error());
-    tt_build_options o;
-    tt_build_options_init(&o);
-    o.threads = 2;
-    o.num_centroids = 1024;
-    tu_rmrf(out);
-    ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
-    tt_input_free(in);
-    free(x);
-    free(lens);
+    build_shaped(out, 320, 4, 1024, 24, 0.025f, 1024, seed, false);
 }
 
 START_TEST(centroid_groups_calibrated) {
@@ -875,17 +868,10 @@ START_TEST(centroid_groups_calibrated) {
     /* Grown by b's documents (twice the live documents): the re-check measures the
      * stored sets with their groups and publishes them with the groups, or re-tunes,
      * which groups the same centroids the same way. */
-    char v[700], l[700];
-    snprintf(v, sizeof v, "%s.v.npy", b);
-    snprintf(l, sizeof l, "%s.l.npy", b);
-    const char *vp[] = {v}, *lp[] = {l};
-    tt_input *in = NULL;
-    ck_assert_int_eq(tt_input_open(&in, 1, vp, lp, NULL, NULL), TT_OK);
+    add_from(a, b);
     tt_change_options co;
     tt_change_options_init(&co);
     co.threads = 2;
-    ck_assert_msg(tt_index_add(a, in, &co, NULL) == TT_OK, "%s", tt_last_error());
-    tt_input_free(in);
     const uint64_t gen = generation(a);
     o.if_stale = 1;
     tt_tune_info tr;

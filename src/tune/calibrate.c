@@ -401,6 +401,21 @@ static double mean_qlen(const tt_calib *c) {
     return nqv / (double)c->nq;
 }
 
+/* The search options of a calibrated set: PLAID with relative pruning, nothing taken
+ * from the index's own calibration. */
+static void set_options(tt_search_options *o, int nprobe, uint32_t ndocs, float ratio,
+                        float margin, int sketch, uint32_t groups) {
+    tt_search_options_init(o);
+    o->nprobe = nprobe;
+    o->ndocs = ndocs;
+    o->pruning = TT_PRUNE_RELATIVE;
+    o->prune_ratio = ratio;
+    o->rerank_margin = margin;
+    o->sketch = sketch;
+    o->tuned = 0;
+    o->centroid_groups = (int)groups;
+}
+
 /* tt_calib_measure, screened: with `screen` >= 0 and enough queries, the first
  * SCREEN_QUERIES first, and the rest only when their recall reaches `screen`; *partial
  * is set when the rest were not measured (the figures are the first queries'). */
@@ -409,15 +424,7 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
                             double *cost, bool *partial) {
     const tt_index *idx = c->idx;
     tt_search_options o;
-    tt_search_options_init(&o);
-    o.nprobe = nprobe;
-    o.ndocs = ndocs;
-    o.pruning = TT_PRUNE_RELATIVE;
-    o.prune_ratio = ratio;
-    o.rerank_margin = margin;
-    o.sketch = sketch;
-    o.tuned = 0;
-    o.centroid_groups = (int)c->cgroups;
+    set_options(&o, nprobe, ndocs, ratio, margin, sketch, c->cgroups);
     double secs = 0;
     tt_search_stats ss = {0};
     const bool screening = screen >= 0 && c->nq >= SCREEN_MIN_QUERIES;
@@ -786,15 +793,7 @@ static int measure_groups(tt_calib *c, const tt_tuned *s, tt_tuned *t, double *c
 /* c's reference: set s's own top k of every query, every centroid scored. */
 static int truth_of_set(tt_calib *c, const tt_tuned *s) {
     tt_search_options o;
-    tt_search_options_init(&o);
-    o.nprobe = s->nprobe;
-    o.ndocs = s->ndocs;
-    o.pruning = TT_PRUNE_RELATIVE;
-    o.prune_ratio = s->prune_ratio;
-    o.rerank_margin = s->rerank_margin;
-    o.sketch = s->sketch;
-    o.tuned = 0;
-    o.centroid_groups = 0;
+    set_options(&o, s->nprobe, s->ndocs, s->prune_ratio, s->rerank_margin, s->sketch, 0);
     for (uint64_t q = 0; q < c->nq; q++) {
         int st = tt_search(c->idx, c->ctx, c->Q + c->qoffs[q] * c->idx->dim, c->qlens[q], s->k,
                            &o, c->truth + q * TT_CALIB_DEPTH, &c->ntruth[q]);
