@@ -474,8 +474,9 @@ END_TEST
  * within float rounding: every adaptive layout above (every width, runs sharing bytes,
  * 0-bit and loose positions, 3-bit runs from mid-byte, expanded tables or not),
  * per-dimension and shared codecs with tails, 4 and 8 query rows, a number of vectors
- * that leaves a partial block. Where it cannot run (neither AVX-512 nor AVX2, other
- * query sizes) it says so. */
+ * that leaves a partial block (27: AVX2 takes blocks of 16 and 8 vectors a vector per
+ * lane, then 2 or 1; and again with the lanes off). Where it cannot run (neither
+ * AVX-512 nor AVX2, other query sizes) it says so. */
 START_TEST(resdec_dot_matches_decode) {
     const uint32_t layouts[][6] = {
         {4, 0, 0, 996, 24, 0},  {3, 1, 0, 5, 3, 4},     {0, 0, 0, 60, 8, 0},
@@ -499,7 +500,7 @@ START_TEST(resdec_dot_matches_decode) {
             size_t e = li - nlay;
             random_codec(&c, pdims[e / 2], pbits[e / 2], (int)(e % 2 == 0), 950 + li);
         }
-        const uint32_t dim = c.dim, n = 7;
+        const uint32_t dim = c.dim, n = 27;
         tt_resdec d;
         ck_assert_int_eq(tt_resdec_init(&d, &c), TT_OK);
         tt_rng r;
@@ -508,15 +509,17 @@ START_TEST(resdec_dot_matches_decode) {
         for (uint32_t i = 0; i < n * c.bytes_per_vec; i++)
             packed[i] = (uint8_t)tt_rng_next(&r);
         float *Q = malloc((size_t)8 * dim * sizeof *Q), *x = malloc((size_t)dim * sizeof *x);
-        float *R = malloc((size_t)n * dim * sizeof *R), out[7 * 8];
+        float *R = malloc((size_t)n * dim * sizeof *R), out[27 * 8];
         for (uint32_t i = 0; i < 8 * dim; i++)
             Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
         tt_resdec_decode(&d, packed, n, R);
-        const int a512 = d.avx512;
-        /* paths 0-1: AVX-512 with 4 and 8 query rows (where the CPU has it), 2-3: AVX2 */
-        for (uint32_t path = 0; path < 4; path++) {
+        const int a512 = d.avx512, lanes = d.lanes;
+        /* paths 0-1: AVX-512 with 4 and 8 query rows (where the CPU has it), 2-3: AVX2,
+         * 4-5: AVX2 without the lanes */
+        for (uint32_t path = 0; path < 6; path++) {
             const uint32_t nqp = path % 2 ? 8 : 4;
             d.avx512 = path < 2 ? a512 : 0;
+            d.lanes = path < 4 ? lanes : 0;
             if (path < 2 && !a512)
                 continue;
             if (!tt_resdec_dot_ok(&d, nqp)) {
@@ -535,7 +538,7 @@ START_TEST(resdec_dot_matches_decode) {
                     }
                     ck_assert_msg(fabs(out[v * nqp + i] - want) <= 1e-6 * (mag + 1e-3),
                                   "layout %zu nqp %u %s vector %u row %u: %.9g, decoded %.9g",
-                                  li, nqp, d.avx512 ? "AVX-512" : "AVX2", v, i,
+                                  li, nqp, d.avx512 ? "AVX-512" : d.lanes ? "AVX2 lanes" : "AVX2", v, i,
                                   out[v * nqp + i], want);
                 }
         }

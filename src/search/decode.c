@@ -136,6 +136,7 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
 #endif
 #ifdef TT_AVX2
     d->avx2 = tt_cpu_avx2();
+    d->lanes = d->avx2;
     for (uint32_t i = 0; i < d->nruns && d->avx2; i++)
         if (!d->runs[i].ptab && d->runs[i].w <= 3 && (st = transpose_run(&d->runs[i])))
             return st;
@@ -729,10 +730,171 @@ dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t 
     }
 }
 
+/* Lanes as vectors (blocks of 8 or 16 vectors, runs of 1-2 bits): a register holds one
+ * position of 8 vectors, so the position's 2 or 4 weights are the same for every lane
+ * and one in-lane permute (vpermilps, indexed by each lane's code) picks every vector's
+ * weight, and the query rows' values there are broadcasts. Per 8 vector-positions that
+ * is a shift, a permute and one FMA per query row, where dot_block8 spends 2-3 blends
+ * and 2 shifts per vector; the sums come out one lane per vector, without horizontal
+ * adds. The block's packed bytes are transposed 16 byte positions at a time, so that
+ * one load gives a byte position of 8 vectors. */
+
+/* t[b * 16 + v] = p[v * bpv + b] for b < 16, v < 8 (t: rows of 16 bytes, of which
+ * this writes the first 8). */
+AVX2_FN static inline void transpose8x16(const uint8_t *p, uint64_t bpv, uint8_t *t) {
+    __m128i a[8], b[8], c[8];
+    for (uint32_t v = 0; v < 8; v++)
+        a[v] = _mm_loadu_si128((const __m128i *)(p + v * bpv));
+    for (uint32_t v = 0; v < 8; v += 2) { /* b[v]: bytes 0-7 of rows v, v+1 interleaved */
+        b[v] = _mm_unpacklo_epi8(a[v], a[v + 1]);
+        b[v + 1] = _mm_unpackhi_epi8(a[v], a[v + 1]);
+    }
+    for (uint32_t h = 0; h < 8; h += 4) /* c: 4 byte positions of 4 rows each */
+        for (uint32_t j = 0; j < 2; j++) {
+            c[h + 2 * j] = _mm_unpacklo_epi16(b[h + j], b[h + 2 + j]);
+            c[h + 2 * j + 1] = _mm_unpackhi_epi16(b[h + j], b[h + 2 + j]);
+        }
+    /* c[0..3]: rows 0-3 at positions 0-3, 4-7, 8-11, 12-15; c[4..7]: rows 4-7 */
+    for (uint32_t j = 0; j < 4; j++) {
+        const __m128i lo = _mm_unpacklo_epi32(c[j], c[4 + j]),
+                      hi = _mm_unpackhi_epi32(c[j], c[4 + j]);
+        _mm_storel_epi64((__m128i *)(t + (4 * j + 0) * 16), lo);
+        _mm_storel_epi64((__m128i *)(t + (4 * j + 1) * 16), _mm_unpackhi_epi64(lo, lo));
+        _mm_storel_epi64((__m128i *)(t + (4 * j + 2) * 16), hi);
+        _mm_storel_epi64((__m128i *)(t + (4 * j + 3) * 16), _mm_unpackhi_epi64(hi, hi));
+    }
+}
+
+/* One run of W-bit codes (W 1 or 2) of 8 * NS vectors at p against NQ query rows:
+ * acc[s * NQ + i] lane v += <Q_i, r_{8s+v}> over the run's positions. */
+__attribute__((always_inline)) AVX2_FN static inline void
+lanes_run(const tt_resdec_run *run, const uint8_t *p, uint64_t bpv, const float *Q,
+          uint32_t dim, const uint32_t NS, const uint32_t NQ, const uint32_t W, __m256 *acc) {
+    const uint32_t pb = 8 / W;
+    const uint8_t *rp = p + run->byte0;
+    uint8_t t[16 * 16];
+    for (uint32_t b0 = 0; b0 < run->nbytes; b0 += 16) {
+        const uint32_t nb = TT_MIN(16u, run->nbytes - b0);
+        for (uint32_t s = 0; s < NS; s++) {
+            const uint8_t *sp = rp + (uint64_t)8 * s * bpv + b0;
+            if (nb == 16)
+                transpose8x16(sp, bpv, t + 8 * s);
+            else
+                for (uint32_t b = 0; b < nb; b++)
+                    for (uint32_t v = 0; v < 8; v++)
+                        t[b * 16 + 8 * s + v] = sp[v * bpv + b];
+        }
+        for (uint32_t b = 0; b < nb; b++) {
+            __m256i c[2];
+            _Pragma("GCC unroll 2")
+            for (uint32_t s = 0; s < NS; s++)
+                c[s] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(t + b * 16 + 8 * s)));
+            const uint32_t k = (b0 + b) * pb;
+            const float *wp = run->weights + (uint64_t)k * run->nb, *qp = Q + run->k0 + k;
+            _Pragma("GCC unroll 8")
+            for (uint32_t m = 0; m < pb; m++) {
+                __m256 tab;
+                if (W == 2) {
+                    tab = _mm256_broadcast_ps((const __m128 *)(wp + 4 * m));
+                } else { /* [w0 w1] in every pair: bit 1 of the index is the next code's */
+                    long long two;
+                    memcpy(&two, wp + 2 * m, sizeof two);
+                    tab = _mm256_castsi256_ps(_mm256_set1_epi64x(two));
+                }
+                __m256 wv[2];
+                _Pragma("GCC unroll 2")
+                for (uint32_t s = 0; s < NS; s++)
+                    wv[s] = _mm256_permutevar_ps(tab, _mm256_srli_epi32(c[s], (int)(8 - W * (m + 1))));
+                TT_UNROLL_NQ
+                for (uint32_t i = 0; i < NQ; i++) {
+                    const __m256 q = _mm256_broadcast_ss(qp + (uint64_t)i * dim + m);
+                    _Pragma("GCC unroll 2")
+                    for (uint32_t s = 0; s < NS; s++)
+                        acc[s * NQ + i] = _mm256_fmadd_ps(wv[s], q, acc[s * NQ + i]);
+                }
+            }
+        }
+    }
+}
+
+/* 8 * NS vectors at p against NQ query rows (NS * NQ <= 8): out[v * NQ + i]. Runs of
+ * other widths are decoded one vector at a time into x, as in dot_block8. */
+__attribute__((always_inline)) AVX2_FN static inline void
+dot_lanes(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NS,
+          const uint32_t NQ, float *x, float *out) {
+    const uint32_t dim = d->dim, NV = 8 * NS;
+    const uint64_t bpv = d->bytes_per_vec;
+    __m256 acc[8];
+    _Pragma("GCC unroll 8")
+    for (uint32_t a = 0; a < NS * NQ; a++)
+        acc[a] = _mm256_setzero_ps();
+    float rest[16 * 8];
+    for (uint32_t v = 0; v < NV; v++)
+        loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, rest + v * NQ);
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        if (run->w == 2) {
+            lanes_run(run, p, bpv, Q, dim, NS, NQ, 2, acc);
+            continue;
+        }
+        if (run->w == 1) {
+            lanes_run(run, p, bpv, Q, dim, NS, NQ, 1, acc);
+            continue;
+        }
+        const uint32_t n = run_positions(run);
+        for (uint32_t v = 0; v < NV; v++) {
+            __m256 h[8];
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                h[i] = _mm256_setzero_ps();
+            decode_run(d, run, p + (uint64_t)v * bpv + run->byte0, NULL, x + run->k0);
+            fma_range8(h, NQ, Q, dim, x, run->k0, run->k0 + n);
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                rest[v * NQ + i] += tt_hsum8(h[i]);
+        }
+    }
+    float lanes[8][16];
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        _Pragma("GCC unroll 2")
+        for (uint32_t s = 0; s < NS; s++)
+            _mm256_storeu_ps(lanes[i] + 8 * s, acc[s * NQ + i]);
+    for (uint32_t v = 0; v < NV; v++)
+        for (uint32_t i = 0; i < NQ; i++)
+            out[v * NQ + i] = lanes[i][v] + rest[v * NQ + i];
+}
+
+AVX2_FN static void dot_lanes16x4(const tt_resdec *d, const uint8_t *p, const float *Q, float *x,
+                                  float *out) {
+    dot_lanes(d, p, Q, 2, 4, x, out);
+}
+
+AVX2_FN static void dot_lanes8x4(const tt_resdec *d, const uint8_t *p, const float *Q, float *x,
+                                 float *out) {
+    dot_lanes(d, p, Q, 1, 4, x, out);
+}
+
+AVX2_FN static void dot_lanes8x8(const tt_resdec *d, const uint8_t *p, const float *Q, float *x,
+                                 float *out) {
+    dot_lanes(d, p, Q, 1, 8, x, out);
+}
+
 AVX2_FN static void dot_avx2(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                              const float *Q, uint32_t nq, float *x, float *out) {
     const uint64_t bpv = d->bytes_per_vec;
     uint64_t v = 0;
+    if (!d->shared && d->lanes) {
+        if (nq == 4)
+            for (; v + 16 <= n; v += 16)
+                dot_lanes16x4(d, packed + v * bpv, Q, x, out + v * 4);
+        for (; v + 8 <= n; v += 8) {
+            if (nq == 4)
+                dot_lanes8x4(d, packed + v * bpv, Q, x, out + v * 4);
+            else
+                dot_lanes8x8(d, packed + v * bpv, Q, x, out + v * 8);
+        }
+    }
     if (nq == 4) {
         for (; v + 2 <= n; v += 2)
             dot_block8(d, packed + v * bpv, Q, 2, 4, x, out + v * 4);

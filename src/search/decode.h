@@ -39,6 +39,8 @@ typedef struct tt_resdec {
     uint8_t *bucket[9];    /* by width 1, 2, 4, 8: 256 * (8/w) bucket indices */
     int avx512;            /* runs of 1-3 bits without tables: 16 positions at a time */
     int avx2;              /* the same, 8 positions at a time (where avx512 is not set) */
+    int lanes;             /* AVX2 tt_resdec_dot: blocks of 8 or 16 vectors a vector per
+                            * lane (set with avx2; cleared: 2 vectors a block) */
 } tt_resdec;
 
 /* d->avx512 is set where the CPU has AVX-512, d->avx2 where it has AVX2 and FMA; a test
