@@ -220,13 +220,14 @@ expect_fail "a sharded index without metadata refuses --where" "has no metadata"
     "$T" search --index "$W/sh" --queries "$W/s.queries.npy" --out "$W/sh.run" --where "year > 0"
 [ -e "$W/sh.run" ] && bad "sharded --where: a run appeared"
 # --filter-ids on a sharded index: each shard searches its part of the global filter; in
-# exhaustive mode the run is the unsharded index's with the same filter (same codebook)
+# exhaustive mode the run is the unsharded index's with the same filter (same codebook),
+# up to float rounding (sgemm may round a row by its place in a group, as above)
 awk 'NR % 4 == 1' "$W/s.ids.txt" >"$W/sh.ids"; echo no-such-id >>"$W/sh.ids"
 for f in sh idx; do
     "$T" search --index "$W/$f" --queries "$W/s.queries.npy" --mode exhaustive --k 10 \
         --filter-ids "$W/sh.ids" --out "$W/$f.frun" 2>"$W/$f.ferr"
 done
-cmp -s "$W/sh.frun" "$W/idx.frun" && [ -s "$W/sh.frun" ] \
+"$PY" "$TT_SRCDIR/tests/runs_close.py" "$W/sh.frun" "$W/idx.frun" >/dev/null 2>&1 && [ -s "$W/sh.frun" ] \
     && [ -z "$(awk '{print $3}' "$W/sh.frun" | grep -v -x -F -f "$W/sh.ids")" ] \
     && grep -q "1 of them name no live" "$W/sh.ferr" \
     && ok "sharded --filter-ids: the unsharded index's filtered run, allowed ids only" \

@@ -3,6 +3,7 @@
  * a flipped byte in every file of an index, and token pooling. */
 #include "testutil.h"
 
+#include "common/simd.h"
 #include "quant/codec.h"
 #include "quant/pool.h"
 #include "io/dir.h"
@@ -117,8 +118,13 @@ START_TEST(build_synthetic) {
     ck_assert_uint_eq(info.bytes_codes, TT_HEADER_SIZE + ndocs * doclen * 2);
     ck_assert(info.resident_bytes < info.bytes_index);
     /* What search keeps in memory is in memory the index owns, not mapped from its
-     * files, whose pages memory pressure would evict (doc/search.md, "Memory"). */
-    ck_assert_int_ne(file_mapped(out, "/centroids.tt"), 1);
+     * files, whose pages memory pressure would evict (doc/search.md, "Memory"): the
+     * centroids as float16 (the build rounds them; the float32 file is then only
+     * mapped, for add and compaction), the codes and lists. */
+    ck_assert_ptr_nonnull(idx->centroids16);
+    for (uint64_t i = 0; i < 128ull * dim; i++)
+        ck_assert(tt_f16_to_f32(idx->centroids16[i]) == idx->centroids[i]);
+    ck_assert(!idx->f_centroids.copied);
     ck_assert_int_ne(file_mapped(out, "/codes.tt"), 1);
     ck_assert_int_ne(file_mapped(out, "/ivf.tt"), 1);
     /* default ids are row numbers */
@@ -195,6 +201,84 @@ START_TEST(build_synthetic) {
     tt_manifest_free(&m2);
     tt_input_free(in);
     free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Float16 centroids: a search reads the float16 copy and returns what the float32
+ * rows give, hit for hit (bit for bit where the CPU has AVX2: the same floats, summed in
+ * the same order), in PLAID's split stage 4 (512-d, 4-vector queries) and exhaustive
+ * search; raw vectors whose centroids float16 cannot hold keep float32 centroids (an
+ * owned copy, not mapped) and search as before. */
+START_TEST(centroids_float16) {
+    char *dir = tu_tmpdir(), prefix[512], out[512];
+    const uint32_t dim = 512, doclen = 8, nq = 4, k = 10;
+    const uint64_t ndocs = 200, n = ndocs * doclen;
+    for (int raw = 0; raw <= 1; raw++) {
+        snprintf(prefix, sizeof prefix, "%s/c%d", dir, raw);
+        snprintf(out, sizeof out, "%s/index%d", dir, raw);
+        float *x = malloc(n * dim * sizeof *x);
+        tu_clustered(x, n, dim, 20, 0.35f, 41, NULL);
+        for (uint64_t i = 0; raw && i < n * dim; i++)
+            x[i] *= 3e6f; /* centroids far beyond float16's 65504 */
+        char path[600];
+        snprintf(path, sizeof path, "%s.vectors.npy", prefix);
+        ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, n), TT_OK);
+        int64_t *lens = malloc(ndocs * sizeof *lens);
+        for (uint64_t d = 0; d < ndocs; d++)
+            lens[d] = doclen;
+        snprintf(path, sizeof path, "%s.doclens.npy", prefix);
+        ck_assert_int_eq(tu_write_npy(path, TT_DT_I64, 0, lens, ndocs), TT_OK);
+        free(lens);
+        tt_input *in = open_corpus(prefix, NULL);
+        tt_build_options o = small_opts();
+        o.num_centroids = 32;
+        o.normalize = !raw;
+        ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_OK);
+        tt_input_free(in);
+        tt_index *idx;
+        ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_OK);
+        if (raw) {
+            ck_assert_ptr_null(idx->centroids16);
+            ck_assert(idx->f_centroids.copied);
+        } else {
+            ck_assert_ptr_nonnull(idx->centroids16);
+            ck_assert(!idx->f_centroids.copied);
+        }
+        tt_search_ctx *ctx;
+        ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+        uint16_t *h16 = idx->centroids16;
+        for (int mode = 0; mode < 2; mode++) {
+            tt_search_options so;
+            tt_search_options_init(&so);
+            so.mode = mode ? TT_MODE_EXHAUSTIVE : TT_MODE_PLAID;
+            for (uint64_t q = 0; q < 5; q++) {
+                /* a query: 4 vectors of document 37 q */
+                const float *Q = x + (37 * q) * doclen * dim;
+                tt_hit a[10], b[10];
+                uint32_t na, nb;
+                idx->centroids16 = h16;
+                ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &so, a, &na), TT_OK);
+                idx->centroids16 = NULL; /* the float32 rows */
+                ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &so, b, &nb), TT_OK);
+                idx->centroids16 = h16;
+                ck_assert_uint_eq(na, k);
+                ck_assert_uint_eq(na, nb);
+                ck_assert_uint_eq(a[0].doc, 37 * q);
+                for (uint32_t i = 0; i < na; i++) {
+                    ck_assert_uint_eq(a[i].doc, b[i].doc);
+                    if (tt_cpu_avx2())
+                        ck_assert_float_eq(a[i].score, b[i].score);
+                    else
+                        ck_assert_float_eq_tol(a[i].score, b[i].score, 1e-5f * fabsf(b[i].score));
+                }
+            }
+        }
+        tt_search_ctx_free(ctx);
+        tt_index_close(idx);
+        free(x);
+    }
     tu_rmrf(dir);
     free(dir);
 }
@@ -1010,6 +1094,7 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, build_synthetic);
     tcase_add_test(tc, build_options_variants);
+    tcase_add_test(tc, centroids_float16);
     tcase_add_test(tc, flipped_byte_in_every_file);
     tcase_add_test(tc, bad_inputs_leave_nothing);
     tcase_add_test(tc, non_finite_values_and_ids);

@@ -612,6 +612,54 @@ START_TEST(half_conversion_through_reader) {
 }
 END_TEST
 
+/* Rounding to float16 and the exactness check behind an index's float16 centroids:
+ * every finite float16 value converts back to itself (the AVX2 blocks and the portable
+ * tail alike); one inexact value anywhere (first, in a block, in the tail) makes the
+ * check fail; rounding is to nearest, ties to even, subnormals included, and refuses
+ * (leaving the values alone) where one is beyond float16's range, infinite or NaN. */
+START_TEST(half_rounding_and_exactness) {
+    uint16_t *h = malloc(65536 * sizeof *h), *back = malloc(65536 * sizeof *back);
+    float *f = malloc(65536 * sizeof *f);
+    size_t n = 0;
+    for (uint32_t i = 0; i < 65536; i++)
+        if (((i >> 10) & 0x1f) != 0x1f) { /* finite */
+            h[n] = (uint16_t)i;
+            f[n++] = tt_f16_to_f32((uint16_t)i);
+        }
+    ck_assert_uint_eq(n, 63488);
+    ck_assert(tt_f16_from_f32_exact_n(back, f, n));
+    ck_assert_mem_eq(back, h, n * sizeof *h);
+    const size_t at[] = {0, 5, 8, 15, n - 1};
+    for (size_t t = 0; t < sizeof at / sizeof at[0]; t++) {
+        const float keep = f[at[t]];
+        f[at[t]] = 1.0f + ldexpf(1, -12); /* between 1 and the next float16, 1 + 2^-10 */
+        ck_assert_msg(!tt_f16_from_f32_exact_n(back, f, n), "inexact value at %zu", at[t]);
+        f[at[t]] = keep;
+    }
+    /* rounding: ties to even, the largest finite value, subnormals */
+    float x[] = {1.0f + ldexpf(1, -11), 1.0f + 3 * ldexpf(1, -11), 65519.0f, -65519.0f,
+                 2e-8f, 9e-8f, -0.0f, 0.1f, 1.0f + ldexpf(1, -12)};
+    const float want[] = {1.0f, 1.0f + ldexpf(1, -9), 65504.0f, -65504.0f, 0.0f,
+                          ldexpf(1, -24) * 2, -0.0f, tt_f16_to_f32(tt_f32_to_f16(0.1f)), 1.0f};
+    const size_t nx = sizeof x / sizeof x[0];
+    ck_assert(!tt_f16_from_f32_exact_n(back, x, nx));
+    ck_assert(tt_f16_round_n(x, nx));
+    for (size_t i = 0; i < nx; i++)
+        CHECK(x[i] == want[i] && signbit(x[i]) == signbit(want[i]), "%zu: %g, want %g", i,
+              (double)x[i], (double)want[i]);
+    ck_assert(tt_f16_from_f32_exact_n(back, x, nx));
+    const float bad[] = {65520.0f, -1e6f, INFINITY, NAN};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        float y[3] = {0.1f, bad[b], 0.2f};
+        ck_assert(!tt_f16_round_n(y, 3));
+        ck_assert(y[0] == 0.1f && y[2] == 0.2f); /* left alone */
+    }
+    free(h);
+    free(back);
+    free(f);
+}
+END_TEST
+
 typedef struct par_read {
     const tt_vecfile *vf;
     int bad;
@@ -1321,6 +1369,7 @@ int main(void) {
     tcase_add_test(tc, corpus_bad_vector_files);
     tcase_add_test(tc, corpus_headers_parse);
     tcase_add_test(tc, half_conversion_through_reader);
+    tcase_add_test(tc, half_rounding_and_exactness);
     tcase_add_test(tc, concurrent_reads);
     tcase_add_test(tc, read_ints_and_floats);
     tcase_add_test(tc, numpy_dtypes);

@@ -283,6 +283,32 @@ static void decode_add_paths(tt_resdec *d, const uint8_t *packed, uint32_t n, co
     d->avx512 = a512;
     tt_resdec_decode_add(d, packed, n, C, codes, out);
     ck_assert_mem_eq(out, o2, bytes);
+    /* From float16 rows (an index's centroids16), on every path: the floats of the
+     * float32 rows they hold exactly. */
+    uint32_t K = 0;
+    for (uint32_t v = 0; v < n; v++)
+        K = TT_MAX(K, codes[v] + 1);
+    const size_t kd = (size_t)K * d->dim;
+    float *Cr = malloc(kd * sizeof *Cr);
+    uint16_t *H = malloc(kd * sizeof *H);
+    memcpy(Cr, C, kd * sizeof *Cr);
+    ck_assert(tt_f16_round_n(Cr, kd));
+    ck_assert(tt_f16_from_f32_exact_n(H, Cr, kd));
+    float *o3 = malloc(bytes), *o4 = malloc(bytes);
+    tt_resdec_decode_add(d, packed, n, Cr, codes, o3);
+    for (int path = 0; path < 3; path++) {
+        d->avx512 = path == 2 ? a512 : 0;
+        d->avx2 = path >= 1 ? a2 : 0;
+        memset(o4, 0, bytes);
+        tt_resdec_decode_add16(d, packed, n, H, codes, o4);
+        ck_assert_mem_eq(o4, o3, bytes);
+    }
+    d->avx512 = a512;
+    d->avx2 = a2;
+    free(Cr);
+    free(H);
+    free(o3);
+    free(o4);
 }
 
 START_TEST(resdec_matches_layout) {
@@ -558,9 +584,10 @@ START_TEST(resdec_dot_matches_decode) {
 }
 END_TEST
 
-/* The split's centroid part, both paths, against the double-precision definition:
- * dims with and without a tail of 8 and of 16, odd and even code counts, a repeated
- * code, 4 and 8 query rows; rows of CS not listed stay untouched. */
+/* The split's centroid part, both paths, from float32 and from float16 rows, against
+ * the double-precision definition: dims with and without a tail of 8 and of 16, odd
+ * and even code counts, a repeated code, 4 and 8 query rows; rows of CS not listed
+ * stay untouched; on AVX2 the float16 rows give the float32 rows' sums bit for bit. */
 START_TEST(centroid_dots_match_definition) {
     const uint32_t dims[] = {3584, 1024, 100, 9, 3}, K = 40;
     const uint32_t codes[] = {7, 3, 39, 0, 3, 22, 11, 5, 30};
@@ -575,17 +602,30 @@ START_TEST(centroid_dots_match_definition) {
         tt_rng r;
         tt_rng_seed(&r, 70 + di);
         float *C = malloc((size_t)K * dim * sizeof *C), *Q = malloc((size_t)8 * dim * sizeof *Q);
-        float *CS = malloc((size_t)K * 8 * sizeof *CS);
+        float *CS = malloc((size_t)K * 8 * sizeof *CS), *CS32 = malloc((size_t)K * 8 * sizeof *CS);
+        uint16_t *H = malloc((size_t)K * dim * sizeof *H);
         for (uint64_t i = 0; i < (uint64_t)K * dim; i++)
             C[i] = (float)(tt_rng_uniform(&r) - 0.5);
         for (uint64_t i = 0; i < 8ull * dim; i++)
             Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
+        /* float16-exact rows, so that the float16 path (half) has the same definition */
+        ck_assert(tt_f16_round_n(C, (size_t)K * dim));
+        ck_assert(tt_f16_from_f32_exact_n(H, C, (size_t)K * dim));
         for (uint32_t nqp = 4; nqp <= 8; nqp += 4)
             for (uint64_t n = 0; n <= sizeof codes / sizeof codes[0]; n++)
-                for (int avx2 = 0; avx2 <= cpu_avx2; avx2++) {
+                for (int path = 0; path < 2 * (cpu_avx2 + 1); path++) {
+                    const int avx2 = path / 2, half = path % 2;
                     for (uint32_t i = 0; i < K * nqp; i++)
                         CS[i] = -7.0f;
-                    tt_centroid_dots(Q, nqp, dim, C, codes, n, CS, avx2);
+                    if (half)
+                        tt_centroid_dots16(Q, nqp, dim, H, codes, n, CS, avx2);
+                    else
+                        tt_centroid_dots(Q, nqp, dim, C, codes, n, CS, avx2);
+                    /* AVX2 reads float16 into the same floats: the same sums */
+                    if (avx2 && half)
+                        ck_assert_mem_eq(CS, CS32, (size_t)K * nqp * sizeof *CS);
+                    else if (avx2)
+                        memcpy(CS32, CS, (size_t)K * nqp * sizeof *CS);
                     for (uint32_t k = 0; k < K; k++) {
                         bool listed = false;
                         for (uint64_t t = 0; t < n; t++)
@@ -599,9 +639,9 @@ START_TEST(centroid_dots_match_definition) {
                                     want += (double)q[j] * ck[j];
                             }
                             ck_assert_msg(fabs(CS[k * nqp + i] - want) <= 1e-5 * (1 + sqrt(dim)),
-                                          "dim %u nqp %u n %llu avx2 %d: centroid %u row %u: "
-                                          "%g, want %g",
-                                          dim, nqp, (unsigned long long)n, avx2, k, i,
+                                          "dim %u nqp %u n %llu avx2 %d half %d: centroid %u "
+                                          "row %u: %g, want %g",
+                                          dim, nqp, (unsigned long long)n, avx2, half, k, i,
                                           (double)CS[k * nqp + i], want);
                         }
                     }
@@ -609,6 +649,8 @@ START_TEST(centroid_dots_match_definition) {
         free(C);
         free(Q);
         free(CS);
+        free(CS32);
+        free(H);
     }
 }
 END_TEST

@@ -123,6 +123,13 @@ float tt_f16_to_f32(uint16_t h);
  * (numeric.c; host-order values). */
 void tt_f16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t n);
 uint16_t tt_f32_to_f16(float f);
+/* Rounds x[0..n) to their nearest float16 values (ties to even), in place, when every
+ * one is finite and within float16's range; returns whether it did (else x is
+ * unchanged). */
+bool tt_f16_round_n(float *x, size_t n);
+/* dst[i] = the float16 of src[i] for i < n when every src[i] is exactly a float16
+ * value; false at the first that is not (dst then partly written). */
+bool tt_f16_from_f32_exact_n(uint16_t *restrict dst, const float *restrict src, size_t n);
 static inline float tt_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;

@@ -1,5 +1,6 @@
 /* Numbers: half-precision conversion and checks over rows of vectors. */
 #include "common/common.h"
+#include "common/simd.h"
 
 #include <math.h>
 
@@ -95,6 +96,55 @@ uint16_t tt_f32_to_f16(float f) {
     if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
         half++; /* may carry into the exponent, which is the right result */
     return (uint16_t)half;
+}
+
+/* Floats below this in magnitude round to a finite float16 (at most 65504); 65520,
+ * the midpoint between 65504 and 65536, rounds to even: infinity. */
+#define F16_ROUNDS_FINITE 65520.0f
+
+bool tt_f16_round_n(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(x[i]) < F16_ROUNDS_FINITE)) /* also NaN */
+            return false;
+    for (size_t i = 0; i < n; i++)
+        x[i] = tt_f16_to_f32(tt_f32_to_f16(x[i]));
+    return true;
+}
+
+#ifdef TT_AVX2
+/* 8 values at a time through F16C's conversions (the same rounding); the tail and CPUs
+ * without them take the portable loop. Returns the values done, or SIZE_MAX at an
+ * inexact one. */
+AVX2_FN static size_t f16_exact_avx2(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(src + i);
+        const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 back = _mm256_cvtph_ps(h);
+        /* bit for bit, so that -0 and NaN payloads count as they are */
+        const __m256i eq = _mm256_cmpeq_epi32(_mm256_castps_si256(x), _mm256_castps_si256(back));
+        if (_mm256_movemask_epi8(eq) != -1)
+            return SIZE_MAX;
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    return i;
+}
+#endif
+
+bool tt_f16_from_f32_exact_n(uint16_t *restrict dst, const float *restrict src, size_t n) {
+    size_t i = 0;
+#ifdef TT_AVX2
+    if (tt_cpu_avx2() && (i = f16_exact_avx2(dst, src, n)) == SIZE_MAX)
+        return false;
+#endif
+    for (; i < n; i++) {
+        const uint16_t h = tt_f32_to_f16(src[i]);
+        const float back = tt_f16_to_f32(h);
+        if (memcmp(&back, &src[i], sizeof back))
+            return false;
+        dst[i] = h;
+    }
+    return true;
 }
 
 int64_t tt_normalize_rows(float *x, uint64_t n, uint32_t dim) {

@@ -19,12 +19,14 @@
 /* The AVX-512 loops keep a row in at most four registers. */
 #define AVX512_MAX_NQP 64u
 /* AVX2 + FMA code for CPUs without AVX-512 (Zen 2/3, most Intel client CPUs): functions
- * marked AVX2_FN; callers check tt_cpu_avx2() before running it. */
+ * marked AVX2_FN; callers check tt_cpu_avx2() before running it. Every such CPU also
+ * has F16C (float16 loads), which the kernels may use. */
 #define TT_AVX2 1
-#define AVX2_FN __attribute__((target("avx2,fma")))
+#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 static inline int tt_cpu_avx2(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
 }
 /* The sum of a register's 8 floats, in one order (halves, then pairs, then the last
  * two), so that every kernel rounds it alike; AVX alone, so AVX2 and AVX-512 code can

@@ -62,6 +62,9 @@ struct tt_index {
     tt_fmap f_tune;            /* tune.tt, when the generation has one */
     tt_tune_info tuned;        /* its parameters (tuned = 0 without) */
     const float *centroids;    /* num_centroids * dim (mmap, little-endian host) */
+    uint16_t *centroids16;     /* the same as float16, when every value is one exactly
+                                * (builds round them): what search reads, the float32
+                                * file then mapped, not copied; else NULL */
     tt_cq cq;                  /* int8 copy for the candidate stages (made at open;
                                 * grouped by cgroup_of when the calibration has groups) */
     uint32_t *cgroup_of;       /* num_centroids: each centroid's group (tune.tt), or NULL */

@@ -83,8 +83,10 @@ static int expect_size(const tt_fmap *f, uint64_t a, uint64_t b, uint64_t bytes)
 /* Opens one file of the generation. The resident ones (everything search keeps in
  * memory: all but the residuals and the originals) get their payload checksum verified
  * before anything in them is trusted: they are small next to the residuals, and a
- * flipped byte in them changes rankings without any other sign (doc/format.md). */
-enum { RESIDENT = 1, STREAMED = 0 };
+ * flipped byte in them changes rankings without any other sign (doc/format.md).
+ * RESIDENT_MAPPED: checked the same, but left mapped for the caller to decide what
+ * search keeps (the centroids: a float16 copy, or tt_fmap_own). */
+enum { RESIDENT = 1, STREAMED = 0, RESIDENT_MAPPED = 2 };
 static int open_file(tt_index *idx, tt_fmap *f, const char *name, const char *kind, int map,
                      int resident) {
     const tt_manifest_entry *e = tt_manifest_find(&idx->man, name);
@@ -94,7 +96,7 @@ static int open_file(tt_index *idx, tt_fmap *f, const char *name, const char *ki
      * file pages of the centroids, codes and lists were evicted under memory pressure
      * and faulted back one at a time in the middle of queries. */
     int st = tt_fmap_open(f, idx->dir, name, kind,
-                          resident && map == TT_MAP_WHOLE ? TT_MAP_COPY : map);
+                          resident == RESIDENT && map == TT_MAP_WHOLE ? TT_MAP_COPY : map);
     if (st)
         return st;
     if (e->size != f->size || e->payload_hash != f->h.payload_hash)
@@ -764,6 +766,8 @@ static void fill_info(tt_index *idx) {
      * copies of their lengths and codes and the deleted-row bitmap. */
     in->resident_bytes = in->bytes_index - in->bytes_residuals + 8 * (idx->num_docs + 1) +
                          tt_cq_bytes(&idx->cq);
+    if (idx->centroids16) /* float16 in place of the float32 copy */
+        in->resident_bytes -= (uint64_t)idx->num_centroids * idx->dim * 2;
     if (idx->nseg > 1)
         in->resident_bytes += 4 * idx->num_docs +
                               (uint64_t)(idx->code_bytes + idx->sketch_bytes) * idx->num_vectors;
@@ -781,8 +785,9 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
     uint64_t K = idx->num_centroids, dim = idx->dim, cbytes;
     if (!tt_mul_ok(K * dim, 4, &cbytes))
         return tt_err(TT_ECORRUPT, "%s: centroid table size overflows", idx->f_meta.path);
+    /* Mapped and checked first: what search keeps of them is decided below. */
     if ((st = open_file(idx, &idx->f_centroids, shared_name(idx, "CENT", TT_F_CENTROIDS), "CENT",
-                        TT_MAP_WHOLE, RESIDENT)) ||
+                        TT_MAP_WHOLE, RESIDENT_MAPPED)) ||
         (st = expect_size(&idx->f_centroids, K, dim, cbytes)))
         return st;
     idx->centroids = (const float *)idx->f_centroids.payload;
@@ -790,6 +795,23 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
     if (bad >= 0)
         return tt_err(TT_ECORRUPT, "%s: centroid %lld has a NaN or infinite value",
                       idx->f_centroids.path, (long long)bad);
+    /* Centroids that float16 holds exactly (tartan's builds round them so): search
+     * reads a float16 copy, the same floats in half the bytes and half the RAM, and the
+     * float32 file stays mapped for what else reads it (add, compaction, calibration).
+     * Otherwise (older indexes, raw vectors beyond float16's range, or no memory for
+     * the copy) the float32 values are copied into memory the index owns. Mapped
+     * first, so that opening never holds both copies in its own memory. */
+    const uint64_t nc = K * dim;
+    if ((idx->centroids16 = malloc(nc * sizeof *idx->centroids16)) &&
+        !tt_f16_from_f32_exact_n(idx->centroids16, idx->centroids, nc)) {
+        free(idx->centroids16);
+        idx->centroids16 = NULL;
+    }
+    if (!idx->centroids16) {
+        if ((st = tt_fmap_own(&idx->f_centroids)))
+            return st;
+        idx->centroids = (const float *)idx->f_centroids.payload;
+    }
     if ((st = open_file(idx, &idx->f_codec, shared_name(idx, "CODC", TT_F_CODEC), "CODC",
                         TT_MAP_WHOLE, RESIDENT)) ||
         (st = load_codec(idx)))
@@ -1016,6 +1038,7 @@ void tt_index_close(tt_index *idx) {
     tt_codec_free(&idx->codec);
     tt_cq_free(&idx->cq);
     free(idx->cgroup_of);
+    free(idx->centroids16);
     tt_manifest_free(&idx->man);
     free(idx->doc_vec0);
     free(idx->doclens_owned);

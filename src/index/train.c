@@ -221,6 +221,11 @@ static int train(builder *b, plan *pl, const tt_build_group *g) {
     if ((st = agree(g, b->centroids ? TT_OK : TT_ENOMEM)) ||
         (st = tt_kmeans_train(x, nloc, &kp, b->centroids)))
         goto done;
+    /* Centroids at float16 precision (as PLAID keeps them), before anything is assigned
+     * to them or quantized against them: the residuals take up the rounding, and search
+     * keeps and reads the centroids as float16, the same floats in half the bytes
+     * (doc/format.md). Not where a value is beyond float16's range. */
+    (void)tt_f16_round_n(b->centroids, (size_t)b->K * dim);
     /* The adaptive codec weighs each dimension by its mean square over the training
      * documents: where vectors, and so queries, put their energy. */
     float *importance = NULL;

@@ -274,11 +274,30 @@ int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind
         /* Read-only from here, as a mapping of the file would be (advice: a failure
          * leaves it writable, which nothing uses). */
         (void)mprotect(p, (size_t)m->size, PROT_READ);
+        m->copied = 1;
     }
     return TT_OK;
 fail:
     tt_fmap_close(m);
     return st;
+}
+
+int tt_fmap_own(tt_fmap *m) {
+    if (m->copied || !m->base)
+        return TT_OK;
+    void *p = mmap(NULL, (size_t)m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return tt_err(TT_ENOMEM, "%s: out of memory for its %llu bytes", m->path,
+                      (unsigned long long)m->size);
+    advise_huge(p, (size_t)m->size);
+    memcpy(p, m->base, (size_t)m->size);
+    (void)mprotect(p, (size_t)m->size, PROT_READ);
+    munmap((void *)m->base, (size_t)m->size);
+    m->base = p;
+    m->payload = m->base + TT_HEADER_SIZE;
+    m->copied = 1;
+    return TT_OK;
 }
 
 int tt_fmap_check_payload(const tt_fmap *m, tt_progress_fn progress, void *user) {

@@ -84,6 +84,7 @@ typedef struct tt_fmap {
     uint64_t size;
     tt_header h;
     const uint8_t *payload;
+    int copied;           /* base is a private copy (TT_MAP_COPY) */
 } tt_fmap;
 
 enum { TT_MAP_NONE = 0, TT_MAP_WHOLE = 1, TT_MAP_COPY = 2 };
@@ -96,6 +97,10 @@ enum { TT_MAP_NONE = 0, TT_MAP_WHOLE = 1, TT_MAP_COPY = 2 };
 int tt_fmap_open(tt_fmap *m, const char *dir, const char *name, const char *kind, int map);
 /* Recomputes the payload hash and compares it with the header. TT_ECORRUPT naming the file. */
 int tt_fmap_check_payload(const tt_fmap *m, tt_progress_fn progress, void *user);
+/* Turns a TT_MAP_WHOLE mapping into what TT_MAP_COPY would have made: a read-only copy
+ * in private anonymous memory (for a file whose use is decided after it was mapped and
+ * checked). base and payload change. TT_ENOMEM naming the file, the mapping kept. */
+int tt_fmap_own(tt_fmap *m);
 void tt_fmap_close(tt_fmap *m);
 
 /* The manifest: the list of files of an index generation with their sizes and payload

@@ -437,39 +437,72 @@ static inline void decode_run(const tt_resdec *d, const tt_resdec_run *run, cons
     }
 }
 
+/* One vector: o = c + its residual (c may be NULL, or o itself: every loop reads a
+ * position of c before it writes that position of o, and no other). */
+static void decode_add_one(const tt_resdec *d, const uint8_t *p, const float *c, float *o) {
+    const uint32_t dim = d->dim;
+    if (d->shared) {
+        const uint32_t pb = d->per_byte, full = dim / pb, rem = dim % pb;
+        const float *t = d->tab;
+        switch (pb) {
+        case 2: DECODE_ROWS(2, t + p[b] * 2) break;
+        case 4: DECODE_ROWS(4, t + p[b] * 4) break;
+        default: DECODE_ROWS(8, t + p[b] * 8) break;
+        }
+        if (rem) {
+            const float *r = t + p[full] * pb;
+            for (uint32_t j = 0; j < rem; j++)
+                o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + r[j];
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < d->nruns; i++) {
+        const tt_resdec_run *run = &d->runs[i];
+        decode_run(d, run, p + run->byte0, c ? c + run->k0 : NULL, o + run->k0);
+    }
+    for (uint32_t i = 0; i < d->nloose; i++) {
+        uint32_t k = d->loose[i];
+        o[k] = (c ? c[k] : 0.0f) + tt_codec_value(d->codec, p, k);
+    }
+}
+
 void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                           const float *centroids, const uint32_t *codes, float *out) {
     const uint32_t dim = d->dim;
     for (uint64_t v = 0; v < n; v++) {
-        const uint8_t *p = packed + v * d->bytes_per_vec;
         const float *c = centroids ? centroids + (uint64_t)codes[v] * dim : NULL;
-        float *o = out + v * dim;
         /* Centroid rows are random reads: ask for the one four vectors ahead. */
         if (c && v + 4 < n)
             prefetch_row(centroids + (uint64_t)codes[v + 4] * dim, dim);
-        if (d->shared) {
-            const uint32_t pb = d->per_byte, full = dim / pb, rem = dim % pb;
-            const float *t = d->tab;
-            switch (pb) {
-            case 2: DECODE_ROWS(2, t + p[b] * 2) break;
-            case 4: DECODE_ROWS(4, t + p[b] * 4) break;
-            default: DECODE_ROWS(8, t + p[b] * 8) break;
-            }
-            if (rem) {
-                const float *r = t + p[full] * pb;
-                for (uint32_t j = 0; j < rem; j++)
-                    o[full * pb + j] = (c ? c[full * pb + j] : 0.0f) + r[j];
-            }
-            continue;
-        }
-        for (uint32_t i = 0; i < d->nruns; i++) {
-            const tt_resdec_run *run = &d->runs[i];
-            decode_run(d, run, p + run->byte0, c ? c + run->k0 : NULL, o + run->k0);
-        }
-        for (uint32_t i = 0; i < d->nloose; i++) {
-            uint32_t k = d->loose[i];
-            o[k] = (c ? c[k] : 0.0f) + tt_codec_value(d->codec, p, k);
-        }
+        decode_add_one(d, packed + v * d->bytes_per_vec, c, out + v * dim);
+    }
+}
+
+#ifdef TT_AVX2
+AVX2_FN static void f16_row_avx2(const uint16_t *h, uint32_t n, float *o) {
+    uint32_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(o + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j))));
+    tt_f16_to_f32_n(o + j, h + j, n - j);
+}
+#endif
+
+void tt_resdec_decode_add16(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                            const uint16_t *centroids, const uint32_t *codes, float *out) {
+    const uint32_t dim = d->dim;
+    for (uint64_t v = 0; v < n; v++) {
+        const uint16_t *c = centroids + (uint64_t)codes[v] * dim;
+        float *o = out + v * dim;
+        if (v + 4 < n) /* half the bytes of a float32 row: the same lines ahead */
+            prefetch_row((const float *)(centroids + (uint64_t)codes[v + 4] * dim), dim / 2);
+        /* The row as float32 where the vector goes, then the residual added in place. */
+#ifdef TT_AVX2
+        if (d->avx2)
+            f16_row_avx2(c, dim, o);
+        else
+#endif
+            tt_f16_to_f32_n(o, c, dim);
+        decode_add_one(d, packed + v * d->bytes_per_vec, o, o);
     }
 }
 

@@ -54,6 +54,10 @@ void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, flo
  * to vector v: the decompressed vectors c + r. */
 void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                           const float *centroids, const uint32_t *codes, float *out);
+/* The same with float16 centroid rows (dim values each): the same floats as from
+ * their float32 values. */
+void tt_resdec_decode_add16(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                            const uint16_t *centroids, const uint32_t *codes, float *out);
 
 /* Inner products of n packed residuals with the query rows, without writing the
  * residuals out: out[v * nqp + i] = <Qp_i, r_v> for i < nqp (Qp: nqp rows of dim

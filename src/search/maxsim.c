@@ -68,21 +68,34 @@ void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t 
 }
 
 #ifdef TT_AVX2
+/* Eight values of a centroid row from position k: float32, or float16 (F16C). */
+__attribute__((always_inline)) AVX2_FN static inline __m256 row8(const void *r, bool half,
+                                                                  uint32_t k) {
+    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)r + k)))
+                : _mm256_loadu_ps((const float *)r + k);
+}
+
+static inline float row1(const void *r, bool half, uint32_t k) {
+    return half ? tt_f16_to_f32(((const uint16_t *)r)[k]) : ((const float *)r)[k];
+}
+
 /* Four query rows (Q, stride dim) against two centroid rows a and b: oa[i] = <q_i, a>,
- * ob[i] = <q_i, b>. pa and pb (or NULL) are the next rows, prefetched a line per 16
- * floats so that their reads overlap this pair's arithmetic. */
-AVX2_FN static void dot_pair4_avx2(const float *Q, uint32_t dim, const float *a, const float *b,
-                                   const float *pa, const float *pb, float *oa, float *ob) {
+ * ob[i] = <q_i, b>. pa and pb (or NULL) are the next rows, prefetched a 64-byte line at
+ * a time so that their reads overlap this pair's arithmetic. */
+__attribute__((always_inline)) AVX2_FN static inline void
+dot_pair4(const float *Q, uint32_t dim, const void *a, const void *b, const void *pa,
+          const void *pb, bool half, float *oa, float *ob) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0,
            b3 = a0;
     const float *q0 = Q, *q1 = Q + dim, *q2 = Q + 2 * (uint64_t)dim, *q3 = Q + 3 * (uint64_t)dim;
+    const uint32_t line = half ? 32 : 16, esz = half ? 2 : 4;
     uint32_t k = 0;
     for (; k + 8 <= dim; k += 8) {
-        if (pa && k % 16 == 0) {
-            _mm_prefetch((const char *)(pa + k), _MM_HINT_T0);
-            _mm_prefetch((const char *)(pb + k), _MM_HINT_T0);
+        if (pa && k % line == 0) {
+            _mm_prefetch((const char *)pa + (uint64_t)k * esz, _MM_HINT_T0);
+            _mm_prefetch((const char *)pb + (uint64_t)k * esz, _MM_HINT_T0);
         }
-        const __m256 x = _mm256_loadu_ps(a + k), y = _mm256_loadu_ps(b + k);
+        const __m256 x = row8(a, half, k), y = row8(b, half, k);
         __m256 q = _mm256_loadu_ps(q0 + k);
         a0 = _mm256_fmadd_ps(x, q, a0);
         b0 = _mm256_fmadd_ps(y, q, b0);
@@ -100,8 +113,8 @@ AVX2_FN static void dot_pair4_avx2(const float *Q, uint32_t dim, const float *a,
     for (uint32_t i = 0; i < 4; i++) {
         float sa = tt_hsum8(A[i]), sb = tt_hsum8(B[i]);
         for (uint32_t t = k; t < dim; t++) {
-            sa += Q[(uint64_t)i * dim + t] * a[t];
-            sb += Q[(uint64_t)i * dim + t] * b[t];
+            sa += Q[(uint64_t)i * dim + t] * row1(a, half, t);
+            sb += Q[(uint64_t)i * dim + t] * row1(b, half, t);
         }
         oa[i] = sa;
         ob[i] = sb;
@@ -110,21 +123,34 @@ AVX2_FN static void dot_pair4_avx2(const float *Q, uint32_t dim, const float *a,
 
 /* Rows two at a time: a 14 KiB float32 row of a 3584-d index comes from memory, and one
  * stream per row (an sgemv a row) left the memory system idle between rows. */
-AVX2_FN static void centroid_dots_avx2(const float *Qp, uint32_t nqp, uint32_t dim,
-                                       const float *centroids, const uint32_t *codes,
-                                       uint64_t n, float *CS) {
+__attribute__((always_inline)) AVX2_FN static inline void
+centroid_dots_avx2(const float *Qp, uint32_t nqp, uint32_t dim, const void *centroids,
+                   bool half, const uint32_t *codes, uint64_t n, float *CS) {
+    const uint64_t rb = (uint64_t)dim * (half ? 2 : 4);
+    const char *base = centroids;
     for (uint64_t t = 0; t < n; t += 2) {
         const uint32_t ca = codes[t], cb = codes[t + 1 < n ? t + 1 : t];
-        const float *a = centroids + (uint64_t)ca * dim, *b = centroids + (uint64_t)cb * dim;
-        const float *pa = NULL, *pb = NULL;
+        const char *a = base + ca * rb, *b = base + cb * rb, *pa = NULL, *pb = NULL;
         if (t + 2 < n) {
-            pa = centroids + (uint64_t)codes[t + 2] * dim;
-            pb = centroids + (uint64_t)codes[t + 3 < n ? t + 3 : t + 2] * dim;
+            pa = base + codes[t + 2] * rb;
+            pb = base + codes[t + 3 < n ? t + 3 : t + 2] * rb;
         }
         for (uint32_t i0 = 0; i0 < nqp; i0 += 4)
-            dot_pair4_avx2(Qp + (uint64_t)i0 * dim, dim, a, b, i0 ? NULL : pa, pb,
-                           CS + (uint64_t)ca * nqp + i0, CS + (uint64_t)cb * nqp + i0);
+            dot_pair4(Qp + (uint64_t)i0 * dim, dim, a, b, i0 ? NULL : pa, pb, half,
+                      CS + (uint64_t)ca * nqp + i0, CS + (uint64_t)cb * nqp + i0);
     }
+}
+
+AVX2_FN static void centroid_dots32_avx2(const float *Qp, uint32_t nqp, uint32_t dim,
+                                         const float *centroids, const uint32_t *codes,
+                                         uint64_t n, float *CS) {
+    centroid_dots_avx2(Qp, nqp, dim, centroids, false, codes, n, CS);
+}
+
+AVX2_FN static void centroid_dots16_avx2(const float *Qp, uint32_t nqp, uint32_t dim,
+                                         const uint16_t *centroids, const uint32_t *codes,
+                                         uint64_t n, float *CS) {
+    centroid_dots_avx2(Qp, nqp, dim, centroids, true, codes, n, CS);
 }
 #endif
 
@@ -132,7 +158,7 @@ void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *
                       const uint32_t *codes, uint64_t n, float *CS, bool avx2) {
 #ifdef TT_AVX2
     if (avx2) {
-        centroid_dots_avx2(Qp, nqp, dim, centroids, codes, n, CS);
+        centroid_dots32_avx2(Qp, nqp, dim, centroids, codes, n, CS);
         return;
     }
 #else
@@ -142,6 +168,31 @@ void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nqp, (int)dim, 1.0f, Qp, (int)dim,
                     centroids + (uint64_t)codes[t] * dim, 1, 0.0f, CS + (uint64_t)codes[t] * nqp,
                     1);
+}
+
+/* Positions of a float16 row converted at a time by the portable loop. */
+#define DOTS16_CHUNK 256u
+
+void tt_centroid_dots16(const float *Qp, uint32_t nqp, uint32_t dim, const uint16_t *centroids,
+                        const uint32_t *codes, uint64_t n, float *CS, bool avx2) {
+#ifdef TT_AVX2
+    if (avx2) {
+        centroid_dots16_avx2(Qp, nqp, dim, centroids, codes, n, CS);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    float buf[DOTS16_CHUNK];
+    for (uint64_t t = 0; t < n; t++) {
+        const uint16_t *row = centroids + (uint64_t)codes[t] * dim;
+        for (uint32_t k = 0; k < dim; k += DOTS16_CHUNK) {
+            const uint32_t m = TT_MIN(DOTS16_CHUNK, dim - k);
+            tt_f16_to_f32_n(buf, row + k, m);
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nqp, (int)m, 1.0f, Qp + k, (int)dim,
+                        buf, 1, k ? 1.0f : 0.0f, CS + (uint64_t)codes[t] * nqp, 1);
+        }
+    }
 }
 
 double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const float *centroids,

@@ -49,6 +49,10 @@ void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t 
  * otherwise one sgemv a row. The two agree up to float rounding. */
 void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *centroids,
                       const uint32_t *codes, uint64_t n, float *CS, bool avx2);
+/* The same from float16 rows (the index's centroids16): with avx2 the same floats as
+ * tt_centroid_dots from their float32 values; otherwise an sgemv per 256 positions. */
+void tt_centroid_dots16(const float *Qp, uint32_t nqp, uint32_t dim, const uint16_t *centroids,
+                        const uint32_t *codes, uint64_t n, float *CS, bool avx2);
 
 /* Scalar reference of the same score for one document (double accumulation), from
  * the packed residuals and the codec; used by the tests. */

@@ -119,8 +119,8 @@ static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uin
         } else {
             for (uint32_t t = 0; t < len; t++)
                 c->gcodes[t] = tt_index_code(idx, v0 + t);
-            tt_resdec_decode_add(&c->dec, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
-                                 idx->centroids, c->gcodes, dst);
+            tt_score_decode_add(c, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
+                                c->gcodes, dst);
         }
         c->glens[c->gn] = len;
         c->gdocs[c->gn] = d;

@@ -27,8 +27,12 @@ static void split_centroid_scores(tt_search_ctx *c) {
         c->cfs_seen[code] = c->cfs_query;
         c->gcodes[n++] = code;
     }
-    tt_centroid_dots(c->Qp, c->nqp, idx->dim, idx->centroids, c->gcodes, n, c->cfs,
-                     c->dec.avx2);
+    if (idx->centroids16)
+        tt_centroid_dots16(c->Qp, c->nqp, idx->dim, idx->centroids16, c->gcodes, n, c->cfs,
+                           c->dec.avx2);
+    else
+        tt_centroid_dots(c->Qp, c->nqp, idx->dim, idx->centroids, c->gcodes, n, c->cfs,
+                         c->dec.avx2);
 }
 
 /* Whether stage 4 of the current query splits (c->split_mode, or by the index's shape),
@@ -55,6 +59,15 @@ static int split_begin(tt_search_ctx *c) {
     c->cfs_nqp = c->nqp;
     c->split = true;
     return TT_OK;
+}
+
+void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t n,
+                         const uint32_t *codes, float *out) {
+    const tt_index *idx = c->idx;
+    if (idx->centroids16)
+        tt_resdec_decode_add16(&c->dec, packed, n, idx->centroids16, codes, out);
+    else
+        tt_resdec_decode_add(&c->dec, packed, n, idx->centroids, codes, out);
 }
 
 /* Scores the group of decoded documents and pushes them into c->top. */
@@ -110,7 +123,7 @@ void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
         }
         for (uint32_t j = 0; j < len; j++)
             c->gcodes[j] = tt_index_code(idx, v0 + j);
-        tt_resdec_decode_add(&c->dec, ptr[t], len, idx->centroids, c->gcodes, rows);
+        tt_score_decode_add(c, ptr[t], len, c->gcodes, rows);
     }
     c->st.scored_docs += n;
 }
@@ -204,6 +217,6 @@ int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out) {
         return st;
     for (uint32_t j = 0; j < len; j++)
         c->gcodes[j] = tt_index_code(idx, v0 + j);
-    tt_resdec_decode_add(&c->dec, c->rptr[0], len, idx->centroids, c->gcodes, out);
+    tt_score_decode_add(c, c->rptr[0], len, c->gcodes, out);
     return TT_OK;
 }
