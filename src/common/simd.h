@@ -13,6 +13,7 @@
  * it instead: a row of 32 scores is two registers. Maxima and comparisons are exact, so
  * both versions return the same floats (tests/test_search.c runs both). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define TT_AVX512 1
 #define AVX512_FN __attribute__((target("avx512f")))
@@ -25,8 +26,11 @@
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 static inline int tt_cpu_avx2(void) {
     __builtin_cpu_init();
+    /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not
+     * know the name. */
+    unsigned a, b, c, d;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 }
 /* The sum of a register's 8 floats, in one order (halves, then pairs, then the last
  * two), so that every kernel rounds it alike; AVX alone, so AVX2 and AVX-512 code can
