@@ -15,22 +15,28 @@
 #include <fcntl.h>
 #include <math.h>
 
-/* Writes PREFIX.vectors.npy (float32) and PREFIX.doclens.npy for ndocs documents of
- * doclen vectors, clustered; returns the vectors (caller frees). */
-static float *write_corpus(const char *prefix, uint64_t ndocs, uint32_t doclen, uint32_t dim,
-                           uint64_t seed) {
-    uint64_t n = ndocs * doclen;
-    float *x = malloc(n * dim * sizeof *x);
-    tu_clustered(x, n, dim, 40, 0.35f, seed, NULL);
+/* Writes PREFIX.vectors.npy (float32, x) and PREFIX.doclens.npy for ndocs documents of
+ * doclen vectors. */
+static void write_vectors(const char *prefix, const float *x, uint64_t ndocs, uint32_t doclen,
+                          uint32_t dim) {
     char path[512];
     snprintf(path, sizeof path, "%s.vectors.npy", prefix);
-    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, n), TT_OK);
+    ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, ndocs * doclen), TT_OK);
     int64_t *lens = malloc(ndocs * sizeof *lens);
     for (uint64_t d = 0; d < ndocs; d++)
         lens[d] = doclen;
     snprintf(path, sizeof path, "%s.doclens.npy", prefix);
     ck_assert_int_eq(tu_write_npy(path, TT_DT_I64, 0, lens, ndocs), TT_OK);
     free(lens);
+}
+
+/* The same for ndocs clustered documents; returns the vectors (caller frees). */
+static float *write_corpus(const char *prefix, uint64_t ndocs, uint32_t doclen, uint32_t dim,
+                           uint64_t seed) {
+    uint64_t n = ndocs * doclen;
+    float *x = malloc(n * dim * sizeof *x);
+    tu_clustered(x, n, dim, 40, 0.35f, seed, NULL);
+    write_vectors(prefix, x, ndocs, doclen, dim);
     return x;
 }
 
@@ -222,15 +228,7 @@ START_TEST(centroids_float16) {
         tu_clustered(x, n, dim, 20, 0.35f, 41, NULL);
         for (uint64_t i = 0; raw && i < n * dim; i++)
             x[i] *= 3e6f; /* centroids far beyond float16's 65504 */
-        char path[600];
-        snprintf(path, sizeof path, "%s.vectors.npy", prefix);
-        ck_assert_int_eq(tu_write_npy(path, TT_DT_F32, dim, x, n), TT_OK);
-        int64_t *lens = malloc(ndocs * sizeof *lens);
-        for (uint64_t d = 0; d < ndocs; d++)
-            lens[d] = doclen;
-        snprintf(path, sizeof path, "%s.doclens.npy", prefix);
-        ck_assert_int_eq(tu_write_npy(path, TT_DT_I64, 0, lens, ndocs), TT_OK);
-        free(lens);
+        write_vectors(prefix, x, ndocs, doclen, dim);
         tt_input *in = open_corpus(prefix, NULL);
         tt_build_options o = small_opts();
         o.num_centroids = 32;
