@@ -401,17 +401,16 @@ static double mean_qlen(const tt_calib *c) {
     return nqv / (double)c->nq;
 }
 
-/* The search options of a calibrated set: PLAID with relative pruning, nothing taken
- * from the index's own calibration. */
-static void set_options(tt_search_options *o, int nprobe, uint32_t ndocs, float ratio,
-                        float margin, int sketch, uint32_t groups) {
+/* The search options of calibrated set s, with `groups` centroid groups: PLAID with
+ * relative pruning, nothing taken from the index's own calibration. */
+static void set_options(tt_search_options *o, const tt_tuned *s, uint32_t groups) {
     tt_search_options_init(o);
-    o->nprobe = nprobe;
-    o->ndocs = ndocs;
+    o->nprobe = s->nprobe;
+    o->ndocs = s->ndocs;
     o->pruning = TT_PRUNE_RELATIVE;
-    o->prune_ratio = ratio;
-    o->rerank_margin = margin;
-    o->sketch = sketch;
+    o->prune_ratio = s->prune_ratio;
+    o->rerank_margin = s->rerank_margin;
+    o->sketch = s->sketch;
     o->tuned = 0;
     o->centroid_groups = (int)groups;
 }
@@ -423,8 +422,16 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
                             float margin, int sketch, double screen, tt_tuned *t,
                             double *cost, bool *partial) {
     const tt_index *idx = c->idx;
+    memset(t, 0, sizeof *t);
+    t->k = k;
+    t->nprobe = nprobe;
+    t->ndocs = ndocs;
+    t->prune_ratio = ratio;
+    t->rerank_margin = margin;
+    t->sketch = sketch;
+    t->centroid_groups = c->cgroups;
     tt_search_options o;
-    set_options(&o, nprobe, ndocs, ratio, margin, sketch, c->cgroups);
+    set_options(&o, t, c->cgroups);
     double secs = 0;
     tt_search_stats ss = {0};
     const bool screening = screen >= 0 && c->nq >= SCREEN_MIN_QUERIES;
@@ -444,16 +451,8 @@ static int measure_screened(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs,
             recall += c->qrecall[q];
         nq = c->nq;
     }
-    memset(t, 0, sizeof *t);
-    t->k = k;
-    t->nprobe = nprobe;
-    t->ndocs = ndocs;
-    t->prune_ratio = ratio;
-    t->rerank_margin = margin;
-    t->sketch = sketch;
     t->recall = recall / (double)nq;
     t->ms = 1e3 * secs / (double)nq;
-    t->centroid_groups = c->cgroups;
     c->scored = (double)ss.centroids_scored / (double)nq;
     c->measured++;
     if (c->cost == TT_TUNE_COST_WORK) {
@@ -793,7 +792,7 @@ static int measure_groups(tt_calib *c, const tt_tuned *s, tt_tuned *t, double *c
 /* c's reference: set s's own top k of every query, every centroid scored. */
 static int truth_of_set(tt_calib *c, const tt_tuned *s) {
     tt_search_options o;
-    set_options(&o, s->nprobe, s->ndocs, s->prune_ratio, s->rerank_margin, s->sketch, 0);
+    set_options(&o, s, 0);
     for (uint64_t q = 0; q < c->nq; q++) {
         int st = tt_search(c->idx, c->ctx, c->Q + c->qoffs[q] * c->idx->dim, c->qlens[q], s->k,
                            &o, c->truth + q * TT_CALIB_DEPTH, &c->ntruth[q]);
