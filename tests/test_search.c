@@ -750,6 +750,48 @@ START_TEST(maxsim_group_matches_reference) {
 }
 END_TEST
 
+/* tt_cq_quantize_row's AVX2 loops give the portable loops' bytes and maximum: rows of
+ * every length up to 3 blocks of 8 and a 3584-d one, with values on rounding ties
+ * (x / m * 127 = k + 1/2, which lrintf and cvtps both round to even), non-finite values
+ * (which count as 0 and never as the maximum), all-zero rows and signed zeros. Fails
+ * if the AVX2 loop truncates instead of rounding, or lets an Inf be the maximum. */
+START_TEST(cq_quantize_row_simd) {
+    if (!tt_cq_simd_ok())
+        return; /* nothing to compare on this CPU */
+    tt_rng r;
+    tt_rng_seed(&r, 77);
+    float x[3584];
+    int8_t a[3584], b[3584];
+    for (uint32_t n = 0; n <= 3584; n = n < 25 ? n + 1 : n < 3584 ? 3584 : n + 1) {
+        for (int kind = 0; kind < 5; kind++) {
+            for (uint32_t j = 0; j < n; j++) {
+                float v = (float)(tt_rng_uniform(&r) * 2 - 1);
+                if (kind == 1) /* ties: m = 127 after the first value, k + 1/2 steps */
+                    v = j == 0 ? 127.0f : (float)((int)(tt_rng_uniform(&r) * 254) - 127) + 0.5f;
+                if (kind == 2 && j % 7 == 3)
+                    v = j % 3 ? NAN : j % 2 ? INFINITY : -INFINITY;
+                if (kind == 3)
+                    v = j % 2 ? 0.0f : -0.0f;
+                if (kind == 4 && j % 5 == 1) /* a huge finite value beside tiny ones */
+                    v = j == 1 ? FLT_MAX : 1e-30f;
+                x[j] = v;
+            }
+            float ma = -1, mb = -2;
+            memset(a, 0x55, sizeof a);
+            memset(b, 0x66, sizeof b);
+            tt_cq_quantize_row(x, n, 127.0f, false, a, &ma);
+            tt_cq_quantize_row(x, n, 127.0f, true, b, &mb);
+            ck_assert_msg(ma == mb, "n %u kind %d: max %g vs %g", n, kind, ma, mb);
+            ck_assert_msg(isfinite(ma), "n %u kind %d: a non-finite maximum", n, kind);
+            ck_assert_msg(memcmp(a, b, n) == 0, "n %u kind %d: bytes differ", n, kind);
+            if (kind == 1 && n > 1) /* the portable rounding of a tie is to even */
+                for (uint32_t j = 1; j < n; j++)
+                    ck_assert_int_eq(a[j] % 2, 0);
+        }
+    }
+}
+END_TEST
+
 /* Stage-1 scores St of a tt_cq against references computed here from the definition
  * (cscore.h), not from the table, so that a kernel or a table that is wrong is caught:
  * - int8 kernels: St[k, i] must equal (float)(sum_d q8 * c8) * (cscale * qscale) bit for
@@ -2385,6 +2427,7 @@ int main(void) {
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
     tcase_add_test(tc, cq_kernels_agree);
+    tcase_add_test(tc, cq_quantize_row_simd);
     tcase_add_test(tc, cq_groups);
     tcase_add_loop_test(tc, cq_check_catches_broken, 0, 2);
     suite_add_tcase(s, tc);

@@ -244,6 +244,17 @@ START_TEST(find_nonfinite) {
     x[11] = -INFINITY;
     ck_assert_int_eq(tt_find_nonfinite(x, 4, 3), 3);
     ck_assert_int_eq(tt_find_nonfinite(x, 3, 3), -1);
+    /* every position of rows longer than the four-way loop, and its tail */
+    float y[2 * 11];
+    for (uint32_t p = 0; p < 11; p++)
+        for (int kind = 0; kind < 3; kind++) {
+            for (uint32_t j = 0; j < 22; j++)
+                y[j] = j % 3 ? FLT_MAX : j % 2 ? -FLT_MIN / 4 : -0.0f; /* largest, subnormal */
+            ck_assert_int_eq(tt_find_nonfinite(y, 2, 11), -1);
+            y[11 + p] = kind == 0 ? NAN : kind == 1 ? INFINITY : -INFINITY;
+            ck_assert_int_eq(tt_find_nonfinite(y, 2, 11), 1);
+            ck_assert_int_eq(tt_find_nonfinite(y, 1, 11), -1);
+        }
 }
 END_TEST
 

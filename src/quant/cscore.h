@@ -83,6 +83,14 @@ int tt_cq_init_kernel(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim
 int tt_cq_init_rows(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, int kernel,
                     uint32_t nrows, const uint32_t *row_id);
 void tt_cq_free(tt_cq *q);
+/* One row quantized as the tables' rows are: out[j] the int8 rounding of x[j] / *m * qmax
+ * (clamped to +-127), *m set to the largest finite |x[j]|; non-finite values and an
+ * all-zero row give 0. simd: the AVX2 loops (only where tt_cq_simd_ok()), else the
+ * portable ones; the same bytes and *m either way. */
+void tt_cq_quantize_row(const float *x, uint32_t n, float qmax, bool simd, int8_t *out,
+                        float *m);
+/* Whether this build and CPU have tt_cq_quantize_row's AVX2 loops. */
+bool tt_cq_simd_ok(void);
 /* Memory held by q (0 for TT_CQ_F32: the centroids are the caller's). */
 uint64_t tt_cq_bytes(const tt_cq *q);
 
