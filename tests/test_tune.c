@@ -895,6 +895,67 @@ START_TEST(centroid_groups_calibrated) {
 }
 END_TEST
 
+/* A set that no number of centroid groups keeps at the target, but whose next ndocs
+ * with groups does, for less than the set costs without them: the calibration takes the
+ * deeper set with groups (calibrate.c, set_groups). On this index and seed the set
+ * nprobe 32, ndocs 32 reaches 0.92 only without groups (with them, only at 8 groups,
+ * which cost more than the 10% gain allows), and ndocs 64 reaches it with 1 group. The
+ * stored choice then holds on held-out pseudo-queries. */
+START_TEST(groups_with_deeper_set) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/wd", dir);
+    build_wide(a, 5);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_calib c;
+    ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 24, 0, NAN, 42, TT_TUNE_COST_WORK, NULL),
+                     TT_OK);
+    c.threads = 2;
+    ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+    const double target = 0.92;
+    tt_tuned s, t, m;
+    double s_cost, t_cost;
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 32, 0, 1, 1, &s, &s_cost), TT_OK);
+    /* the work count with stage 1's int8 rows, as the groups are compared (calibrate.c,
+     * measure_groups): a quarter of a multiply-add per dimension and query vector */
+    const double row = idx->dim * 4 / 4.0;
+    s_cost += c.scored * row;
+    s.reached = tt_calib_reaches(&c, 10, s.recall, target);
+    ck_assert_msg(s.reached, "the set itself: recall %.3f", s.recall);
+    t = s;
+    tt_tuned *sets[1] = {&t};
+    tt_calib *cs[1] = {&c};
+    uint32_t *g = NULL, G = 0;
+    ck_assert_int_eq(tt_calib_groups(idx, cs, sets, 1, target, 42, 2, &g, &G), TT_OK);
+    ck_assert_msg(G > 0 && g && t.centroid_groups > 0 && t.centroid_groups < G,
+                  "groups %u, set %u (nprobe %d ndocs %u)", G, t.centroid_groups, t.nprobe,
+                  t.ndocs);
+    ck_assert_int_eq(t.nprobe, 32);
+    ck_assert_uint_eq(t.ndocs, 64);
+    ck_assert(t.reached && tt_calib_reaches(&c, 10, t.recall, target));
+    /* the set itself with those groups falls short; the deeper one is cheaper than it
+     * without them */
+    c.cgroups = t.centroid_groups;
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 32, 0, 1, 1, &m, &t_cost), TT_OK);
+    ck_assert_msg(!tt_calib_reaches(&c, 10, m.recall, target), "ndocs 32, %u groups: %.3f",
+                  t.centroid_groups, m.recall);
+    ck_assert_int_eq(tt_calib_measure(&c, 10, 32, 64, 0, 1, 1, &m, &t_cost), TT_OK);
+    t_cost += (c.scored + G) * row;
+    ck_assert_double_lt(t_cost, 0.9 * s_cost);
+    tt_calib_free(&c);
+    /* held out: the chosen set on pseudo-queries of another seed */
+    ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 48, 0, NAN, 4243, TT_TUNE_COST_WORK, NULL),
+                     TT_OK);
+    ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+    c.cgroups = t.centroid_groups;
+    ck_assert_int_eq(tt_calib_measure(&c, 10, t.nprobe, t.ndocs, 0, 1, 1, &m, &t_cost), TT_OK);
+    ck_assert_msg(m.recall >= target - 0.05, "held-out recall@10 %.3f", m.recall);
+    tt_calib_free(&c);
+    free(g);
+    tt_index_close(idx);
+}
+END_TEST
+
 START_TEST(bad_input) {
     char a[600];
     snprintf(a, sizeof a, "%s/e", dir);
@@ -966,6 +1027,7 @@ int main(void) {
     tcase_add_test(tc, exhaustive_choice);
     tcase_add_test(tc, screened_grid);
     tcase_add_test(tc, changes_and_stale);
+    tcase_add_test(tc, groups_with_deeper_set);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, groups_format_round_trip);
     tcase_add_test(tc, centroid_groups_calibrated);
