@@ -88,18 +88,32 @@ bool tt_cq_simd_ok(void) {
 #endif
 }
 
-void tt_cq_quantize_row(const float *x, uint32_t n, float qmax, bool simd, int8_t *out,
-                        float *m) {
+/* max_abs and quantize, by the AVX2 loops where simd (and the build has them). */
+static float max_abs_by(const float *x, uint32_t n, bool simd) {
+#ifdef TT_AVX2
+    if (simd)
+        return max_abs_avx2(x, n);
+#endif
+    (void)simd;
+    return max_abs(x, n);
+}
+
+static void quantize_by(const float *x, uint32_t n, float m, float qmax, bool simd,
+                        int8_t *out) {
 #ifdef TT_AVX2
     if (simd) {
-        *m = max_abs_avx2(x, n);
-        quantize_avx2(x, n, *m, qmax, out);
+        quantize_avx2(x, n, m, qmax, out);
         return;
     }
 #endif
     (void)simd;
-    *m = max_abs(x, n);
-    quantize(x, n, *m, qmax, out);
+    quantize(x, n, m, qmax, out);
+}
+
+void tt_cq_quantize_row(const float *x, uint32_t n, float qmax, bool simd, int8_t *out,
+                        float *m) {
+    *m = max_abs_by(x, n, simd);
+    quantize_by(x, n, *m, qmax, simd, out);
 }
 
 static inline size_t cq_pos(uint32_t nd4, uint32_t row, uint32_t d) {
@@ -161,6 +175,7 @@ int tt_cq_init_rows(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, 
     q->dim = dim;
     q->f32 = centroids;
     q->kernel = kernel;
+    q->simd = tt_cq_simd_ok();
     q->nd4 = (dim + 3) / 4;
     q->nblk = (nrows + TT_CQ_LANES - 1) / TT_CQ_LANES;
     if (kernel == TT_CQ_F32)
@@ -184,7 +199,7 @@ int tt_cq_init_rows(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, 
      * dimensions the centroids get fewer levels so that the sums cannot overflow. */
     const uint64_t cmax = TT_MIN(127u, (uint64_t)INT32_MAX / (255u * (uint64_t)TT_MAX(dim, 1u)));
     q->cmax = (float)TT_MAX(cmax, 1u);
-    const bool simd = tt_cq_simd_ok();
+    const bool simd = q->simd;
     for (uint32_t r = 0; r < nrows; r++) {
         const uint32_t k = row_id ? row_id[r] : r;
         if (k == UINT32_MAX)
@@ -243,15 +258,16 @@ void tt_cq_query(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp, uint
     const uint32_t dim = q->dim;
     memset(qpack, 128, tt_cq_qpack_bytes(q, nqp));
     int8_t row[64];
+    const bool simd = q->simd;
     for (uint32_t i = 0; i < nqp; i++)
         qscale[i] = 0;
     for (uint32_t i = 0; i < nq; i++) {
         const float *x = Q + (uint64_t)i * dim;
-        const float m = max_abs(x, dim);
+        const float m = max_abs_by(x, dim, simd);
         qscale[i] = m / 127.0f;
         for (uint32_t d0 = 0; d0 < dim; d0 += 64) {
             uint32_t n = dim - d0 < 64 ? dim - d0 : 64;
-            quantize(x + d0, n, m, 127.0f, row);
+            quantize_by(x + d0, n, m, 127.0f, simd, row);
             for (uint32_t j = 0; j < n; j++)
                 qpack[cq_pos(q->nd4, i, d0 + j)] = (uint8_t)(row[j] + 128);
         }

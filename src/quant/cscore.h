@@ -50,6 +50,7 @@ typedef struct tt_cq {
     int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
     float cmax;            /* centroid levels: +-127, fewer past 66,000 dimensions */
     int kernel;            /* TT_CQ_* kernel used by tt_cq_centroid_scores */
+    bool simd;             /* tt_cq_simd_ok(), asked once: queries quantized by AVX2 */
     /* Grouped tables (tt_cq_init_grouped, src/quant/cgroup.c): K counts rows, in order of
      * group, each group padded with zero rows to whole blocks; row r holds centroid
      * row_id[r] (UINT32_MAX: padding). Ungrouped: ngroups 0, row k is centroid k. */
