@@ -870,12 +870,10 @@ static int set_groups(tt_calib *c, tt_calib *tw, tt_tuned *s, uint32_t G, double
     bool found;
     double s_cost, unused;
     int st = groups_for(c, tw, s, G, target, -1, -1, &with, &found, &s_cost);
-    if (!st && !found) {
+    if (!st && !found && s->ndocs <= UINT32_MAX / 2 && s->ndocs < c->idx->num_live) {
         tt_tuned deeper = *s;
         deeper.ndocs = s->ndocs * 2;
-        if (s->ndocs <= UINT32_MAX / 2 && s->ndocs < c->idx->num_live)
-            st = groups_for(c, tw, &deeper, G, target, s_cost, s->recall, &with, &found,
-                            &unused);
+        st = groups_for(c, tw, &deeper, G, target, s_cost, s->recall, &with, &found, &unused);
     }
     if (!st && found) {
         *s = with;
