@@ -95,7 +95,10 @@ int tt_calib_search_like(tt_calib *c, const tt_tuned *like, double target, tt_tu
  * index's centroids (tt_cq_train_groups, seed), regroups its table and measures each
  * PLAID set of sets[0..n) (cs[i] its calibration) with 1, 2, 4, ... groups per query
  * vector until one reaches the target; a set that is then cheaper than with every
- * centroid takes that number (and its figures). *group_of (allocated) and *ngroups
+ * centroid takes that number (and its figures). A set that no number keeps at the
+ * target may instead become the same set with twice its ndocs and groups, when that
+ * reaches the target, keeps the set's recall and costs less than the set without
+ * groups (calibrate.c, set_groups). *group_of (allocated) and *ngroups
  * receive the groups when some set took them; otherwise NULL and 0, and the index's
  * table is ungrouped again. Nothing for indexes of fewer than TT_CQ_GROUP_MIN_K
  * centroids or without an int8 table, nor (no groups made) where stage 1 is too small
