@@ -14,6 +14,7 @@
 #include "quant/cscore.h"
 #include "quant/kmeans.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,10 +123,9 @@ int tt_cq_init_grouped(tt_cq *q, const float *centroids, uint32_t K, uint32_t di
         for (uint32_t k = 0; k < K; k++) {
             const uint32_t g = group_of[k];
             row_id[(uint64_t)gblk[g] * TT_CQ_LANES + fill[g]++] = k;
-            float *m = mu + (uint64_t)g * dim;
-            const float *x = centroids + (uint64_t)k * dim;
-            for (uint32_t d = 0; d < dim; d++)
-                m[d] += x[d];
+            /* a * x + y with a = 1 is x + y exactly: the loop's sums, vectorized */
+            cblas_saxpy((int)dim, 1.0f, centroids + (uint64_t)k * dim, 1,
+                        mu + (uint64_t)g * dim, 1);
         }
         for (uint32_t g = 0; g < G; g++) {
             const float inv = 1.0f / (float)fill[g];
