@@ -617,10 +617,8 @@ START_TEST(centroid_dots_match_definition) {
                     const int avx2 = path / 2, half = path % 2;
                     for (uint32_t i = 0; i < K * nqp; i++)
                         CS[i] = -7.0f;
-                    if (half)
-                        tt_centroid_dots16(Q, nqp, dim, H, codes, n, CS, avx2);
-                    else
-                        tt_centroid_dots(Q, nqp, dim, C, codes, n, CS, avx2);
+                    tt_centroid_dots(Q, nqp, dim, half ? NULL : C, half ? H : NULL, codes, n, CS,
+                                     avx2);
                     /* AVX2 reads float16 into the same floats: the same sums */
                     if (avx2 && half)
                         ck_assert_mem_eq(CS, CS32, (size_t)K * nqp * sizeof *CS);

@@ -154,30 +154,18 @@ AVX2_FN static void centroid_dots16_avx2(const float *Qp, uint32_t nqp, uint32_t
 }
 #endif
 
-void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *centroids,
-                      const uint32_t *codes, uint64_t n, float *CS, bool avx2) {
-#ifdef TT_AVX2
-    if (avx2) {
-        centroid_dots32_avx2(Qp, nqp, dim, centroids, codes, n, CS);
-        return;
-    }
-#else
-    (void)avx2;
-#endif
-    for (uint64_t t = 0; t < n; t++)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nqp, (int)dim, 1.0f, Qp, (int)dim,
-                    centroids + (uint64_t)codes[t] * dim, 1, 0.0f, CS + (uint64_t)codes[t] * nqp,
-                    1);
-}
-
 /* Positions of a float16 row converted at a time by the portable loop. */
 #define DOTS16_CHUNK 256u
 
-void tt_centroid_dots16(const float *Qp, uint32_t nqp, uint32_t dim, const uint16_t *centroids,
-                        const uint32_t *codes, uint64_t n, float *CS, bool avx2) {
+void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *centroids,
+                      const uint16_t *centroids16, const uint32_t *codes, uint64_t n,
+                      float *CS, bool avx2) {
 #ifdef TT_AVX2
     if (avx2) {
-        centroid_dots16_avx2(Qp, nqp, dim, centroids, codes, n, CS);
+        if (centroids16)
+            centroid_dots16_avx2(Qp, nqp, dim, centroids16, codes, n, CS);
+        else
+            centroid_dots32_avx2(Qp, nqp, dim, centroids, codes, n, CS);
         return;
     }
 #else
@@ -185,12 +173,18 @@ void tt_centroid_dots16(const float *Qp, uint32_t nqp, uint32_t dim, const uint1
 #endif
     float buf[DOTS16_CHUNK];
     for (uint64_t t = 0; t < n; t++) {
-        const uint16_t *row = centroids + (uint64_t)codes[t] * dim;
+        float *cs = CS + (uint64_t)codes[t] * nqp;
+        if (!centroids16) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nqp, (int)dim, 1.0f, Qp, (int)dim,
+                        centroids + (uint64_t)codes[t] * dim, 1, 0.0f, cs, 1);
+            continue;
+        }
+        const uint16_t *row = centroids16 + (uint64_t)codes[t] * dim;
         for (uint32_t k = 0; k < dim; k += DOTS16_CHUNK) {
             const uint32_t m = TT_MIN(DOTS16_CHUNK, dim - k);
             tt_f16_to_f32_n(buf, row + k, m);
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nqp, (int)m, 1.0f, Qp + k, (int)dim,
-                        buf, 1, k ? 1.0f : 0.0f, CS + (uint64_t)codes[t] * nqp, 1);
+                        buf, 1, k ? 1.0f : 0.0f, cs, 1);
         }
     }
 }

@@ -44,15 +44,15 @@ void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t 
                            const uint32_t *codes, const float *CS, float *QR, float *scores);
 
 /* The centroid part of the split: CS[codes[t] * nqp + i] = <q_i, centroid codes[t]> for
- * the n codes given (rows of `centroids`, dim floats each; nqp a multiple of 4). With
- * avx2 (where the CPU has AVX2 and FMA) two rows at a time, the next two prefetched;
- * otherwise one sgemv a row. The two agree up to float rounding. */
+ * the n codes given (rows of dim values each; nqp a multiple of 4), read from the float16
+ * rows `centroids16` where given (the index's copy), else from the float32 `centroids`.
+ * With avx2 (where the CPU has AVX2, FMA and F16C) two rows at a time, the next two
+ * prefetched, and float16 rows give the same floats as their float32 values; otherwise
+ * one sgemv a row (float16: a row converted 256 positions at a time). The two agree up
+ * to float rounding. */
 void tt_centroid_dots(const float *Qp, uint32_t nqp, uint32_t dim, const float *centroids,
-                      const uint32_t *codes, uint64_t n, float *CS, bool avx2);
-/* The same from float16 rows (the index's centroids16): with avx2 the same floats as
- * tt_centroid_dots from their float32 values; otherwise an sgemv per 256 positions. */
-void tt_centroid_dots16(const float *Qp, uint32_t nqp, uint32_t dim, const uint16_t *centroids,
-                        const uint32_t *codes, uint64_t n, float *CS, bool avx2);
+                      const uint16_t *centroids16, const uint32_t *codes, uint64_t n,
+                      float *CS, bool avx2);
 
 /* Scalar reference of the same score for one document (double accumulation), from
  * the packed residuals and the codec; used by the tests. */

@@ -27,12 +27,8 @@ static void split_centroid_scores(tt_search_ctx *c) {
         c->cfs_seen[code] = c->cfs_query;
         c->gcodes[n++] = code;
     }
-    if (idx->centroids16)
-        tt_centroid_dots16(c->Qp, c->nqp, idx->dim, idx->centroids16, c->gcodes, n, c->cfs,
-                           c->dec.avx2);
-    else
-        tt_centroid_dots(c->Qp, c->nqp, idx->dim, idx->centroids, c->gcodes, n, c->cfs,
-                         c->dec.avx2);
+    tt_centroid_dots(c->Qp, c->nqp, idx->dim, idx->centroids, idx->centroids16, c->gcodes, n,
+                     c->cfs, c->dec.avx2);
 }
 
 /* Whether stage 4 of the current query splits (c->split_mode, or by the index's shape),
