@@ -24,6 +24,9 @@
  * --split chooses stage 4's centroid split (single thread only; default auto).
  * --centroid-groups N as tartan search's (default: the index's calibrated choice); the
  * JSON's "centroids_scored" is stage 1's mean per query (single thread only).
+ * --lut off scores stage 4 without the residual lookup tables' ranking (single thread
+ * only); "scored" and "rescored" are stage 4's documents per query, and those of them
+ * scored exactly after the tables' ranking.
  *
  * Uses the internal index struct only to reach the segments' residual mappings and
  * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
@@ -86,11 +89,12 @@ int main(int argc, char **argv) {
         {"pruning", 1, 0, 'P'}, {"prune-ratio", 1, 0, 'R'}, {"rerank", 1, 0, 'K'},
         {"rerank-margin", 1, 0, 'M'},
         {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'},
-        {"split", 1, 0, 'Y'}, {"centroid-groups", 1, 0, 'G'}, {0, 0, 0, 0}};
+        {"split", 1, 0, 'Y'}, {"centroid-groups", 1, 0, 'G'}, {"lut", 1, 0, 'U'},
+        {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
-    int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO;
+    int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO, lut = 1;
     uint64_t limit = UINT64_MAX;
     tt_open_options oo;
     tt_search_options so;
@@ -128,6 +132,7 @@ int main(int argc, char **argv) {
             split = !strcmp(optarg, "on") ? TT_SPLIT_ON : !strcmp(optarg, "off") ? TT_SPLIT_OFF
                                                                                   : TT_SPLIT_AUTO;
             break;
+        case 'U': lut = strcmp(optarg, "off") != 0; break;
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
         case 'r': runpath = optarg; break;
@@ -175,6 +180,7 @@ int main(int argc, char **argv) {
         }
         tt_search_ctx_use_avx512(ctx, avx512);
         tt_search_ctx_use_split(ctx, split);
+        tt_search_ctx_use_lut(ctx, lut);
         total = 0;
         for (uint64_t q = 0; q < nq && !st; q++) {
             if (cold && evict(idx)) {
@@ -229,7 +235,8 @@ int main(int argc, char **argv) {
            "\"cpu_p50_ms\": %.3f, \"cpu_p95_ms\": %.3f, "
            "\"qps\": %.1f, \"bytes_per_query\": %.0f, \"reads_per_query\": %.1f, "
            "\"major_faults_per_query\": %.1f, \"candidates\": %.1f, \"stage_ms\": "
-           "[%.3f, %.3f, %.3f, %.3f], \"fetch_ms\": %.3f, \"centroids_scored\": %.0f}\n",
+           "[%.3f, %.3f, %.3f, %.3f], \"fetch_ms\": %.3f, \"centroids_scored\": %.0f, "
+           "\"scored\": %.1f, \"rescored\": %.1f}\n",
            label, eff.mode, k, eff.nprobe,
            eff.pruning == TT_PRUNE_ABSOLUTE ? "absolute" : "relative",
            eff.pruning == TT_PRUNE_ABSOLUTE ? eff.threshold : 0.0,
@@ -242,7 +249,8 @@ int main(int argc, char **argv) {
            (double)ss.reads / n, (double)faults / n, (double)ss.candidates / n,
            1e3 * ss.seconds[0] / n, 1e3 * ss.seconds[1] / n, 1e3 * ss.seconds[2] / n,
            1e3 * ss.seconds[3] / n, 1e3 * ss.seconds_fetch / n,
-           (double)ss.centroids_scored / n);
+           (double)ss.centroids_scored / n, (double)ss.scored_docs / n,
+           (double)ss.rescored_docs / n);
     free(hits);
     free(nh);
     free(lat);

@@ -422,6 +422,14 @@ static void random_adaptive(tt_codec *c, const uint32_t cnt[6], uint32_t nbits, 
     free(w);
 }
 
+/* random_adaptive with the smallest average width that holds the layout's bits. */
+static void layout_codec(tt_codec *c, const uint32_t cnt[6], uint64_t seed) {
+    uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 3 * cnt[2] + 2 * cnt[3] + cnt[4];
+    uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4] + cnt[5];
+    uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : bitsum <= 3ull * dim ? 3 : 4;
+    random_adaptive(c, cnt, nbits, seed);
+}
+
 /* Every width, runs that share bytes with the next width (odd counts), runs long
  * enough for the AVX-512 loop and for and against the expanded tables: the decoder
  * writes the scalar definition's values, with and without centroids, and its AVX-512
@@ -442,12 +450,9 @@ START_TEST(resdec_adaptive_matches_definition) {
         {0, 1, 16, 0, 7, 1},     /* 3-bit run from a nibble, exactly one AVX-512 step */
     };
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
-        const uint32_t *cnt = layouts[li];
-        uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 3 * cnt[2] + 2 * cnt[3] + cnt[4];
-        uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4] + cnt[5];
-        uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : bitsum <= 3ull * dim ? 3 : 4;
         tt_codec c;
-        random_adaptive(&c, cnt, nbits, 300 + li);
+        layout_codec(&c, layouts[li], 300 + li);
+        const uint32_t dim = c.dim;
         tt_resdec d;
         ck_assert_int_eq(tt_resdec_init(&d, &c), TT_OK);
         tt_rng r;
@@ -517,11 +522,7 @@ START_TEST(resdec_dot_matches_decode) {
     for (size_t li = 0; li < nlay + 8; li++) {
         tt_codec c;
         if (li < nlay) {
-            const uint32_t *cnt = layouts[li];
-            uint64_t bitsum = 8ull * cnt[0] + 4 * cnt[1] + 3 * cnt[2] + 2 * cnt[3] + cnt[4];
-            uint32_t dim = cnt[0] + cnt[1] + cnt[2] + cnt[3] + cnt[4] + cnt[5];
-            uint32_t nbits = bitsum <= dim ? 1 : bitsum <= 2ull * dim ? 2 : bitsum <= 3ull * dim ? 3 : 4;
-            random_adaptive(&c, cnt, nbits, 900 + li);
+            layout_codec(&c, layouts[li], 900 + li);
         } else {
             size_t e = li - nlay;
             random_codec(&c, pdims[e / 2], pbits[e / 2], (int)(e % 2 == 0), 950 + li);
@@ -578,6 +579,120 @@ START_TEST(resdec_dot_matches_decode) {
         free(Q);
         free(x);
         free(R);
+        tt_resdec_free(&d);
+        tt_codec_free(&c);
+    }
+}
+END_TEST
+
+/* The residual lookup tables (tt_reslut): the AVX2 and the portable loop give the same
+ * floats; each product is within the tables' rounding bound (npos steps) of the
+ * decoder's own floats, and their root-mean-square error is that of independent
+ * roundings (2 npos entries of variance step^2 / 12), not more; the layouts of
+ * resdec_dot_matches_decode (runs of other widths, loose positions: exact), 4 and 8
+ * query rows, 27 vectors (a partial block of 16). Shared codecs have no tables. */
+START_TEST(reslut_matches_decode) {
+    const uint32_t layouts[][6] = {
+        {4, 0, 0, 996, 24, 0}, {3, 1, 0, 5, 3, 4},    {0, 0, 0, 60, 8, 0},
+        {1, 3, 0, 700, 17, 9}, {2, 0, 0, 0, 3000, 2}, {0, 1, 16, 0, 7, 1},
+        {0, 0, 0, 4, 0, 0},
+    };
+    const size_t nlay = sizeof layouts / sizeof layouts[0];
+    const uint32_t pdims[] = {3584, 600, 600, 600}, pbits[] = {2, 1, 2, 2};
+    for (size_t li = 0; li < nlay + 4; li++) {
+        tt_codec c;
+        if (li < nlay) {
+            layout_codec(&c, layouts[li], 1900 + li);
+        } else {
+            size_t e = li - nlay;
+            random_codec(&c, pdims[e], pbits[e], e < 3, 1950 + li);
+        }
+        const uint32_t dim = c.dim, n = 27;
+        tt_resdec d;
+        tt_reslut L;
+        ck_assert_int_eq(tt_resdec_init(&d, &c), TT_OK);
+        ck_assert_int_eq(tt_reslut_init(&L, &d), TT_OK);
+        if (d.shared) {
+            ck_assert_uint_eq(L.npos, 0);
+            tt_resdec_free(&d);
+            tt_codec_free(&c);
+            continue;
+        }
+        /* every layout but the second and the sixth has whole bytes of 1-2-bit codes */
+        ck_assert_msg(li == 1 || li == 5 || L.npos > 0, "layout %zu: no tables", li);
+        tt_rng r;
+        tt_rng_seed(&r, 1960 + li);
+        uint8_t *packed = malloc((size_t)n * c.bytes_per_vec);
+        for (uint32_t i = 0; i < n * c.bytes_per_vec; i++)
+            packed[i] = (uint8_t)tt_rng_next(&r);
+        float *Q = malloc((size_t)8 * dim * sizeof *Q), *x = malloc((size_t)dim * sizeof *x);
+        float *R = malloc((size_t)n * dim * sizeof *R), out[27 * 8], o2[27 * 8];
+        for (uint32_t i = 0; i < 8 * dim; i++)
+            Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
+        /* Vectors 0 and 1 take row 0's largest entry at every position: the sums that
+         * would overflow 16-bit lanes summed too long. */
+        ck_assert_int_eq(tt_reslut_set(&L, &d, Q, 4), TT_OK);
+        for (uint32_t p = 0; p < L.npos; p++) {
+            const uint8_t *t = L.tab + (size_t)p * 128;
+            uint32_t hi = 0, lo = 0;
+            for (uint32_t e = 1; e < 16; e++) {
+                hi = t[e] > t[hi] ? e : hi;
+                lo = t[16 + e] > t[16 + lo] ? e : lo;
+            }
+            packed[L.src[p]] = packed[c.bytes_per_vec + L.src[p]] = (uint8_t)(hi << 4 | lo);
+        }
+        tt_resdec_decode(&d, packed, n, R);
+        const int a2 = L.avx2;
+        for (uint32_t nqp = 4; nqp <= 8; nqp += 4) {
+            /* the tables from the portable and the AVX2 loops: the same bytes and steps */
+            const size_t tb = (size_t)nqp * L.npos * 32;
+            L.avx2 = 0;
+            ck_assert_int_eq(tt_reslut_set(&L, &d, Q, nqp), TT_OK);
+            uint8_t *tab0 = malloc(tb + 1);
+            float step0[8];
+            if (L.npos) {
+                memcpy(tab0, L.tab, tb);
+                memcpy(step0, L.scale, nqp * sizeof *step0);
+            }
+            L.avx2 = a2;
+            ck_assert_int_eq(tt_reslut_set(&L, &d, Q, nqp), TT_OK);
+            if (L.npos) {
+                ck_assert_mem_eq(L.tab, tab0, tb);
+                ck_assert_mem_eq(L.scale, step0, nqp * sizeof *step0);
+            }
+            free(tab0);
+            L.avx2 = 0;
+            tt_reslut_dot(&L, &d, packed, n, Q, x, o2);
+            L.avx2 = a2;
+            tt_reslut_dot(&L, &d, packed, n, Q, x, out);
+            ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
+            for (uint32_t i = 0; i < nqp; i++) {
+                const double step = L.npos ? L.scale[i] : 0;
+                double se = 0;
+                for (uint32_t v = 0; v < n; v++) {
+                    double want = 0, mag = 0;
+                    for (uint32_t k = 0; k < dim; k++) {
+                        double t = (double)Q[(size_t)i * dim + k] * R[(size_t)v * dim + k];
+                        want += t;
+                        mag += fabs(t);
+                    }
+                    const double err = out[v * nqp + i] - want;
+                    ck_assert_msg(fabs(err) <= L.npos * step + 1e-5 * (mag + 1e-3),
+                                  "layout %zu nqp %u vector %u row %u: %.9g, decoded %.9g "
+                                  "(step %g, %u positions)",
+                                  li, nqp, v, i, out[v * nqp + i], want, step, L.npos);
+                    se += err * err;
+                }
+                const double rms = sqrt(se / n), sd = step * sqrt(2.0 * L.npos / 12.0);
+                ck_assert_msg(rms <= 2 * sd + 1e-5, "layout %zu nqp %u row %u: rms error %g, "
+                              "rounding alone %g", li, nqp, i, rms, sd);
+            }
+        }
+        free(packed);
+        free(Q);
+        free(x);
+        free(R);
+        tt_reslut_free(&L);
         tt_resdec_free(&d);
         tt_codec_free(&c);
     }
@@ -2026,6 +2141,7 @@ START_TEST(split_stage4_agrees) {
         /* the fused kernel on AVX-512, then on AVX2, then the unfused split */
         ctx->dec.avx512 = t < 8 ? ctx->dec.avx512 : 0;
         ctx->dec.avx2 = t < 16 ? ctx->dec.avx2 : 0;
+        tt_search_ctx_use_lut(ctx, false); /* lut_stage4_agrees compares them */
         tt_search_ctx_use_split(ctx, TT_SPLIT_OFF);
         ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h1, &n1), TT_OK);
         tt_search_ctx_use_split(ctx, TT_SPLIT_ON);
@@ -2047,6 +2163,59 @@ START_TEST(split_stage4_agrees) {
         }
         free(Q);
     }
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* Stage 4 through the residual lookup tables (split, fused kernel): the same hits with
+ * the same floats as without them (the documents returned are scored exactly), while
+ * only some of the documents are scored exactly; query lengths 4 and 8 (the tables'
+ * sizes), k 10 and 100, sum and mean; on both test indexes (per-dimension and adaptive
+ * codecs). With a fixed stage-4 depth: the adaptive depth estimates the centroid
+ * stages' error from stage 4's scores, approximate for the documents not scored again,
+ * so its cut may move by a document at the margin. */
+START_TEST(lut_stage4_agrees) {
+    const corpus *c = _i ? &g_ca : &g_c;
+    tt_index *idx = open_idx(_i ? g_idx_ad : g_idx, TT_IO_MMAP, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    if (!tt_resdec_dot_ok(&ctx->dec, 4) || !ctx->lut.npos) { /* no AVX2: nothing to compare */
+        tt_search_ctx_free(ctx);
+        tt_index_close(idx);
+        return;
+    }
+    tt_search_ctx_use_split(ctx, TT_SPLIT_ON);
+    tt_hit h1[100], h2[100];
+    uint32_t n1, n2;
+    uint64_t scored = 0, rescored = 0;
+    for (int t = 0; t < 16; t++) {
+        const uint32_t nq = t % 4 < 2 ? 4 : 7, k = t % 2 ? 100 : 10;
+        float *Q = query_near(c, (uint64_t)t * 53 % c->ndocs, nq, 0.3f, 900 + t);
+        tt_search_options o;
+        tt_search_options_init(&o);
+        o.score = t % 3 == 2 ? TT_SCORE_MEAN : TT_SCORE_SUM;
+        o.ndocs = t % 8 < 4 ? 0 : 1024;
+        o.rerank = TT_RERANK_FIXED;
+        tt_search_ctx_use_lut(ctx, false);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h1, &n1), TT_OK);
+        tt_search_stats s0, s1;
+        tt_search_ctx_stats(ctx, &s0);
+        ck_assert(tt_search_ctx_use_lut(ctx, true) == false);
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, k, &o, h2, &n2), TT_OK);
+        tt_search_ctx_stats(ctx, &s1);
+        scored += s1.scored_docs - s0.scored_docs;
+        rescored += s1.rescored_docs - s0.rescored_docs;
+        ck_assert_uint_eq(n1, n2);
+        for (uint32_t i = 0; i < n1; i++)
+            ck_assert_msg(h1[i].doc == h2[i].doc && h1[i].score == h2[i].score,
+                          "query %d hit %u: without tables %llu %.9g, with %llu %.9g", t, i,
+                          (unsigned long long)h1[i].doc, h1[i].score,
+                          (unsigned long long)h2[i].doc, h2[i].score);
+        free(Q);
+    }
+    ck_assert_uint_gt(rescored, 0);
+    ck_assert_uint_lt(rescored, scored);
     tt_search_ctx_free(ctx);
     tt_index_close(idx);
 }
@@ -2420,6 +2589,7 @@ int main(void) {
     tcase_add_test(tc, resdec_matches_layout);
     tcase_add_test(tc, resdec_adaptive_matches_definition);
     tcase_add_test(tc, resdec_dot_matches_decode);
+    tcase_add_test(tc, reslut_matches_decode);
     tcase_add_test(tc, centroid_dots_match_definition);
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, maxsim_group_matches_reference);
@@ -2471,6 +2641,7 @@ int main(void) {
     tcase_add_test(tc, planted_ranks_first);
     tcase_add_test(tc, recall_vs_exhaustive);
     tcase_add_loop_test(tc, split_stage4_agrees, 0, 2);
+    tcase_add_loop_test(tc, lut_stage4_agrees, 0, 2);
     tcase_add_test(tc, pruning_scale_free);
     tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);

@@ -24,7 +24,7 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     c->rows4 = 1;
 #endif
     const uint64_t K = idx->num_centroids, D = idx->num_docs;
-    if ((st = tt_resdec_init(&c->dec, &idx->codec)))
+    if ((st = tt_resdec_init(&c->dec, &idx->codec)) || (st = tt_reslut_init(&c->lut, &c->dec)))
         goto fail;
     c->keep = tt_calloc(K ? K : 1, 1, "search context");
     c->cell_seen = tt_calloc(K ? K : 1, 1, "search context");
@@ -103,6 +103,9 @@ void tt_search_ctx_free(tt_search_ctx *c) {
         return;
     tt_fetcher_free(c->fetch);
     tt_resdec_free(&c->dec);
+    tt_reslut_free(&c->lut);
+    free(c->ascore);
+    free(c->aorder);
     free_query_buffers(c);
     free(c->probe_s);
     free(c->probe);
@@ -148,6 +151,12 @@ int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on) {
 int tt_search_ctx_use_split(tt_search_ctx *ctx, int mode) {
     int had = ctx->split_mode;
     ctx->split_mode = mode;
+    return had;
+}
+
+bool tt_search_ctx_use_lut(tt_search_ctx *ctx, bool on) {
+    const bool had = !ctx->lut_off;
+    ctx->lut_off = !on;
     return had;
 }
 
@@ -209,6 +218,7 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     if (++c->cfs_query == 0) { /* the stamps wrapped: none may be current */
         if (c->cfs_seen)
             memset(c->cfs_seen, 0, idx->num_centroids * sizeof *c->cfs_seen);
+        c->lut_query = 0;
         c->cfs_query = 1;
     }
     c->scale = score == TT_SCORE_MEAN ? 1.0f / (float)nq : 1.0f;

@@ -539,6 +539,37 @@ static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float 
     }
 }
 
+void tt_resdec_dot_rest(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Q,
+                        uint32_t nq, float *x, float *out) {
+    const uint32_t dim = d->dim;
+    for (uint64_t v = 0; v < n; v++) {
+        const uint8_t *p = packed + v * d->bytes_per_vec;
+        float *o = out + v * nq;
+        for (uint32_t i = 0; i < nq; i++)
+            o[i] = 0;
+        for (uint32_t t = 0; t < d->nloose; t++) {
+            const uint32_t k = d->loose[t];
+            const float val = tt_codec_value(d->codec, p, k);
+            for (uint32_t i = 0; i < nq; i++)
+                o[i] += val * Q[(uint64_t)i * dim + k];
+        }
+        for (uint32_t r = 0; r < d->nruns; r++) {
+            const tt_resdec_run *run = &d->runs[r];
+            if (run->w == 1 || run->w == 2)
+                continue;
+            const uint32_t np = run_positions(run);
+            decode_run(d, run, p + run->byte0, NULL, x + run->k0);
+            for (uint32_t i = 0; i < nq; i++) {
+                const float *q = Q + (uint64_t)i * dim + run->k0;
+                float s = 0;
+                for (uint32_t j = 0; j < np; j++)
+                    s += q[j] * x[run->k0 + j];
+                o[i] += s;
+            }
+        }
+    }
+}
+
 #ifdef TT_AVX512
 /* Loops over the query rows are unrolled, so that their accumulators stay in registers
  * (nq is a constant, at most 8, where these are inlined). */

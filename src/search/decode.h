@@ -70,4 +70,45 @@ bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp);
 void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Qp,
                    uint32_t nqp, float *x, float *out);
 
+/* The part of those products over the positions that are not in the whole bytes of
+ * runs of 1-2 bits (loose positions, runs of other widths), for any nq: what the
+ * lookup tables below do not cover. Not for a shared codec. */
+void tt_resdec_dot_rest(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Q,
+                        uint32_t nq, float *x, float *out);
+
+/* Approximate <q, r> from the packed bytes through per-query lookup tables (the
+ * fast-scan of PQ search, Andre et al., VLDB 2015; EMVB and WARP score residuals from
+ * per-query tables too). For each whole byte of a run of 1-2 bits and each of its two
+ * nibbles (2 or 4 positions), a table of the 16 values sum_k q_i[k] weight_k(code_k),
+ * rounded to 8 bits on one scale per query row; 16 vectors are scored a nibble position
+ * at a time by one byte shuffle (vpshufb) per query row and summed in 16-bit lanes. The
+ * other positions (tt_resdec_dot_rest) are exact. Each table entry errs by at most
+ * scale_i / 2, so a product errs by at most npos * scale_i (npos byte positions, two
+ * nibbles each): the typical error is far smaller (rounding errors cancel). */
+typedef struct tt_reslut {
+    uint32_t nqp;      /* query rows the tables are for (a multiple of 4) */
+    uint32_t npos;     /* byte positions covered */
+    uint32_t *src;     /* npos: each covered byte's offset in a packed vector */
+    uint8_t *tab;      /* ((g * npos + p) * 4 + i) * 32 for rows 4g + i: nibble tables,
+                        * 16 bytes for the high nibble, 16 for the low */
+    float *scale;      /* nqp: row i's step */
+    float *bias;       /* nqp: row i's sum of each table's minimum */
+    uint8_t *buf;      /* npos * 16: a block's covered bytes, transposed */
+    uint8_t *zero;     /* bytes_per_vec zero bytes: the rows missing from a last block */
+    float *wlo;        /* 2 * dim: each covered position's least and greatest weight */
+    uint32_t cap_nqp;
+    int avx2;          /* the AVX2 loop (set where the CPU has it; tests may clear it) */
+} tt_reslut;
+
+/* Prepares L for the decoder d (its runs and scratch); L->npos == 0 if d has nothing the
+ * tables cover (a shared codec, or no whole bytes of 1-2-bit codes). */
+int tt_reslut_init(tt_reslut *L, const tt_resdec *d);
+void tt_reslut_free(tt_reslut *L);
+/* The tables of query rows Qp (nqp rows of dim floats, nqp a multiple of 4). */
+int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nqp);
+/* out[v * nqp + i] ~ <Qp_i, r_v> for n packed vectors (the rows tt_reslut_set was given;
+ * x: dim floats of scratch). The AVX2 and the portable loop give the same floats. */
+void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                   const float *Qp, float *x, float *out);
+
 #endif

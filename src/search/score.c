@@ -4,6 +4,8 @@
  * centroids and the residuals apart (the split below). */
 #include "search/search.h"
 
+#include <math.h>
+
 /* Stage 4 splits <q, c + r> into <q, c> + <q, r> for queries of at most SPLIT_MAX_NQP
  * (padded) vectors on vectors of at least SPLIT_MIN_DIM dimensions: each centroid row is
  * then read once per query (not once per vector scored), and on AVX-512 <q, r> comes
@@ -66,7 +68,8 @@ void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t
         tt_resdec_decode_add(&c->dec, packed, n, idx->centroids, codes, out);
 }
 
-/* Scores the group of decoded documents and pushes them into c->top. */
+/* Scores the group of decoded documents and pushes them into c->top (in the lookup
+ * pass: stores them in c->ascore). */
 void tt_score_flush(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     if (c->gn && c->split) {
@@ -79,6 +82,10 @@ void tt_score_flush(tt_search_ctx *c) {
     }
     for (uint32_t d = 0; d < c->gn; d++) {
         float s = c->gscores[d] * c->scale;
+        if (c->lut_pass) { /* ascore has room: tt_score_docs reserved it */
+            c->ascore[c->ascore_n++] = s;
+            continue;
+        }
         tt_topk_push(&c->top, c->gdocs[d], s);
         if (c->rec_on) /* rec has room: the caller reserved it */
             c->rec[c->rec_n++] = s;
@@ -98,8 +105,8 @@ float *tt_score_slot(tt_search_ctx *c, uint64_t doc, uint32_t len) {
     return rows;
 }
 
-void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
-                     const uint8_t *const *ptr) {
+static void score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                         const uint8_t *const *ptr) {
     const tt_index *idx = c->idx;
     for (size_t t = 0; t < n; t++) {
         uint64_t d = docs[t], v0 = idx->doc_vec0[d];
@@ -112,6 +119,8 @@ void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
             /* <q, r> straight into QR where the kernel can, else decoded for the sgemm */
             if (!c->split_dot)
                 tt_resdec_decode(&c->dec, ptr[t], len, rows);
+            else if (c->lut_pass)
+                tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR + r0 * c->nqp);
             else
                 tt_resdec_dot(&c->dec, ptr[t], len, c->Qp, c->nqp, c->R,
                               c->QR + r0 * c->nqp);
@@ -121,6 +130,11 @@ void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
             c->gcodes[j] = tt_index_code(idx, v0 + j);
         tt_score_decode_add(c, ptr[t], len, c->gcodes, rows);
     }
+}
+
+void tt_score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                     const uint8_t *const *ptr) {
+    score_packed(c, docs, n, ptr);
     c->st.scored_docs += n;
 }
 
@@ -168,11 +182,79 @@ int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
  * scored in the same order and groups as in one piece: the same floats. */
 #define SCORE_CHUNK_BYTES (96u << 10)
 
+/* Standard deviations of the lookup tables' error on a document's score that the
+ * exact pass allows for: a document is scored exactly while its approximate score is
+ * within this many of the k-th best exact score (see lut_margin). */
+#define LUT_SIGMAS 4.0f
+
+/* Whether stage 4 of the current query ranks by the lookup tables first (the split's
+ * fused kernel, and tables for this codec), with the tables built for this query and
+ * room for n approximate scores. */
+static int lut_begin(tt_search_ctx *c, size_t n) {
+    c->lut_pass = false;
+    if (!c->split_dot || c->lut_off || !c->lut.npos || c->nqp % 4)
+        return TT_OK;
+    int st;
+    if (c->lut_query != c->cfs_query) {
+        if ((st = tt_reslut_set(&c->lut, &c->dec, c->Qp, c->nqp)))
+            return st;
+        c->lut_query = c->cfs_query;
+    }
+    if ((st = tt_grow((void **)&c->ascore, &c->ascore_cap, n, sizeof *c->ascore, "stage 4")) ||
+        (st = tt_grow((void **)&c->aorder, &c->aorder_cap, n, sizeof *c->aorder, "stage 4")))
+        return st;
+    c->ascore_n = 0;
+    c->lut_pass = true;
+    return TT_OK;
+}
+
+/* How far a document's approximate score may lie from its exact one: LUT_SIGMAS
+ * times the standard deviation of a sum of independent roundings over the real query
+ * rows (each of a vector's 2 npos table entries errs uniformly within half a step:
+ * variance step^2 / 12). */
+static float lut_margin(const tt_search_ctx *c) {
+    float m = 0;
+    for (uint32_t i = 0; i < c->nq; i++)
+        m += c->lut.scale[i] * sqrtf((float)c->lut.npos / 6.0f);
+    return LUT_SIGMAS * m * c->scale;
+}
+
+/* Best approximate score first; ties by position (a total order). */
+static int lut_order_cmp(const void *a, const void *b) {
+    const tt_hit *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return (x->doc > y->doc) - (x->doc < y->doc);
+}
+
+/* The exact pass: documents in order of their approximate scores, each scored exactly
+ * (and pushed) while it could still enter the top k; then c->ascore holds every
+ * document's score, exact where it was rescored. */
+static void lut_rescore(tt_search_ctx *c, const uint64_t *docs, size_t n) {
+    c->lut_pass = false;
+    for (size_t t = 0; t < n; t++)
+        c->aorder[t] = (tt_hit){.doc = t, .score = c->ascore[t]};
+    qsort(c->aorder, n, sizeof *c->aorder, lut_order_cmp);
+    const float margin = lut_margin(c);
+    for (size_t r = 0; r < n; r++) {
+        const size_t t = c->aorder[r].doc;
+        if (c->top.n == c->top.k && c->aorder[r].score + margin < c->top.h[0].score)
+            break;
+        score_packed(c, docs + t, 1, c->rptr + t);
+        tt_score_flush(c);
+        c->ascore[t] = c->gscores[0] * c->scale;
+        c->st.rescored_docs++;
+    }
+}
+
 /* PLAID stage 4: fetch the residuals of docs[0..n) and score them. */
 int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     int st;
-    if ((st = doc_ranges(c, docs, n)) || (st = split_begin(c)))
+    if ((st = doc_ranges(c, docs, n)) || (st = split_begin(c)) || (st = lut_begin(c, n)))
         return st;
+    const bool rec = c->rec_on;
+    if (c->lut_pass)
+        c->rec_on = false;
     double t0 = tt_now();
     st = tt_fetcher_start(c->fetch, n, c->roff, c->rlen, c->rptr);
     c->st.seconds_fetch += tt_now() - t0;
@@ -193,6 +275,14 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     } else {
         tt_score_flush(c);
     }
+    if (!st && c->lut_pass) {
+        lut_rescore(c, docs, n);
+        c->rec_on = rec;
+        for (size_t t = 0; rec && t < n; t++) /* rec has room: the caller reserved it */
+            c->rec[c->rec_n++] = c->ascore[t];
+    }
+    c->rec_on = rec;
+    c->lut_pass = false;
     c->split = c->split_dot = false;
     return st;
 }

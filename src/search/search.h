@@ -79,6 +79,17 @@ struct tt_search_ctx {
     uint32_t *cfs_seen;    /* num_centroids */
     uint32_t cfs_query;    /* the current query's stamp */
     uint32_t *rcodes;      /* rows_cap */
+    /* Stage 4 through residual lookup tables (score.c, rlut.c): where <q, r> comes from
+     * the packed bytes and the codec has whole bytes of 1-2-bit codes, every document
+     * is first ranked by approximate <q, r> (lut_pass: tt_score_flush stores the scores
+     * in ascore instead of pushing them), then scored exactly, best first, while it can
+     * still enter the top k. lut_off: never (tests, benchmarks). */
+    tt_reslut lut;
+    bool lut_off, lut_pass;
+    uint32_t lut_query;    /* the cfs_query stamp the tables are for (0: none) */
+    float *ascore;         /* approximate scores of the documents of one tt_score_docs */
+    tt_hit *aorder;        /* (position, approximate score), best first */
+    size_t ascore_n, ascore_cap, aorder_cap;
     uint32_t gn;           /* documents in the group being decoded into R */
     uint64_t grows;        /* and their rows */
     int avx512;            /* the AVX-512 row loops are used */
@@ -108,6 +119,9 @@ int tt_search_ctx_use_avx512(tt_search_ctx *ctx, int on);
  * benchmarks, which compare the two. */
 enum { TT_SPLIT_AUTO = 0, TT_SPLIT_ON = 1, TT_SPLIT_OFF = 2 };
 int tt_search_ctx_use_split(tt_search_ctx *ctx, int mode);
+/* Stage 4's lookup-table ranking (on by default where it applies); returns whether it
+ * was on. For the tests and benchmarks. */
+bool tt_search_ctx_use_lut(tt_search_ctx *ctx, bool on);
 
 /* TT_EINVAL for options no resolve can make sense of: a struct_size of another
  * version, a negative nprobe, an infinite threshold. NULL is fine (the defaults). */

@@ -1,0 +1,435 @@
+/* Residual lookup tables: approximate <q, r> of packed residuals without decoding them
+ * (search/decode.h, tt_reslut). A byte of 2-bit codes holds 4 positions, two per
+ * nibble; the 16 values a nibble can take against query row i are one table, and 16
+ * vectors' bytes at one position, transposed into one register, are looked up in it
+ * by one vpshufb: 4 positions of 16 vectors per instruction, where the float kernel
+ * (decode.c, lanes_run) spends a multiply-add per position and query row for 8
+ * vectors. Entries are 8 bits on one step per query row, summed in 16-bit lanes (two
+ * vectors a lane, the odd one also apart, as in FAISS's fast-scan) and moved to 32 bits
+ * every 256 positions, before a lane could overflow. */
+#include "search/decode.h"
+
+#include "common/simd.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Byte positions summed in 16-bit lanes before they move to 32 bits: 256 * 255 fits. */
+#define LANE_FLUSH 256u
+
+static bool covered(const tt_resdec_run *r) {
+    return r->w == 1 || r->w == 2;
+}
+
+int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
+    memset(L, 0, sizeof *L);
+    if (d->shared)
+        return TT_OK;
+    uint32_t npos = 0;
+    for (uint32_t r = 0; r < d->nruns; r++)
+        if (covered(&d->runs[r]))
+            npos += d->runs[r].nbytes;
+    if (!npos)
+        return TT_OK;
+    if (!(L->src = tt_alloc(npos, sizeof *L->src, "residual lookup tables")) ||
+        !(L->buf = tt_alloc((uint64_t)npos * 16, 1, "residual lookup tables")) ||
+        !(L->zero = tt_calloc(d->bytes_per_vec, 1, "residual lookup tables")) ||
+        !(L->wlo = tt_alloc(2 * (uint64_t)d->dim, sizeof *L->wlo, "residual lookup tables"))) {
+        tt_reslut_free(L);
+        return TT_ENOMEM;
+    }
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        if (!covered(run))
+            continue;
+        for (uint32_t b = 0; b < run->nbytes; b++)
+            L->src[L->npos++] = run->byte0 + b;
+        for (uint32_t j = 0; j < run->nbytes * run->pb; j++) {
+            const float *w = run->weights + (uint64_t)j * run->nb;
+            float lo = w[0], hi = w[0];
+            for (uint32_t c = 1; c < run->nb; c++) {
+                lo = w[c] < lo ? w[c] : lo;
+                hi = w[c] > hi ? w[c] : hi;
+            }
+            L->wlo[run->k0 + j] = lo;
+            L->wlo[d->dim + run->k0 + j] = hi;
+        }
+    }
+#ifdef TT_AVX2
+    L->avx2 = tt_cpu_avx2();
+#endif
+    return TT_OK;
+}
+
+void tt_reslut_free(tt_reslut *L) {
+    if (!L)
+        return;
+    free(L->src);
+    free(L->tab);
+    free(L->scale);
+    free(L->bias);
+    free(L->buf);
+    free(L->zero);
+    free(L->wlo);
+    memset(L, 0, sizeof *L);
+}
+
+/* The 16 entries of one nibble's table, rounded to bytes: e[x] = (A[x >> 2] + B[x & 3]),
+ * already scaled to steps (A: the nibble's first half of positions, B: its second). */
+static inline void nibble_bytes(const float *A, const float *B, uint8_t *e) {
+#ifdef TT_SSE2
+    const __m128 b = _mm_loadu_ps(B);
+    __m128i r[4];
+    for (uint32_t a = 0; a < 4; a++) /* round to nearest even, as lrintf */
+        r[a] = _mm_cvtps_epi32(_mm_add_ps(_mm_set1_ps(A[a]), b));
+    /* both packs saturate: a sum a hair above 255 (float rounding) stays 255, below 0 0 */
+    _mm_storeu_si128((__m128i *)e, _mm_packus_epi16(_mm_packs_epi32(r[0], r[1]),
+                                                    _mm_packs_epi32(r[2], r[3])));
+#else
+    for (uint32_t x = 0; x < 16; x++) {
+        const long y = lrintf(A[x >> 2] + B[x & 3]);
+        e[x] = (uint8_t)(y < 0 ? 0 : y > 255 ? 255 : y);
+    }
+#endif
+}
+
+/* A position's 2^w values q w_k(c) minus their minimum, in steps (inv: 1 / step; wlo,
+ * whi: each position's least and greatest weight, whose products with q bound the
+ * others'). */
+static inline void position_values(const tt_resdec_run *run, const float *q, uint32_t j,
+                                   const float *wlo, const float *whi, float inv, float *v) {
+    const uint32_t k = run->k0 + j, nb = run->nb;
+    const float *w = run->weights + (uint64_t)j * nb, qk = q[k];
+    const float a = qk * wlo[k], b = qk * whi[k], mn = a < b ? a : b;
+    for (uint32_t c = 0; c < nb; c++)
+        v[c] = (qk * w[c] - mn) * inv;
+}
+
+#ifdef TT_AVX2
+/* row_tables' loops for a run of 2-bit codes, a byte (4 positions) at a time: the
+ * nibble spans (pass 1) and the tables (pass 2), as in the portable loops but with the
+ * sums of a range and of the minima in another order. */
+AVX2_FN static void spans2_avx2(const tt_resdec_run *run, const float *q, const float *wlo,
+                                const float *whi, float *range, double *lo_sum) {
+    const uint32_t n = run->nbytes * 4, k0 = run->k0;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 rmax = _mm256_setzero_ps(), lo = _mm256_setzero_ps();
+    uint32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + k0 + j);
+        const __m256 a = _mm256_mul_ps(qv, _mm256_loadu_ps(wlo + k0 + j)),
+                     b = _mm256_mul_ps(qv, _mm256_loadu_ps(whi + k0 + j));
+        lo = _mm256_add_ps(lo, _mm256_min_ps(a, b));
+        const __m256 sp = _mm256_andnot_ps(sign, _mm256_sub_ps(b, a));
+        rmax = _mm256_max_ps(rmax, _mm256_hadd_ps(sp, sp)); /* nibble = 2 positions */
+    }
+    float r8[8], l8[8];
+    _mm256_storeu_ps(r8, rmax);
+    _mm256_storeu_ps(l8, lo);
+    for (uint32_t i = 0; i < 8; i++) {
+        *range = *range > r8[i] ? *range : r8[i];
+        *lo_sum += l8[i];
+    }
+    for (; j < n; j += 2) { /* n is a multiple of 4 */
+        float span = 0;
+        for (uint32_t u = 0; u < 2; u++) {
+            const uint32_t k = k0 + j + u;
+            const float a = q[k] * wlo[k], b = q[k] * whi[k];
+            span += fabsf(b - a);
+            *lo_sum += a < b ? a : b;
+        }
+        *range = *range > span ? *range : span;
+    }
+}
+
+/* The 8 entries sel picks from V's first position plus B, rounded to integers. */
+AVX2_FN static inline __m256i entries8(__m256 V, __m256i sel, __m256 B) {
+    return _mm256_cvtps_epi32(_mm256_add_ps(_mm256_permutevar8x32_ps(V, sel), B));
+}
+
+AVX2_FN static void tables2_avx2(const tt_resdec_run *run, const float *q, const float *wlo,
+                                 const float *whi, float inv, uint8_t *t) {
+    const uint32_t k0 = run->k0;
+    /* lanes 0-3 from element 0 and 4-7 from 1; from 2 and 3; elements 4-7 twice */
+    const __m256i p01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+                  p23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                  p4567 = _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7),
+                  order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (uint32_t b = 0; b < run->nbytes; b++) {
+        const uint32_t j = 4 * b, k = k0 + j;
+        const __m128 q4 = _mm_loadu_ps(q + k);
+        const __m128 mn4 = _mm_min_ps(_mm_mul_ps(q4, _mm_loadu_ps(wlo + k)),
+                                      _mm_mul_ps(q4, _mm_loadu_ps(whi + k)));
+        const __m256 qq = _mm256_castps128_ps256(q4), mm = _mm256_castps128_ps256(mn4);
+        const float *w = run->weights + (uint64_t)j * 4;
+        /* V01: positions j, j+1's four values each; V23: j+2, j+3's */
+        const __m256 V01 = _mm256_mul_ps(
+            _mm256_sub_ps(_mm256_mul_ps(_mm256_permutevar8x32_ps(qq, p01), _mm256_loadu_ps(w)),
+                          _mm256_permutevar8x32_ps(mm, p01)),
+            iv);
+        const __m256 V23 = _mm256_mul_ps(
+            _mm256_sub_ps(
+                _mm256_mul_ps(_mm256_permutevar8x32_ps(qq, p23), _mm256_loadu_ps(w + 8)),
+                _mm256_permutevar8x32_ps(mm, p23)),
+            iv);
+        /* entries x = 4 c0 + c1: E0 x < 8, E1 x >= 8 (high nibble), F0, F1 (low) */
+        const __m256 B01 = _mm256_permutevar8x32_ps(V01, p4567),
+                     B23 = _mm256_permutevar8x32_ps(V23, p4567);
+        const __m256i E0 = entries8(V01, p01, B01), E1 = entries8(V01, p23, B01),
+                      F0 = entries8(V23, p01, B23), F1 = entries8(V23, p23, B23);
+        /* in-lane packs leave 4-byte groups E0 0-3, E1 0-3, F0 0-3, F1 0-3, E0 4-7, ... */
+        const __m256i x =
+            _mm256_packus_epi16(_mm256_packs_epi32(E0, E1), _mm256_packs_epi32(F0, F1));
+        _mm256_storeu_si256((__m256i *)(t + (uint64_t)b * 128),
+                            _mm256_permutevar8x32_epi32(x, order));
+    }
+}
+#endif
+
+/* Query row q's tables (rows 4g + i of the layout: t at row i's first table, stride
+ * 128 bytes a position); returns the row's step and sets *bias. Each position's values
+ * q[k] w_k(c) are taken relative to their minimum, so that a table's entries are sums
+ * of non-negative parts; a table's range is the sum of its positions' spans |q[k]|
+ * (max_c w - min_c w), and the step is the largest range over 255. */
+static float row_tables(const tt_reslut *L, const tt_resdec *d, const float *q, uint8_t *t,
+                        double *bias) {
+    const float *wlo = L->wlo, *whi = L->wlo + d->dim;
+    float range = 0;
+    double lo_sum = 0;
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        if (!covered(run))
+            continue;
+#ifdef TT_AVX2
+        if (L->avx2 && run->w == 2) {
+            spans2_avx2(run, q, wlo, whi, &range, &lo_sum);
+            continue;
+        }
+#endif
+        const uint32_t half = run->pb / 2;
+        for (uint32_t j0 = 0; j0 < run->nbytes * run->pb; j0 += half) {
+            float span = 0;
+            for (uint32_t u = 0; u < half; u++) {
+                const uint32_t k = run->k0 + j0 + u;
+                const float a = q[k] * wlo[k], b = q[k] * whi[k];
+                span += fabsf(b - a);
+                lo_sum += a < b ? a : b;
+            }
+            range = range > span ? range : span;
+        }
+    }
+    const float step = range / 255.0f, inv = step > 0 ? 1.0f / step : 0.0f;
+    uint32_t p = 0;
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        if (!covered(run))
+            continue;
+#ifdef TT_AVX2
+        if (L->avx2 && run->w == 2) {
+            tables2_avx2(run, q, wlo, whi, inv, t + (uint64_t)p * 128);
+            p += run->nbytes;
+            continue;
+        }
+#endif
+        for (uint32_t b = 0; b < run->nbytes; b++, p++)
+            for (uint32_t h = 0; h < 2; h++) {
+                const uint32_t j = b * run->pb + h * (run->pb / 2);
+                float A[4], B[4];
+                if (run->w == 2) { /* a position each */
+                    position_values(run, q, j, wlo, whi, inv, A);
+                    position_values(run, q, j + 1, wlo, whi, inv, B);
+                } else { /* two 1-bit positions each, the first the higher bit */
+                    float v[4][2];
+                    for (uint32_t u = 0; u < 4; u++)
+                        position_values(run, q, j + u, wlo, whi, inv, v[u]);
+                    for (uint32_t c = 0; c < 4; c++) {
+                        A[c] = v[0][c >> 1] + v[1][c & 1];
+                        B[c] = v[2][c >> 1] + v[3][c & 1];
+                    }
+                }
+                nibble_bytes(A, B, t + (uint64_t)p * 128 + h * 16);
+            }
+    }
+    *bias = lo_sum;
+    return step;
+}
+
+int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nqp) {
+    L->nqp = nqp;
+    if (!L->npos)
+        return TT_OK;
+    if (nqp % 4)
+        return tt_err(TT_EINVAL, "residual lookup tables: %u query rows, not a multiple of 4",
+                      nqp);
+    if (nqp > L->cap_nqp) {
+        free(L->tab);
+        free(L->scale);
+        free(L->bias);
+        L->cap_nqp = 0;
+        if (!(L->tab = tt_alloc((uint64_t)nqp * L->npos, 32, "residual lookup tables")) ||
+            !(L->scale = tt_alloc(nqp, sizeof *L->scale, "residual lookup tables")) ||
+            !(L->bias = tt_alloc(nqp, sizeof *L->bias, "residual lookup tables")))
+            return TT_ENOMEM;
+        L->cap_nqp = nqp;
+    }
+    for (uint32_t i = 0; i < nqp; i++) {
+        double bias;
+        uint8_t *t = L->tab + ((uint64_t)(i / 4) * L->npos * 4 + i % 4) * 32;
+        L->scale[i] = row_tables(L, d, Qp + (uint64_t)i * d->dim, t, &bias);
+        L->bias[i] = (float)bias;
+    }
+    return TT_OK;
+}
+
+/* t[p * 16 + v] = rows[v][off + p] for p < 16, v < 16. */
+static void transpose16(const uint8_t *const *rows, uint32_t off, uint8_t *t) {
+#ifdef TT_SSE2
+    __m128i a[16], s1[16], s2[16], s3[16];
+    _Pragma("GCC unroll 16")
+    for (uint32_t v = 0; v < 16; v++)
+        a[v] = _mm_loadu_si128((const __m128i *)(rows[v] + off));
+    /* s1[2g + H]: rows 2g, 2g+1 interleaved, positions 8H..8H+7 */
+    _Pragma("GCC unroll 8")
+    for (uint32_t g = 0; g < 8; g++) {
+        s1[2 * g] = _mm_unpacklo_epi8(a[2 * g], a[2 * g + 1]);
+        s1[2 * g + 1] = _mm_unpackhi_epi8(a[2 * g], a[2 * g + 1]);
+    }
+    /* s2[4h + Q]: rows 4h..4h+3, positions 4Q..4Q+3 */
+    _Pragma("GCC unroll 4")
+    for (uint32_t h = 0; h < 4; h++)
+        _Pragma("GCC unroll 2")
+        for (uint32_t H = 0; H < 2; H++) {
+            s2[4 * h + 2 * H] = _mm_unpacklo_epi16(s1[4 * h + H], s1[4 * h + 2 + H]);
+            s2[4 * h + 2 * H + 1] = _mm_unpackhi_epi16(s1[4 * h + H], s1[4 * h + 2 + H]);
+        }
+    /* s3[8m + E]: rows 8m..8m+7, positions 2E, 2E+1 */
+    _Pragma("GCC unroll 2")
+    for (uint32_t m = 0; m < 2; m++)
+        _Pragma("GCC unroll 4")
+        for (uint32_t Q = 0; Q < 4; Q++) {
+            s3[8 * m + 2 * Q] = _mm_unpacklo_epi32(s2[8 * m + Q], s2[8 * m + 4 + Q]);
+            s3[8 * m + 2 * Q + 1] = _mm_unpackhi_epi32(s2[8 * m + Q], s2[8 * m + 4 + Q]);
+        }
+    _Pragma("GCC unroll 8")
+    for (uint32_t E = 0; E < 8; E++) {
+        _mm_storeu_si128((__m128i *)(t + 32 * E), _mm_unpacklo_epi64(s3[E], s3[8 + E]));
+        _mm_storeu_si128((__m128i *)(t + 32 * E + 16), _mm_unpackhi_epi64(s3[E], s3[8 + E]));
+    }
+#else
+    for (uint32_t p = 0; p < 16; p++)
+        for (uint32_t v = 0; v < 16; v++)
+            t[p * 16 + v] = rows[v][off + p];
+#endif
+}
+
+/* L->buf[p * 16 + v] = covered byte p of rows[v]. */
+static void gather(const tt_reslut *L, const tt_resdec *d, const uint8_t *const *rows) {
+    uint32_t p = 0;
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        if (!covered(run))
+            continue;
+        uint32_t b = 0;
+        for (; b + 16 <= run->nbytes; b += 16, p += 16)
+            transpose16(rows, run->byte0 + b, L->buf + (uint64_t)p * 16);
+        for (; b < run->nbytes; b++, p++)
+            for (uint32_t v = 0; v < 16; v++)
+                L->buf[(uint64_t)p * 16 + v] = rows[v][run->byte0 + b];
+    }
+}
+
+/* sum[v * 4 + i]: the table entries of the block's vector v for query row 4g + i. */
+static void sums_portable(const tt_reslut *L, uint32_t g, int32_t *sum) {
+    const uint8_t *tab = L->tab + (uint64_t)g * L->npos * 128;
+    for (uint32_t v = 0; v < 16; v++)
+        for (uint32_t i = 0; i < 4; i++) {
+            int32_t s = 0;
+            for (uint32_t p = 0; p < L->npos; p++) {
+                const uint8_t x = L->buf[(uint64_t)p * 16 + v];
+                const uint8_t *t = tab + (uint64_t)p * 128 + i * 32;
+                s += t[x >> 4] + t[16 + (x & 15)];
+            }
+            sum[v * 4 + i] = s;
+        }
+}
+
+#ifdef TT_AVX2
+AVX2_FN static void sums_avx2(const tt_reslut *L, uint32_t g, int32_t *sum) {
+    const uint8_t *tab = L->tab + (uint64_t)g * L->npos * 128;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256i se[4], so[4]; /* 32-bit sums of the even and the odd vectors */
+    for (uint32_t i = 0; i < 4; i++)
+        se[i] = so[i] = _mm256_setzero_si256();
+    for (uint32_t p0 = 0; p0 < L->npos; p0 += LANE_FLUSH) {
+        const uint32_t pe = TT_MIN(L->npos, p0 + LANE_FLUSH);
+        /* a0: a lane's two vectors as one 16-bit number (mod 2^16); a1: the odd one */
+        __m256i a0[4], a1[4];
+        for (uint32_t i = 0; i < 4; i++)
+            a0[i] = a1[i] = _mm256_setzero_si256();
+        for (uint32_t p = p0; p < pe; p++) {
+            const __m128i x = _mm_loadu_si128((const __m128i *)(L->buf + (uint64_t)p * 16));
+            const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4), lo = _mm_and_si128(x, m4);
+            const __m256i idx = _mm256_inserti128_si256(_mm256_castsi128_si256(hi), lo, 1);
+            const uint8_t *t = tab + (uint64_t)p * 128;
+            _Pragma("GCC unroll 4")
+            for (uint32_t i = 0; i < 4; i++) {
+                const __m256i r = _mm256_shuffle_epi8(
+                    _mm256_loadu_si256((const __m256i *)(t + 32 * i)), idx);
+                a0[i] = _mm256_add_epi16(a0[i], r);
+                a1[i] = _mm256_add_epi16(a1[i], _mm256_srli_epi16(r, 8));
+            }
+        }
+        for (uint32_t i = 0; i < 4; i++) {
+            const __m256i ev = _mm256_sub_epi16(a0[i], _mm256_slli_epi16(a1[i], 8));
+            /* halves: the high nibbles' sums and the low nibbles' */
+            se[i] = _mm256_add_epi32(
+                se[i], _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(ev)),
+                                        _mm256_cvtepu16_epi32(_mm256_extracti128_si256(ev, 1))));
+            so[i] = _mm256_add_epi32(
+                so[i],
+                _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(a1[i])),
+                                 _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a1[i], 1))));
+        }
+    }
+    for (uint32_t i = 0; i < 4; i++) {
+        int32_t e[8], o[8];
+        _mm256_storeu_si256((__m256i *)e, se[i]);
+        _mm256_storeu_si256((__m256i *)o, so[i]);
+        for (uint32_t m = 0; m < 8; m++) {
+            sum[(2 * m) * 4 + i] = e[m];
+            sum[(2 * m + 1) * 4 + i] = o[m];
+        }
+    }
+}
+#endif
+
+void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                   const float *Qp, float *x, float *out) {
+    const uint32_t nqp = L->nqp;
+    const uint64_t bpv = d->bytes_per_vec;
+    tt_resdec_dot_rest(d, packed, n, Qp, nqp, x, out);
+    if (!L->npos)
+        return;
+    int32_t sum[16 * 4];
+    const uint8_t *rows[16];
+    for (uint64_t v0 = 0; v0 < n; v0 += 16) {
+        const uint32_t nv = (uint32_t)TT_MIN(16, n - v0);
+        for (uint32_t v = 0; v < 16; v++)
+            rows[v] = v < nv ? packed + (v0 + v) * bpv : L->zero;
+        gather(L, d, rows);
+        for (uint32_t g = 0; g < nqp / 4; g++) {
+#ifdef TT_AVX2
+            if (L->avx2)
+                sums_avx2(L, g, sum);
+            else
+#endif
+                sums_portable(L, g, sum);
+            for (uint32_t v = 0; v < nv; v++)
+                for (uint32_t i = 0; i < 4; i++) {
+                    const uint32_t r = 4 * g + i;
+                    out[(v0 + v) * nqp + r] += L->scale[r] * (float)sum[v * 4 + i] + L->bias[r];
+                }
+        }
+    }
+}
