@@ -387,6 +387,7 @@ static int run_queries(tt_calib *c, const tt_search_options *o, uint32_t k, uint
         ss->stage3_docs += s2.stage3_docs;
         ss->scored_docs += s2.scored_docs;
         ss->centroids_scored += s2.centroids_scored;
+        ss->rescored_docs += s2.rescored_docs;
         for (int x = 0; x < 4; x++)
             ss->seconds[x] += s2.seconds[x];
     }
