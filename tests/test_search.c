@@ -2168,16 +2168,18 @@ START_TEST(split_stage4_agrees) {
 }
 END_TEST
 
-/* Stage 4 through the residual lookup tables (split, fused kernel): the same hits with
+/* Stage 4 through the residual lookup tables, with the split's fused kernel (_i < 2)
+ * and without the split (<q, C[c]> from stage 1's int8 scores): the same hits with
  * the same floats as without them (the documents returned are scored exactly), while
- * only some of the documents are scored exactly; query lengths 4 and 8 (the tables'
- * sizes), k 10 and 100, sum and mean; on both test indexes (per-dimension and adaptive
- * codecs). With a fixed stage-4 depth: the adaptive depth estimates the centroid
+ * only some of the documents are scored exactly; query lengths 4 and 7 (and 16 and 32
+ * without the split), k 10 and 100, sum and mean; on both test indexes (per-dimension
+ * and adaptive codecs). With a fixed stage-4 depth: the adaptive depth estimates the centroid
  * stages' error from stage 4's scores, approximate for the documents not scored again,
  * so its cut may move by a document at the margin. */
 START_TEST(lut_stage4_agrees) {
-    const corpus *c = _i ? &g_ca : &g_c;
-    tt_index *idx = open_idx(_i ? g_idx_ad : g_idx, TT_IO_MMAP, 0);
+    const int ad = _i % 2, plain = _i / 2;
+    const corpus *c = ad ? &g_ca : &g_c;
+    tt_index *idx = open_idx(ad ? g_idx_ad : g_idx, TT_IO_MMAP, 0);
     tt_search_ctx *ctx;
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
     if (!tt_resdec_dot_ok(&ctx->dec, 4) || !ctx->lut.npos) { /* no AVX2: nothing to compare */
@@ -2185,12 +2187,13 @@ START_TEST(lut_stage4_agrees) {
         tt_index_close(idx);
         return;
     }
-    tt_search_ctx_use_split(ctx, TT_SPLIT_ON);
+    tt_search_ctx_use_split(ctx, plain ? TT_SPLIT_OFF : TT_SPLIT_ON);
     tt_hit h1[100], h2[100];
     uint32_t n1, n2;
     uint64_t scored = 0, rescored = 0;
+    const uint32_t qlens[] = {4, 4, 7, 7, 16, 16, 32, 32};
     for (int t = 0; t < 16; t++) {
-        const uint32_t nq = t % 4 < 2 ? 4 : 7, k = t % 2 ? 100 : 10;
+        const uint32_t nq = qlens[t % (plain ? 8 : 4)], k = t % 2 ? 100 : 10;
         float *Q = query_near(c, (uint64_t)t * 53 % c->ndocs, nq, 0.3f, 900 + t);
         tt_search_options o;
         tt_search_options_init(&o);
@@ -2207,8 +2210,12 @@ START_TEST(lut_stage4_agrees) {
         scored += s1.scored_docs - s0.scored_docs;
         rescored += s1.rescored_docs - s0.rescored_docs;
         ck_assert_uint_eq(n1, n2);
+        /* unsplit, a document scored alone takes another sgemm shape than in a group:
+         * the same scores up to float rounding, and near-ties may swap */
+        const float tol = plain ? 1e-5f : 0.0f;
         for (uint32_t i = 0; i < n1; i++)
-            ck_assert_msg(h1[i].doc == h2[i].doc && h1[i].score == h2[i].score,
+            ck_assert_msg((h1[i].doc == h2[i].doc || plain) &&
+                              fabsf(h1[i].score - h2[i].score) <= tol * (1 + fabsf(h1[i].score)),
                           "query %d hit %u: without tables %llu %.9g, with %llu %.9g", t, i,
                           (unsigned long long)h1[i].doc, h1[i].score,
                           (unsigned long long)h2[i].doc, h2[i].score);
@@ -2641,7 +2648,7 @@ int main(void) {
     tcase_add_test(tc, planted_ranks_first);
     tcase_add_test(tc, recall_vs_exhaustive);
     tcase_add_loop_test(tc, split_stage4_agrees, 0, 2);
-    tcase_add_loop_test(tc, lut_stage4_agrees, 0, 2);
+    tcase_add_loop_test(tc, lut_stage4_agrees, 0, 4);
     tcase_add_test(tc, pruning_scale_free);
     tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);

@@ -239,7 +239,9 @@ int tt_ctx_centroid_scores(tt_search_ctx *c) {
             return TT_ENOMEM;
         c->cgwork_cap = need;
     }
-    c->st.centroids_scored += tt_cq_group_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->cgroups,
-                                                 c->qpack, c->qscale, c->cgwork, c->St);
+    const uint32_t scored = tt_cq_group_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->cgroups,
+                                               c->qpack, c->qscale, c->cgwork, c->St);
+    c->st.centroids_scored += scored;
+    c->st_every = scored >= idx->num_centroids;
     return TT_OK;
 }

@@ -425,11 +425,19 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
             else
 #endif
                 sums_portable(L, g, sum);
-            for (uint32_t v = 0; v < nv; v++)
-                for (uint32_t i = 0; i < 4; i++) {
-                    const uint32_t r = 4 * g + i;
-                    out[(v0 + v) * nqp + r] += L->scale[r] * (float)sum[v * 4 + i] + L->bias[r];
-                }
+            const uint32_t r = 4 * g;
+            for (uint32_t v = 0; v < nv; v++) {
+                float *o = out + (v0 + v) * nqp + r;
+#ifdef TT_SSE2
+                const __m128 y = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(sum + v * 4)));
+                _mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o),
+                                            _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(L->scale + r), y),
+                                                       _mm_loadu_ps(L->bias + r))));
+#else
+                for (uint32_t i = 0; i < 4; i++)
+                    o[i] += L->scale[r + i] * (float)sum[v * 4 + i] + L->bias[r + i];
+#endif
+            }
         }
     }
 }

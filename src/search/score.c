@@ -4,6 +4,8 @@
  * centroids and the residuals apart (the split below). */
 #include "search/search.h"
 
+#include "common/simd.h"
+
 #include <math.h>
 
 /* Stage 4 splits <q, c + r> into <q, c> + <q, r> for queries of at most SPLIT_MAX_NQP
@@ -187,12 +189,36 @@ int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
  * within this many of the k-th best exact score (see lut_margin). */
 #define LUT_SIGMAS 4.0f
 
-/* Whether stage 4 of the current query ranks by the lookup tables first (the split's
- * fused kernel, and tables for this codec), with the tables built for this query and
- * room for n approximate scores. */
+/* The int8 centroid scores' error terms (lut_margin): the largest squared centroid
+ * norm and int8 step over the index, once per context. */
+static void cq_error_terms(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    const tt_cq *q = &idx->cq;
+    float c2 = 0, step = 0;
+    for (uint64_t k = 0; k < idx->num_centroids; k++) {
+        const float *row = idx->centroids + k * idx->dim;
+        float s = 0;
+        for (uint32_t j = 0; j < idx->dim; j++)
+            s += row[j] * row[j];
+        c2 = s > c2 ? s : c2;
+    }
+    if (q->scale) /* int8 rows (TT_CQ_F32: float32 scores, no step) */
+        for (uint64_t r = 0; r < (uint64_t)q->nblk * TT_CQ_LANES; r++)
+            step = q->scale[r] > step ? q->scale[r] : step;
+    c->cq_c2max = c2;
+    c->cq_stepmax = step;
+    c->cq_err_ready = true;
+}
+
+/* Whether stage 4 of the current query ranks by the lookup tables first, with the
+ * tables built for this query and room for n approximate scores: with the split's
+ * fused kernel (<q, C[c]> exact, from the float rows), or without the split where
+ * stage 1 gave every centroid its own score (lut_plain: <q, C[c]> from St). */
 static int lut_begin(tt_search_ctx *c, size_t n) {
-    c->lut_pass = false;
-    if (!c->split_dot || c->lut_off || !c->lut.npos || c->nqp % 4)
+    c->lut_pass = c->lut_plain = false;
+    if (c->lut_off || !c->lut.npos || c->nqp % 4 || !c->lut.avx2)
+        return TT_OK;
+    if (!c->split_dot && (c->split || !c->st_every))
         return TT_OK;
     int st;
     if (c->lut_query != c->cfs_query) {
@@ -203,20 +229,70 @@ static int lut_begin(tt_search_ctx *c, size_t n) {
     if ((st = tt_grow((void **)&c->ascore, &c->ascore_cap, n, sizeof *c->ascore, "stage 4")) ||
         (st = tt_grow((void **)&c->aorder, &c->aorder_cap, n, sizeof *c->aorder, "stage 4")))
         return st;
+    c->lut_plain = !c->split_dot;
+    if (c->lut_plain && !c->cq_err_ready)
+        cq_error_terms(c);
     c->ascore_n = 0;
     c->lut_pass = true;
     return TT_OK;
 }
 
+/* The plain pass: each document's approximate MaxSim from St and the tables' <q, r>. */
+static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                             const uint8_t *const *ptr) {
+    const tt_index *idx = c->idx;
+    const uint32_t nq = c->nq, nqp = c->nqp;
+    float *m = c->m;
+    for (size_t t = 0; t < n; t++) {
+        const uint64_t v0 = idx->doc_vec0[docs[t]];
+        const uint32_t len = idx->doclens[docs[t]];
+        tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR);
+        for (uint32_t i = 0; i < nqp; i++)
+            m[i] = -INFINITY;
+        for (uint32_t j = 0; j < len; j++) { /* nqp is a multiple of 4 (lut_begin) */
+            const float *s = c->St + (uint64_t)tt_index_code(idx, v0 + j) * nqp,
+                        *r = c->QR + (uint64_t)j * nqp;
+#ifdef TT_SSE2
+            for (uint32_t i = 0; i < nqp; i += 4) {
+                const __m128 x = _mm_add_ps(_mm_loadu_ps(s + i), _mm_loadu_ps(r + i));
+                _mm_storeu_ps(m + i, _mm_max_ps(_mm_loadu_ps(m + i), x));
+            }
+#else
+            for (uint32_t i = 0; i < nqp; i++)
+                m[i] = s[i] + r[i] > m[i] ? s[i] + r[i] : m[i];
+#endif
+        }
+        float sum = 0;
+        for (uint32_t i = 0; i < nq; i++)
+            sum += m[i];
+        c->ascore[c->ascore_n++] = sum * c->scale;
+    }
+    c->st.scored_docs += n;
+}
+
 /* How far a document's approximate score may lie from its exact one: LUT_SIGMAS
- * times the standard deviation of a sum of independent roundings over the real query
- * rows (each of a vector's 2 npos table entries errs uniformly within half a step:
- * variance step^2 / 12). */
+ * standard deviations of the error of a sum over the real query rows of one vector's
+ * score each (the approximate maximum is at least the approximate score of the exact
+ * maximum's vector). A vector's tables err by 2 npos independent roundings, each
+ * uniform within half a step (variance step^2 / 12); St (plain pass) by the int8
+ * roundings of the query row and of the centroid, at most qstep^2 |c|^2 / 12 +
+ * cstep^2 |q|^2 / 12 with the index's largest |c| and cstep. */
 static float lut_margin(const tt_search_ctx *c) {
-    float m = 0;
-    for (uint32_t i = 0; i < c->nq; i++)
-        m += c->lut.scale[i] * sqrtf((float)c->lut.npos / 6.0f);
-    return LUT_SIGMAS * m * c->scale;
+    const uint32_t dim = c->idx->dim;
+    double v = 0;
+    for (uint32_t i = 0; i < c->nq; i++) {
+        const double step = c->lut.scale[i];
+        v += step * step * c->lut.npos / 6.0;
+        if (c->lut_plain && c->cq_stepmax > 0) {
+            const float *q = c->Qp + (uint64_t)i * dim;
+            double q2 = 0;
+            for (uint32_t j = 0; j < dim; j++)
+                q2 += (double)q[j] * q[j];
+            const double qs = c->qscale[i], cs = c->cq_stepmax;
+            v += (qs * qs * c->cq_c2max + cs * cs * q2) / 12.0;
+        }
+    }
+    return LUT_SIGMAS * (float)sqrt(v) * c->scale;
 }
 
 /* Best approximate score first; ties by position (a total order). */
@@ -265,7 +341,9 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
         t0 = tt_now();
         st = tt_fetcher_wait(c->fetch, p + m - 1);
         c->st.seconds_fetch += tt_now() - t0;
-        if (!st)
+        if (!st && c->lut_plain)
+            lut_plain_scores(c, docs + p, m, c->rptr + p);
+        else if (!st)
             tt_score_packed(c, docs + p, m, c->rptr + p);
     }
     if (st) {
@@ -282,7 +360,7 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
             c->rec[c->rec_n++] = c->ascore[t];
     }
     c->rec_on = rec;
-    c->lut_pass = false;
+    c->lut_pass = c->lut_plain = false;
     c->split = c->split_dot = false;
     return st;
 }

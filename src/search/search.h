@@ -35,6 +35,7 @@ struct tt_search_ctx {
     size_t cgwork_cap;
     uint32_t cgroups;      /* the current query's centroid_groups (0: every centroid) */
     float *St;             /* num_centroids * nqp_cap: int8 centroid scores, centroid-major */
+    bool st_every;         /* every centroid has its own score in St (no group's) */
     float *m;              /* 2 * nqp_cap: running maxima, and a row's scratch */
     float *probe_s;        /* nq * nprobe best centroid scores of stage 1 */
     uint32_t *probe;
@@ -86,6 +87,11 @@ struct tt_search_ctx {
      * still enter the top k. lut_off: never (tests, benchmarks). */
     tt_reslut lut;
     bool lut_off, lut_pass;
+    bool lut_plain;        /* without the split: <q, C[c]> from stage 1's St (every
+                            * centroid scored: no groups), the exact pass unsplit */
+    bool cq_err_ready;     /* cq_c2max, cq_stepmax computed (first plain pass) */
+    float cq_c2max;        /* the largest squared centroid norm */
+    float cq_stepmax;      /* the largest int8 step of a centroid row (0: float scores) */
     uint32_t lut_query;    /* the cfs_query stamp the tables are for (0: none) */
     float *ascore;         /* approximate scores of the documents of one tt_score_docs */
     tt_hit *aorder;        /* (position, approximate score), best first */
