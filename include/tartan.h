@@ -723,7 +723,8 @@ typedef struct tt_search_stats {
     uint64_t centroids_scored; /* centroids given their own score in stage 1 (the others
                             * their group's; doc/search.md, "Centroid groups") */
     uint64_t rescored_docs; /* of scored_docs, those ranked by the residual lookup tables
-                            * and then scored exactly (doc/search.md, "Stage 4") */
+                            * and then scored exactly (doc/search.md, "Stage 4 through
+                            * lookup tables") */
 } tt_search_stats;
 
 /* Errors: TT_EINVAL (NULL). */
