@@ -94,10 +94,12 @@ typedef struct tt_reslut {
     float *scale;      /* nqp: row i's step */
     float *bias;       /* nqp: row i's sum of each table's minimum */
     uint8_t *buf;      /* npos * 16: a block's covered bytes, transposed */
+    uint8_t *ibuf;     /* npos * 32: the same split into nibbles (AVX2, nqp > 4) */
     uint8_t *zero;     /* bytes_per_vec zero bytes: the rows missing from a last block */
     float *wlo;        /* 2 * dim: each covered position's least weight, then (from
                         * wlo + dim) its greatest */
     uint32_t cap_nqp;
+    bool only;         /* the tables cover every position (no tt_resdec_dot_rest) */
     int avx2;          /* the AVX2 loop (set where the CPU has it; tests may clear it) */
 } tt_reslut;
 

@@ -34,7 +34,8 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
     if (!(L->src = tt_alloc(npos, sizeof *L->src, "residual lookup tables")) ||
         !(L->buf = tt_alloc((uint64_t)npos * 16, 1, "residual lookup tables")) ||
         !(L->zero = tt_calloc(d->bytes_per_vec, 1, "residual lookup tables")) ||
-        !(L->wlo = tt_alloc(2 * (uint64_t)d->dim, sizeof *L->wlo, "residual lookup tables"))) {
+        !(L->wlo = tt_alloc(2 * (uint64_t)d->dim, sizeof *L->wlo, "residual lookup tables")) ||
+        !(L->ibuf = tt_alloc((uint64_t)npos * 32, 1, "residual lookup tables"))) {
         tt_reslut_free(L);
         return TT_ENOMEM;
     }
@@ -55,6 +56,9 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
             L->wlo[d->dim + run->k0 + j] = hi;
         }
     }
+    L->only = d->nloose == 0;
+    for (uint32_t r = 0; r < d->nruns; r++)
+        L->only = L->only && covered(&d->runs[r]);
 #ifdef TT_AVX2
     L->avx2 = tt_cpu_avx2();
 #endif
@@ -71,6 +75,7 @@ void tt_reslut_free(tt_reslut *L) {
     free(L->buf);
     free(L->zero);
     free(L->wlo);
+    free(L->ibuf);
     memset(L, 0, sizeof *L);
 }
 
@@ -355,7 +360,22 @@ static void sums_portable(const tt_reslut *L, uint32_t g, int32_t *sum) {
 }
 
 #ifdef TT_AVX2
-AVX2_FN static void sums_avx2(const tt_reslut *L, uint32_t g, int32_t *sum) {
+/* L->ibuf[p * 32 ..]: position p's high nibbles of the 16 vectors, then their low
+ * nibbles (the shuffle indices of sums_avx2), for queries of more than one group of 4
+ * rows, so that each group does not split them again. */
+AVX2_FN static void split_nibbles_avx2(const tt_reslut *L) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    for (uint32_t p = 0; p < L->npos; p++) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(L->buf + (uint64_t)p * 16));
+        _mm_storeu_si128((__m128i *)(L->ibuf + (uint64_t)p * 32),
+                         _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+        _mm_storeu_si128((__m128i *)(L->ibuf + (uint64_t)p * 32 + 16), _mm_and_si128(x, m4));
+    }
+}
+
+/* pre: the indices are in L->ibuf (split_nibbles_avx2), else split from L->buf here. */
+__attribute__((always_inline)) AVX2_FN static inline void
+sums_avx2_from(const tt_reslut *L, uint32_t g, int32_t *sum, const bool pre) {
     const uint8_t *tab = L->tab + (uint64_t)g * L->npos * 128;
     const __m128i m4 = _mm_set1_epi8(0x0f);
     __m256i se[4], so[4]; /* 32-bit sums of the even and the odd vectors */
@@ -368,9 +388,15 @@ AVX2_FN static void sums_avx2(const tt_reslut *L, uint32_t g, int32_t *sum) {
         for (uint32_t i = 0; i < 4; i++)
             a0[i] = a1[i] = _mm256_setzero_si256();
         for (uint32_t p = p0; p < pe; p++) {
-            const __m128i x = _mm_loadu_si128((const __m128i *)(L->buf + (uint64_t)p * 16));
-            const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4), lo = _mm_and_si128(x, m4);
-            const __m256i idx = _mm256_inserti128_si256(_mm256_castsi128_si256(hi), lo, 1);
+            __m256i idx;
+            if (pre) {
+                idx = _mm256_loadu_si256((const __m256i *)(L->ibuf + (uint64_t)p * 32));
+            } else {
+                const __m128i x = _mm_loadu_si128((const __m128i *)(L->buf + (uint64_t)p * 16));
+                const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4),
+                              lo = _mm_and_si128(x, m4);
+                idx = _mm256_inserti128_si256(_mm256_castsi128_si256(hi), lo, 1);
+            }
             const uint8_t *t = tab + (uint64_t)p * 128;
             _Pragma("GCC unroll 4")
             for (uint32_t i = 0; i < 4; i++) {
@@ -402,13 +428,24 @@ AVX2_FN static void sums_avx2(const tt_reslut *L, uint32_t g, int32_t *sum) {
         }
     }
 }
+
+AVX2_FN static void sums_avx2(const tt_reslut *L, uint32_t g, int32_t *sum) {
+    sums_avx2_from(L, g, sum, false);
+}
+
+AVX2_FN static void sums_avx2_pre(const tt_reslut *L, uint32_t g, int32_t *sum) {
+    sums_avx2_from(L, g, sum, true);
+}
 #endif
 
 void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed, uint64_t n,
                    const float *Qp, float *x, float *out) {
     const uint32_t nqp = L->nqp;
     const uint64_t bpv = d->bytes_per_vec;
-    tt_resdec_dot_rest(d, packed, n, Qp, nqp, x, out);
+    if (L->npos && L->only)
+        memset(out, 0, n * nqp * sizeof *out);
+    else
+        tt_resdec_dot_rest(d, packed, n, Qp, nqp, x, out);
     if (!L->npos)
         return;
     int32_t sum[16 * 4];
@@ -418,9 +455,16 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
         for (uint32_t v = 0; v < 16; v++)
             rows[v] = v < nv ? packed + (v0 + v) * bpv : L->zero;
         gather(L, d, rows);
+#ifdef TT_AVX2
+        const bool pre = L->avx2 && nqp > 4;
+        if (pre)
+            split_nibbles_avx2(L);
+#endif
         for (uint32_t g = 0; g < nqp / 4; g++) {
 #ifdef TT_AVX2
-            if (L->avx2)
+            if (pre)
+                sums_avx2_pre(L, g, sum);
+            else if (L->avx2)
                 sums_avx2(L, g, sum);
             else
 #endif

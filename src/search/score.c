@@ -250,6 +250,11 @@ static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
         for (uint32_t i = 0; i < nqp; i++)
             m[i] = -INFINITY;
         for (uint32_t j = 0; j < len; j++) { /* nqp is a multiple of 4 (lut_begin) */
+            if (j + 4 < len) { /* St rows are random reads (32 query vectors: 2 lines) */
+                const float *a = c->St + (uint64_t)tt_index_code(idx, v0 + j + 4) * nqp;
+                __builtin_prefetch(a);
+                __builtin_prefetch(a + nqp - 1);
+            }
             const float *s = c->St + (uint64_t)tt_index_code(idx, v0 + j) * nqp,
                         *r = c->QR + (uint64_t)j * nqp;
 #ifdef TT_SSE2
