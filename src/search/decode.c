@@ -539,16 +539,17 @@ static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float 
     }
 }
 
-void tt_resdec_dot_rest(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Q,
-                        uint32_t nq, float *x, float *out) {
+void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloose,
+                        const uint8_t *packed, uint64_t n, const float *Q, uint32_t nq,
+                        float *x, float *out) {
     const uint32_t dim = d->dim;
     for (uint64_t v = 0; v < n; v++) {
         const uint8_t *p = packed + v * d->bytes_per_vec;
         float *o = out + v * nq;
         for (uint32_t i = 0; i < nq; i++)
             o[i] = 0;
-        for (uint32_t t = 0; t < d->nloose; t++) {
-            const uint32_t k = d->loose[t];
+        for (uint32_t t = 0; t < nloose; t++) {
+            const uint32_t k = loose[t];
             const float val = tt_codec_value(d->codec, p, k);
             for (uint32_t i = 0; i < nq; i++)
                 o[i] += val * Q[(uint64_t)i * dim + k];

@@ -71,10 +71,12 @@ void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const 
                    uint32_t nqp, float *x, float *out);
 
 /* The part of those products over the positions that are not in the whole bytes of
- * runs of 1-2 bits (loose positions, runs of other widths), for any nq: what the
- * lookup tables below do not cover. Not for a shared codec. */
-void tt_resdec_dot_rest(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Q,
-                        uint32_t nq, float *x, float *out);
+ * runs of 1-2 bits: the loose positions listed (loose[0..nloose): d->loose, or a part of
+ * it) and runs of other widths, for any nq: what the lookup tables below do not cover.
+ * Not for a shared codec. */
+void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloose,
+                        const uint8_t *packed, uint64_t n, const float *Q, uint32_t nq,
+                        float *x, float *out);
 
 /* Approximate <q, r> from the packed bytes through per-query lookup tables (the
  * fast-scan of PQ search, Andre et al., VLDB 2015; EMVB and WARP score residuals from
@@ -92,14 +94,18 @@ typedef struct tt_reslut {
     uint8_t *tab;      /* ((g * npos + p) * 4 + i) * 32 for rows 4g + i: nibble tables,
                         * 16 bytes for the high nibble, 16 for the low */
     float *scale;      /* nqp: row i's step */
-    float *bias;       /* nqp: row i's sum of each table's minimum */
+    float *bias;       /* nqp: row i's sum of each table's minimum, plus its products
+                        * with the 0-bit positions' constant values */
     uint8_t *buf;      /* npos * 16: a block's covered bytes, transposed */
     uint8_t *ibuf;     /* npos * 32: the same split into nibbles (AVX2, nqp > 4) */
     uint8_t *zero;     /* bytes_per_vec zero bytes: the rows missing from a last block */
     float *wlo;        /* 2 * dim: each covered position's least weight, then (from
                         * wlo + dim) its greatest */
     uint32_t cap_nqp;
-    bool only;         /* the tables cover every position (no tt_resdec_dot_rest) */
+    uint32_t *loose;   /* the decoder's loose positions of at least 1 bit (for
+                        * tt_resdec_dot_rest; the 0-bit ones are constants: in bias) */
+    uint32_t nloose;
+    bool only;         /* the tables and bias cover every position (no rest pass) */
     int avx2;          /* the AVX2 loop (set where the CPU has it; tests may clear it) */
 } tt_reslut;
 

@@ -56,7 +56,15 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
             L->wlo[d->dim + run->k0 + j] = hi;
         }
     }
-    L->only = d->nloose == 0;
+    if (d->nloose &&
+        !(L->loose = tt_alloc(d->nloose, sizeof *L->loose, "residual lookup tables"))) {
+        tt_reslut_free(L);
+        return TT_ENOMEM;
+    }
+    for (uint32_t t = 0; t < d->nloose; t++)
+        if (d->codec->bits[d->loose[t]])
+            L->loose[L->nloose++] = d->loose[t];
+    L->only = L->nloose == 0;
     for (uint32_t r = 0; r < d->nruns; r++)
         L->only = L->only && covered(&d->runs[r]);
 #ifdef TT_AVX2
@@ -76,6 +84,7 @@ void tt_reslut_free(tt_reslut *L) {
     free(L->zero);
     free(L->wlo);
     free(L->ibuf);
+    free(L->loose);
     memset(L, 0, sizeof *L);
 }
 
@@ -281,7 +290,13 @@ int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nq
     for (uint32_t i = 0; i < nqp; i++) {
         double bias;
         uint8_t *t = L->tab + ((uint64_t)(i / 4) * L->npos * 4 + i % 4) * 32;
-        L->scale[i] = row_tables(L, d, Qp + (uint64_t)i * d->dim, t, &bias);
+        const float *q = Qp + (uint64_t)i * d->dim;
+        L->scale[i] = row_tables(L, d, q, t, &bias);
+        for (uint32_t u = 0; u < d->nloose; u++) { /* 0-bit positions: one value each */
+            const uint32_t k = d->loose[u];
+            if (!d->codec->bits[k])
+                bias += (double)q[k] * d->codec->weights[d->codec->woff[k]];
+        }
         L->bias[i] = (float)bias;
     }
     return TT_OK;
@@ -442,12 +457,14 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
                    const float *Qp, float *x, float *out) {
     const uint32_t nqp = L->nqp;
     const uint64_t bpv = d->bytes_per_vec;
-    if (L->npos && L->only)
+    if (!L->npos) { /* no tables: every position exact */
+        tt_resdec_dot_rest(d, d->loose, d->nloose, packed, n, Qp, nqp, x, out);
+        return;
+    }
+    if (L->only)
         memset(out, 0, n * nqp * sizeof *out);
     else
-        tt_resdec_dot_rest(d, packed, n, Qp, nqp, x, out);
-    if (!L->npos)
-        return;
+        tt_resdec_dot_rest(d, L->loose, L->nloose, packed, n, Qp, nqp, x, out);
     int32_t sum[16 * 4];
     const uint8_t *rows[16];
     for (uint64_t v0 = 0; v0 < n; v0 += 16) {
