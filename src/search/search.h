@@ -80,11 +80,11 @@ struct tt_search_ctx {
     uint32_t *cfs_seen;    /* num_centroids */
     uint32_t cfs_query;    /* the current query's stamp */
     uint32_t *rcodes;      /* rows_cap */
-    /* Stage 4 through residual lookup tables (score.c, rlut.c): where <q, r> comes from
-     * the packed bytes and the codec has whole bytes of 1-2-bit codes, every document
-     * is first ranked by approximate <q, r> (lut_pass: tt_score_flush stores the scores
-     * in ascore instead of pushing them), then scored exactly, best first, while it can
-     * still enter the top k. lut_off: never (tests, benchmarks). */
+    /* Stage 4 through residual lookup tables (score.c, rlut.c): where the CPU has AVX2
+     * and the codec has whole bytes of 1-2-bit codes, every document is first ranked
+     * by an approximate <q, c + r> (<q, r> from the tables; lut_pass: tt_score_flush
+     * stores the scores in ascore instead of pushing them), then scored exactly, best
+     * first, while it can still enter the top k. lut_off: never (tests, benchmarks). */
     tt_reslut lut;
     bool lut_off, lut_pass;
     bool lut_plain;        /* without the split: <q, C[c]> from stage 1's St (every
