@@ -525,18 +525,25 @@ static inline void decode_tail(const tt_resdec_run *run, const uint8_t *p, uint3
     }
 }
 
-/* The fused kernels' products of one vector's loose positions (decoded one by one) with
- * the nq query rows: loose[i] for i < nq (nq <= 8). */
-static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float *Q, uint32_t nq,
-                              float *loose) {
+/* The products of one vector's positions list[0..n) (decoded one by one) with the nq
+ * query rows: out[i] for i < nq. */
+static inline void list_dots(const tt_resdec *d, const uint32_t *list, uint32_t n,
+                             const uint8_t *p, const float *Q, uint32_t nq, float *out) {
     for (uint32_t i = 0; i < nq; i++)
-        loose[i] = 0;
-    for (uint32_t t = 0; t < d->nloose && !d->shared; t++) {
-        const uint32_t k = d->loose[t];
+        out[i] = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t k = list[t];
         const float val = tt_codec_value(d->codec, p, k);
         for (uint32_t i = 0; i < nq; i++)
-            loose[i] += val * Q[(uint64_t)i * d->dim + k];
+            out[i] += val * Q[(uint64_t)i * d->dim + k];
     }
+}
+
+/* The fused kernels' products of one vector's loose positions with the nq query rows:
+ * loose[i] for i < nq (nq <= 8). */
+static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float *Q, uint32_t nq,
+                              float *loose) {
+    list_dots(d, d->loose, d->shared ? 0 : d->nloose, p, Q, nq, loose);
 }
 
 void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloose,
@@ -546,14 +553,7 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
     for (uint64_t v = 0; v < n; v++) {
         const uint8_t *p = packed + v * d->bytes_per_vec;
         float *o = out + v * nq;
-        for (uint32_t i = 0; i < nq; i++)
-            o[i] = 0;
-        for (uint32_t t = 0; t < nloose; t++) {
-            const uint32_t k = loose[t];
-            const float val = tt_codec_value(d->codec, p, k);
-            for (uint32_t i = 0; i < nq; i++)
-                o[i] += val * Q[(uint64_t)i * dim + k];
-        }
+        list_dots(d, loose, nloose, p, Q, nq, o);
         for (uint32_t r = 0; r < d->nruns; r++) {
             const tt_resdec_run *run = &d->runs[r];
             if (run->w == 1 || run->w == 2)

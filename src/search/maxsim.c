@@ -12,6 +12,14 @@ static void maxsim_rows(float *QR, uint32_t len, uint32_t nqp) {
         max_into(QR, QR + (uint64_t)j * nqp, nqp);
 }
 
+/* A document's score from its row maxima m: their sum over the query vectors. */
+static inline float sum_maxima(const float *m, uint32_t nq) {
+    float sum = 0;
+    for (uint32_t i = 0; i < nq; i++)
+        sum += m[i];
+    return sum;
+}
+
 /* Each document's score from QR (its rows' scores, in order): the sum over the query
  * vectors of their row maxima. */
 static void group_scores(float *QR, uint32_t nq, uint32_t nqp, const uint32_t *doclens,
@@ -21,10 +29,7 @@ static void group_scores(float *QR, uint32_t nq, uint32_t nqp, const uint32_t *d
         /* The document's first row of QR becomes its running maximum. */
         float *m = QR + v * nqp;
         maxsim_rows(m, doclens[d], nqp);
-        float sum = 0;
-        for (uint32_t i = 0; i < nq; i++)
-            sum += m[i];
-        scores[d] = sum;
+        scores[d] = sum_maxima(m, nq);
         v += doclens[d];
     }
 }
@@ -58,13 +63,25 @@ void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t 
             nvec += doclens[d];
     if (!nvec)
         return;
-    for (uint64_t j = 0; j < nvec; j++) {
-        float *row = QR + j * nqp;
-        const float *cs = CS + (uint64_t)codes[j] * nqp;
-        for (uint32_t i = 0; i < nqp; i++)
-            row[i] += cs[i];
+    /* Each row gets its centroid's scores and joins its document's running maximum (the
+     * first row) while it is in cache: group_scores' maxima, in one pass. */
+    uint64_t v = 0;
+    for (uint32_t d = 0; d < ndocs; d++) {
+        float *m = QR + v * nqp;
+        for (uint32_t j = 0; j < doclens[d]; j++, v++) {
+            float *row = QR + v * nqp;
+            const float *cs = CS + (uint64_t)codes[v] * nqp;
+            if (v + 4 < nvec) { /* CS rows are random reads (32 query vectors: 2 lines) */
+                const float *a = CS + (uint64_t)codes[v + 4] * nqp;
+                __builtin_prefetch(a);
+                __builtin_prefetch(a + nqp - 1);
+            }
+            add_into(row, cs, nqp);
+            if (j)
+                max_into(m, row, nqp);
+        }
+        scores[d] = sum_maxima(m, nq);
     }
-    group_scores(QR, nq, nqp, doclens, ndocs, scores);
 }
 
 #ifdef TT_AVX2

@@ -60,6 +60,17 @@ double tt_maxsim_reference(const float *Q, uint32_t nq, uint32_t dim, const floa
                            const tt_codec *c, const uint32_t *codes, const uint8_t *packed,
                            uint32_t doclen);
 
+/* x[i] += c[i] for i < nqp (a multiple of 4), as max_into. */
+static inline void add_into(float *x, const float *c, uint32_t nqp) {
+#ifdef TT_SSE2
+    for (uint32_t i = 0; i < nqp; i += 4)
+        _mm_storeu_ps(x + i, _mm_add_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(c + i)));
+#else
+    for (uint32_t i = 0; i < nqp; i++)
+        x[i] += c[i];
+#endif
+}
+
 /* m[i] = max(m[i], x[i]) for a row of nqp scores (nqp a multiple of 4). */
 static inline void max_into(float *m, const float *x, uint32_t nqp) {
 #ifdef TT_SSE2

@@ -119,10 +119,29 @@ static inline void position_values(const tt_resdec_run *run, const float *q, uin
         v[c] = (qk * w[c] - mn) * inv;
 }
 
+/* row_tables' first pass over a run's positions from j0 (a nibble's first): each
+ * nibble's range (the sum of its positions' spans |q[k]| (max_c w - min_c w)) into
+ * *range's maximum, each position's least value q[k] w into *lo_sum. */
+static void spans_portable(const tt_resdec_run *run, const float *q, const float *wlo,
+                           const float *whi, uint32_t j0, float *range, double *lo_sum) {
+    const uint32_t half = run->pb / 2;
+    for (uint32_t j = j0; j < run->nbytes * run->pb; j += half) {
+        float span = 0;
+        for (uint32_t u = 0; u < half; u++) {
+            const uint32_t k = run->k0 + j + u;
+            const float a = q[k] * wlo[k], b = q[k] * whi[k];
+            span += fabsf(b - a);
+            *lo_sum += a < b ? a : b;
+        }
+        *range = *range > span ? *range : span;
+    }
+}
+
 #ifdef TT_AVX2
 /* row_tables' loops for a run of 2-bit codes, a byte (4 positions) at a time: the
- * nibble spans (pass 1) and the tables (pass 2), as in the portable loops but with the
- * sums of a range and of the minima in another order. */
+ * nibble spans (pass 1, 8 positions at a time; the rest by spans_portable) and the
+ * tables (pass 2), as in the portable loops but with the minima summed in another
+ * order. */
 AVX2_FN static void spans2_avx2(const tt_resdec_run *run, const float *q, const float *wlo,
                                 const float *whi, float *range, double *lo_sum) {
     const uint32_t n = run->nbytes * 4, k0 = run->k0;
@@ -144,16 +163,7 @@ AVX2_FN static void spans2_avx2(const tt_resdec_run *run, const float *q, const 
         *range = *range > r8[i] ? *range : r8[i];
         *lo_sum += l8[i];
     }
-    for (; j < n; j += 2) { /* n is a multiple of 4 */
-        float span = 0;
-        for (uint32_t u = 0; u < 2; u++) {
-            const uint32_t k = k0 + j + u;
-            const float a = q[k] * wlo[k], b = q[k] * whi[k];
-            span += fabsf(b - a);
-            *lo_sum += a < b ? a : b;
-        }
-        *range = *range > span ? *range : span;
-    }
+    spans_portable(run, q, wlo, whi, j, range, lo_sum);
 }
 
 /* The 8 entries sel picks from V's first position plus B, rounded to integers. */
@@ -221,17 +231,7 @@ static float row_tables(const tt_reslut *L, const tt_resdec *d, const float *q, 
             continue;
         }
 #endif
-        const uint32_t half = run->pb / 2;
-        for (uint32_t j0 = 0; j0 < run->nbytes * run->pb; j0 += half) {
-            float span = 0;
-            for (uint32_t u = 0; u < half; u++) {
-                const uint32_t k = run->k0 + j0 + u;
-                const float a = q[k] * wlo[k], b = q[k] * whi[k];
-                span += fabsf(b - a);
-                lo_sum += a < b ? a : b;
-            }
-            range = range > span ? range : span;
-        }
+        spans_portable(run, q, wlo, whi, 0, &range, &lo_sum);
     }
     const float step = range / 255.0f, inv = step > 0 ? 1.0f / step : 0.0f;
     uint32_t p = 0;

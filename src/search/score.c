@@ -4,8 +4,6 @@
  * centroids and the residuals apart (the split below). */
 #include "search/search.h"
 
-#include "common/simd.h"
-
 #include <math.h>
 
 /* Stage 4 splits <q, c + r> into <q, c> + <q, r> for queries of at most SPLIT_MAX_NQP
@@ -210,71 +208,6 @@ static void cq_error_terms(tt_search_ctx *c) {
     c->cq_err_ready = true;
 }
 
-/* Whether stage 4 of the current query ranks by the lookup tables first, with the
- * tables built for this query and room for n approximate scores: with the split's
- * fused kernel (<q, C[c]> exact, from the float rows), or without the split where
- * stage 1 gave every centroid its own score (lut_plain: <q, C[c]> from St). */
-static int lut_begin(tt_search_ctx *c, size_t n) {
-    c->lut_pass = c->lut_plain = false;
-    if (c->lut_off || !c->lut.npos || c->nqp % 4 || !c->lut.avx2)
-        return TT_OK;
-    if (!c->split_dot && (c->split || !c->st_every))
-        return TT_OK;
-    int st;
-    if (c->lut_query != c->cfs_query) {
-        if ((st = tt_reslut_set(&c->lut, &c->dec, c->Qp, c->nqp)))
-            return st;
-        c->lut_query = c->cfs_query;
-    }
-    if ((st = tt_grow((void **)&c->ascore, &c->ascore_cap, n, sizeof *c->ascore, "stage 4")) ||
-        (st = tt_grow((void **)&c->aorder, &c->aorder_cap, n, sizeof *c->aorder, "stage 4")))
-        return st;
-    c->lut_plain = !c->split_dot;
-    if (c->lut_plain && !c->cq_err_ready)
-        cq_error_terms(c);
-    c->ascore_n = 0;
-    c->lut_pass = true;
-    return TT_OK;
-}
-
-/* The plain pass: each document's approximate MaxSim from St and the tables' <q, r>. */
-static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
-                             const uint8_t *const *ptr) {
-    const tt_index *idx = c->idx;
-    const uint32_t nq = c->nq, nqp = c->nqp;
-    float *m = c->m;
-    for (size_t t = 0; t < n; t++) {
-        const uint64_t v0 = idx->doc_vec0[docs[t]];
-        const uint32_t len = idx->doclens[docs[t]];
-        tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR);
-        for (uint32_t i = 0; i < nqp; i++)
-            m[i] = -INFINITY;
-        for (uint32_t j = 0; j < len; j++) { /* nqp is a multiple of 4 (lut_begin) */
-            if (j + 4 < len) { /* St rows are random reads (32 query vectors: 2 lines) */
-                const float *a = c->St + (uint64_t)tt_index_code(idx, v0 + j + 4) * nqp;
-                __builtin_prefetch(a);
-                __builtin_prefetch(a + nqp - 1);
-            }
-            const float *s = c->St + (uint64_t)tt_index_code(idx, v0 + j) * nqp,
-                        *r = c->QR + (uint64_t)j * nqp;
-#ifdef TT_SSE2
-            for (uint32_t i = 0; i < nqp; i += 4) {
-                const __m128 x = _mm_add_ps(_mm_loadu_ps(s + i), _mm_loadu_ps(r + i));
-                _mm_storeu_ps(m + i, _mm_max_ps(_mm_loadu_ps(m + i), x));
-            }
-#else
-            for (uint32_t i = 0; i < nqp; i++)
-                m[i] = s[i] + r[i] > m[i] ? s[i] + r[i] : m[i];
-#endif
-        }
-        float sum = 0;
-        for (uint32_t i = 0; i < nq; i++)
-            sum += m[i];
-        c->ascore[c->ascore_n++] = sum * c->scale;
-    }
-    c->st.scored_docs += n;
-}
-
 /* How far a document's approximate score may lie from its exact one: LUT_SIGMAS
  * standard deviations of the error of a sum over the real query rows of one vector's
  * score each (the approximate maximum is at least the approximate score of the exact
@@ -300,6 +233,53 @@ static float lut_margin(const tt_search_ctx *c) {
     return LUT_SIGMAS * (float)sqrt(v) * c->scale;
 }
 
+/* Whether stage 4 of the current query ranks by the lookup tables first, with the
+ * tables built for this query and room for n approximate scores: with the split's
+ * fused kernel (<q, C[c]> exact, from the float rows), or without the split where
+ * stage 1 gave every centroid its own score (lut_plain: <q, C[c]> from St). */
+static int lut_begin(tt_search_ctx *c, size_t n) {
+    c->lut_pass = c->lut_plain = false;
+    if (c->lut_off || !c->lut.npos || c->nqp % 4 || !c->lut.avx2)
+        return TT_OK;
+    if (!c->split_dot && (c->split || !c->st_every))
+        return TT_OK;
+    int st;
+    if ((st = tt_grow((void **)&c->ascore, &c->ascore_cap, n, sizeof *c->ascore, "stage 4")) ||
+        (st = tt_grow((void **)&c->aorder, &c->aorder_cap, n, sizeof *c->aorder, "stage 4")))
+        return st;
+    c->lut_plain = !c->split_dot;
+    if (c->lut_plain && !c->cq_err_ready)
+        cq_error_terms(c);
+    if (c->lut_query != c->cfs_query) { /* the query's first batch */
+        if ((st = tt_reslut_set(&c->lut, &c->dec, c->Qp, c->nqp)))
+            return st;
+        c->lut_margin = lut_margin(c);
+        c->lut_query = c->cfs_query;
+    }
+    c->ascore_n = 0;
+    c->lut_pass = true;
+    return TT_OK;
+}
+
+/* The plain pass: each document's approximate MaxSim from St and the tables' <q, r>
+ * (the split's MaxSim with St for the centroid scores). */
+static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
+                             const uint8_t *const *ptr) {
+    const tt_index *idx = c->idx;
+    for (size_t t = 0; t < n; t++) {
+        const uint64_t v0 = idx->doc_vec0[docs[t]];
+        uint32_t len = idx->doclens[docs[t]];
+        for (uint32_t j = 0; j < len; j++)
+            c->rcodes[j] = tt_index_code(idx, v0 + j);
+        tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR);
+        float s;
+        tt_maxsim_group_split(c->Qp, c->nq, c->nqp, idx->dim, NULL, &len, 1, c->rcodes, c->St,
+                              c->QR, &s);
+        c->ascore[c->ascore_n++] = s * c->scale;
+    }
+    c->st.scored_docs += n;
+}
+
 /* Best approximate score first; ties by position (a total order). */
 static int lut_order_cmp(const void *a, const void *b) {
     const tt_hit *x = a, *y = b;
@@ -316,7 +296,7 @@ static void lut_rescore(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     for (size_t t = 0; t < n; t++)
         c->aorder[t] = (tt_hit){.doc = t, .score = c->ascore[t]};
     qsort(c->aorder, n, sizeof *c->aorder, lut_order_cmp);
-    const float margin = lut_margin(c);
+    const float margin = c->lut_margin;
     for (size_t r = 0; r < n; r++) {
         const size_t t = c->aorder[r].doc;
         if (c->top.n == c->top.k && c->aorder[r].score + margin < c->top.h[0].score)

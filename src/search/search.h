@@ -93,6 +93,7 @@ struct tt_search_ctx {
     float cq_c2max;        /* the largest squared centroid norm */
     float cq_stepmax;      /* the largest int8 step of a centroid row (0: float scores) */
     uint32_t lut_query;    /* the cfs_query stamp the tables are for (0: none) */
+    float lut_margin;      /* and the query's rescoring margin (score.c, lut_margin) */
     float *ascore;         /* approximate scores of the documents of one tt_score_docs */
     tt_hit *aorder;        /* (position, approximate score), best first */
     size_t ascore_n, ascore_cap, aorder_cap;
