@@ -470,12 +470,12 @@ case_end
 
 # ------------------------------------------------------------------ one writer
 if [ -f "$FI" ]; then
-    # An add slowed by 400 ms per read holds DIR/LOCK for seconds; a delete meanwhile
-    # fails at once naming the add's pid; the add then succeeds.
+    # An add slowed by 100 ms per read (about 40 reads) holds DIR/LOCK for seconds; a
+    # delete meanwhile fails at once naming the add's pid; the add then succeeds.
     S="$WORK/lk"
     cp -a "$IDX" "$S"
     before=$(msum "$S")
-    launch "$WORK/lk.out" "$WORK/lk.err" LD_PRELOAD="$FI" TT_DELAY_PREAD_MS=400 -- \
+    launch "$WORK/lk.out" "$WORK/lk.err" LD_PRELOAD="$FI" TT_DELAY_PREAD_MS=100 -- \
         "$T" add --index "$S" --vectors "$WORK/a.vectors.npy" --doclens "$WORK/a.doclens.npy" \
         --threads 1
     apid=$lpid
@@ -510,7 +510,7 @@ if [ -f "$FI" ]; then
         cp "$S/MANIFEST" "$WORK/sig.MANIFEST"
         gnext=$(printf 'g%06d.' $(($(ij "$S" 'j["generation"]') + 1)))
         if [ "$3" = add ]; then
-            set -- "$1" "$2" "$3" "$4" 400 "$T" add --index "$S" --vectors "$WORK/n.vectors.npy" \
+            set -- "$1" "$2" "$3" "$4" 100 "$T" add --index "$S" --vectors "$WORK/n.vectors.npy" \
                 --doclens "$WORK/n.doclens.npy" --ids "$WORK/n.ids" --upsert --threads 1
         else
             set -- "$1" "$2" "$3" "$4" 150 "$T" compact --index "$S" --threads 1

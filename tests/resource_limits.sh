@@ -19,8 +19,10 @@ grep -q '^SAN_CFLAGS = .*fsanitize' "${TT_BUILDDIR:-.}/Makefile" 2>/dev/null && 
 "$SYNTH" --out "$WORK/c" --docs 2500 --doclen 10-30 --dim 64 --queries 20 --qlen 8 --seed 5 \
     >/dev/null 2>&1
 C="$WORK/c"
+# --no-tune everywhere: what is checked here is the build, reads and descriptors; the
+# calibration (tests/cli_tune.sh) would be most of this test's time (20 s under ASan).
 "$R" build --vectors "$C.vectors.npy" --doclens "$C.doclens.npy" --ids "$C.ids.txt" \
-    --out "$WORK/idx" --centroids 128 --threads 2 --keep-originals f16 >/dev/null 2>&1 \
+    --out "$WORK/idx" --centroids 128 --threads 2 --keep-originals f16 --no-tune >/dev/null 2>&1 \
     || { bad "build"; finish; }
 search() { # out-file [options]: a search of the 20 queries
     o=$1; shift
@@ -55,7 +57,7 @@ fi
 # exit 1 and a message naming the file it could not open; a build leaves nothing.
 for n in 4 5 6 8 10 12 13 14 16; do
     (ulimit -n $n; exec "$R" build --vectors "$C.vectors.npy" --doclens "$C.doclens.npy" \
-        --out "$WORK/fd$n" --centroids 64 --threads 2) >"$WORK/out" 2>"$WORK/err"; rc=$?
+        --out "$WORK/fd$n" --centroids 64 --threads 2 --no-tune) >"$WORK/out" 2>"$WORK/err"; rc=$?
     if [ $rc = 0 ] && "$R" verify "$WORK/fd$n" >/dev/null 2>&1; then
         ok "ulimit -n $n: build works"
     elif [ $rc = 1 ] && grep -q "/[^ ]*: .*Too many open files" "$WORK/err" && [ ! -e "$WORK/fd$n" ] &&
@@ -87,6 +89,8 @@ done
 # 3. The build keeps to --memory on an input larger than the budget: peak RSS (of the
 # whole process, measured by the kernel) below the budget plus a fixed allowance for
 # the program, libraries and BLAS buffers. Meaningless under ASan (shadow memory).
+# The calibration that follows a build by default is not under --memory (it holds the
+# index as a search does): --no-tune, and it would take 36 of this test's 56 s.
 # bench/rss_budget.sh is the full-size version (2 GiB budget, ~4 GB input).
 if [ -n "$sanitized" ]; then
     echo "# skip: RSS budget under sanitizers"
@@ -103,7 +107,7 @@ import resource, subprocess, sys
 rc = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, rc)
 ' "$R" build --vectors "$WORK/big.vectors.npy" --doclens "$WORK/big.doclens.npy" \
-        --out "$WORK/bigidx" --memory ${budget}M --centroids 1024 --threads 2 \
+        --out "$WORK/bigidx" --memory ${budget}M --centroids 1024 --threads 2 --no-tune \
         >"$WORK/rss" 2>"$WORK/err"
     read -r peak rc <"$WORK/rss"
     if [ "${rc:-1}" = 0 ] && [ "$peak" -lt $((budget + allow)) ] && [ "$in_mb" -gt $((2 * budget)) ]; then
