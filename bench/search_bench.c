@@ -26,7 +26,8 @@
  * JSON's "centroids_scored" is stage 1's mean per query (single thread only).
  * --lut off scores stage 4 without the residual lookup tables' ranking (single thread
  * only); "scored" and "rescored" are stage 4's documents per query, and those of them
- * scored exactly after the tables' ranking.
+ * scored exactly after the tables' ranking. --crows off takes that ranking's centroid
+ * scores from the float rows instead of the index's int8 rows (split stage 4).
  *
  * Uses the internal index struct only to reach the segments' residual mappings and
  * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
@@ -90,11 +91,12 @@ int main(int argc, char **argv) {
         {"rerank-margin", 1, 0, 'M'},
         {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'},
         {"split", 1, 0, 'Y'}, {"centroid-groups", 1, 0, 'G'}, {"lut", 1, 0, 'U'},
+        {"crows", 1, 0, 'O'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
-    int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO, lut = 1;
+    int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO, lut = 1, crows = 1;
     uint64_t limit = UINT64_MAX;
     tt_open_options oo;
     tt_search_options so;
@@ -133,6 +135,7 @@ int main(int argc, char **argv) {
                                                                                   : TT_SPLIT_AUTO;
             break;
         case 'U': lut = strcmp(optarg, "off") != 0; break;
+        case 'O': crows = strcmp(optarg, "off") != 0; break;
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
         case 'r': runpath = optarg; break;
@@ -181,6 +184,7 @@ int main(int argc, char **argv) {
         tt_search_ctx_use_avx512(ctx, avx512);
         tt_search_ctx_use_split(ctx, split);
         tt_search_ctx_use_lut(ctx, lut);
+        tt_search_ctx_use_crows(ctx, crows);
         total = 0;
         for (uint64_t q = 0; q < nq && !st; q++) {
             if (cold && evict(idx)) {

@@ -67,6 +67,9 @@ struct tt_index {
                                 * file then mapped, not copied; else NULL */
     tt_cq cq;                  /* int8 copy for the candidate stages (made at open;
                                 * grouped by cgroup_of when the calibration has groups) */
+    tt_crows crows;            /* row-major int8 centroids for stage 4's lookup-table
+                                * pass: made at open from TT_CROWS_MIN_DIM dimensions on
+                                * CPUs with AVX2, else empty (data NULL) */
     uint32_t *cgroup_of;       /* num_centroids: each centroid's group (tune.tt), or NULL */
     uint32_t cgroup_n;         /* the number of groups (0 without) */
     tt_codec codec;
@@ -170,6 +173,10 @@ int tt_index_open_codebook(tt_index **out, const char *dir, const tt_manifest *m
  * benchmarks that compare the stage-1 paths on one CPU; not while idx is searched.
  * TT_EINVAL if this CPU cannot run it, TT_ENOMEM (idx keeps its table on failure). */
 int tt_index_use_cq_kernel(tt_index *idx, int kernel);
+/* Makes idx's int8 centroid rows (tt_crows) where open did not (fewer than
+ * TT_CROWS_MIN_DIM dimensions, or no AVX2), for the tests that run stage 4's lookup pass
+ * with them on small indexes; not while idx is searched. TT_ENOMEM. */
+int tt_index_make_crows(tt_index *idx);
 /* Regroups idx's centroid-score table by group_of (G groups; G 0: ungrouped), for the
  * calibration, which measures both; not while idx is searched. idx keeps group_of
  * (copied) as cgroup_of. TT_EINVAL (a group out of range or empty), TT_ENOMEM (idx

@@ -762,10 +762,10 @@ static void fill_info(tt_index *idx) {
     in->ratio_f16 = (double)in->bytes_f16 / (double)dense;
     in->ratio_f32 = (double)in->bytes_f32 / (double)dense;
     /* Search keeps everything in memory except the residuals and originals, plus the
-     * document offsets, the int8 centroids made at open, and with several segments the
-     * copies of their lengths and codes and the deleted-row bitmap. */
+     * document offsets, the int8 centroids made at open (and their rows), and with
+     * several segments the copies of their lengths and codes and the deleted-row bitmap. */
     in->resident_bytes = in->bytes_index - in->bytes_residuals + 8 * (idx->num_docs + 1) +
-                         tt_cq_bytes(&idx->cq);
+                         tt_cq_bytes(&idx->cq) + tt_crows_bytes(&idx->crows);
     if (idx->centroids16) /* float16 in place of the float32 copy */
         in->resident_bytes -= (uint64_t)idx->num_centroids * idx->dim * 2;
     if (idx->nseg > 1)
@@ -837,6 +837,9 @@ static int open_codebook(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vect
                       idx->f_tune.path);
     if (st)
         return tt_err(st, "%s: out of memory for the int8 centroids", idx->dir);
+    if (idx->dim >= TT_CROWS_MIN_DIM && tt_cq_simd_ok() &&
+        tt_crows_init(&idx->crows, idx->centroids, idx->num_centroids, idx->dim))
+        return tt_err(TT_ENOMEM, "%s: out of memory for the int8 centroid rows", idx->dir);
     return TT_OK;
 }
 
@@ -1037,6 +1040,7 @@ void tt_index_close(tt_index *idx) {
     tt_st_free(&idx->vocab);
     tt_codec_free(&idx->codec);
     tt_cq_free(&idx->cq);
+    tt_crows_free(&idx->crows);
     free(idx->cgroup_of);
     free(idx->centroids16);
     tt_manifest_free(&idx->man);
@@ -1059,6 +1063,15 @@ int tt_index_use_cq_kernel(tt_index *idx, int kernel) {
     idx->info.resident_bytes += tt_cq_bytes(&cq) - tt_cq_bytes(&idx->cq);
     tt_cq_free(&idx->cq);
     idx->cq = cq;
+    return TT_OK;
+}
+
+int tt_index_make_crows(tt_index *idx) {
+    if (idx->crows.data)
+        return TT_OK;
+    if (tt_crows_init(&idx->crows, idx->centroids, idx->num_centroids, idx->dim))
+        return tt_err(TT_ENOMEM, "%s: out of memory for the int8 centroid rows", idx->dir);
+    idx->info.resident_bytes += tt_crows_bytes(&idx->crows);
     return TT_OK;
 }
 

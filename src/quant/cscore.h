@@ -153,4 +153,46 @@ void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uin
 void tt_cq_scores_portable(const tt_cq *q, const uint8_t *qpack, const float *qscale,
                            uint32_t nqp, float *St);
 
+/* Row-major int8 centroids (src/quant/crows.c), for scoring a list of centroids against
+ * a short query where reading float rows would cost more: stage 4's lookup-table pass at
+ * 512 dimensions and more (src/search/score.c), whose ~2,000 distinct 3584-d centroids a
+ * query were 16% of its time as float16 rows. Row k holds centroid k rounded to int8 on
+ * its own step (the largest |value| over 127), in `stride` bytes (dim padded with zeros
+ * to 32), except the head dimensions (crows.c: at most TT_CROWS_HEAD_MAX whose largest
+ * value is TT_CROWS_HEAD_RATIO times the median dimension's, as LLM hidden states'
+ * massive activations), which are 0 in the rows and kept as floats in hval.
+ * tt_crows_dots gives St[code * nqp + i] = (float)(exact integer dot of the rows) *
+ * (qscale[i] * scale[code]) + the head dimensions' float products in dimension order:
+ * the AVX2 kernel and the portable loop the same floats. Its error against <q, c> is that
+ * of two int8 roundings: variance at most (|q|^2 stepmax^2 + qstep^2 c2max) / 12 over the
+ * other dimensions (tt_crows_query's qvar). */
+#define TT_CROWS_MIN_DIM 512u /* stage 4 splits <q, c + r> from 512 dimensions on */
+#define TT_CROWS_HEAD_MAX 16u
+#define TT_CROWS_HEAD_RATIO 8.0f
+typedef struct tt_crows {
+    uint32_t K, dim, stride;
+    int8_t *data;   /* K * stride, 64-byte aligned */
+    float *scale;   /* K: each row's int8 step */
+    float stepmax;  /* the largest step */
+    float c2max;    /* the largest squared norm of a centroid without its head dimensions */
+    uint32_t nhead; /* head dimensions, ascending */
+    uint32_t head[TT_CROWS_HEAD_MAX];
+    float *hval;    /* K * nhead: their values */
+} tt_crows;
+/* TT_ENOMEM (r zeroed). Non-finite values count as 0. */
+int tt_crows_init(tt_crows *r, const float *centroids, uint32_t K, uint32_t dim);
+void tt_crows_free(tt_crows *r);
+uint64_t tt_crows_bytes(const tt_crows *r);
+/* nqp query rows Q (dim floats each) without the head dimensions as int8 rows of
+ * `stride` bytes (q8), their absolute values (qa), steps (qscale) and the variance bound
+ * of each row's int8 error (qvar); q8 and qa 32-byte aligned, nqp * stride bytes each.
+ * TT_ENOMEM. */
+int tt_crows_query(const tt_crows *r, const float *Q, uint32_t nqp, int8_t *q8, int8_t *qa,
+                   float *qscale, float *qvar);
+/* CS[codes[t] * nqp + i] for t < n, i < nqp, from the rows tt_crows_query made of Q: with
+ * avx2 (where tt_cq_simd_ok(); nqp a multiple of 4) two rows against four query rows at
+ * a time, the next rows prefetched; otherwise the portable loop. */
+void tt_crows_dots(const tt_crows *r, const float *Q, const int8_t *q8, const int8_t *qa,
+                   const float *qscale, uint32_t nqp, const uint32_t *codes, uint64_t n,
+                   float *CS, bool avx2);
 #endif

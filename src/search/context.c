@@ -128,6 +128,11 @@ void tt_search_ctx_free(tt_search_ctx *c) {
     free(c->rcodes);
     free(c->cfs);
     free(c->cfs_seen);
+    free(c->cfa);
+    free(c->cfa_seen);
+    free(c->rq8);
+    free(c->rqa);
+    free(c->rqs);
     free(c->glens);
     free(c->gdocs);
     free(c->gscores);
@@ -157,6 +162,12 @@ int tt_search_ctx_use_split(tt_search_ctx *ctx, int mode) {
 bool tt_search_ctx_use_lut(tt_search_ctx *ctx, bool on) {
     const bool had = !ctx->lut_off;
     ctx->lut_off = !on;
+    return had;
+}
+
+bool tt_search_ctx_use_crows(tt_search_ctx *ctx, bool on) {
+    const bool had = !ctx->rows_off;
+    ctx->rows_off = !on;
     return had;
 }
 
@@ -218,6 +229,8 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     if (++c->cfs_query == 0) { /* the stamps wrapped: none may be current */
         if (c->cfs_seen)
             memset(c->cfs_seen, 0, idx->num_centroids * sizeof *c->cfs_seen);
+        if (c->cfa_seen)
+            memset(c->cfa_seen, 0, idx->num_centroids * sizeof *c->cfa_seen);
         c->lut_query = 0;
         c->cfs_query = 1;
     }

@@ -13,24 +13,67 @@
  * (doc/benchmarks.md, "Stage 4 without decoded rows"): stage 4 1.4-2.2x faster at 1024-
  * and 3584-d with 4 or 8 query vectors, 9-40% slower at 128-d, where the decoded rows
  * stay in cache and one sgemm scores them. */
-#define SPLIT_MIN_DIM 512u
+#define SPLIT_MIN_DIM TT_CROWS_MIN_DIM /* 512: the index has int8 rows from there on */
 #define SPLIT_MAX_NQP 8u
 
-/* The current query's centroid scores of every code of the group's rows, computed for
- * the codes not seen yet in this query (listed in gcodes, which the split does not
- * otherwise use). */
-static void split_centroid_scores(tt_search_ctx *c) {
-    const tt_index *idx = c->idx;
+/* Lists in gcodes (which the split does not otherwise use) the codes of the group's
+ * rows not yet marked in seen with the current query's stamp, and marks them; returns
+ * how many. */
+static uint64_t unseen_codes(tt_search_ctx *c, uint32_t *seen) {
     uint64_t n = 0;
     for (uint64_t j = 0; j < c->grows; j++) {
         const uint32_t code = c->rcodes[j];
-        if (c->cfs_seen[code] == c->cfs_query)
+        if (seen[code] == c->cfs_query)
             continue;
-        c->cfs_seen[code] = c->cfs_query;
+        seen[code] = c->cfs_query;
         c->gcodes[n++] = code;
     }
+    return n;
+}
+
+/* The current query's centroid scores of every code of the group's rows, computed for
+ * the codes not seen yet in this query. */
+static void split_centroid_scores(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    const uint64_t n = unseen_codes(c, c->cfs_seen);
     tt_centroid_dots(c->Qp, c->nqp, idx->dim, idx->centroids, idx->centroids16, c->gcodes, n,
                      c->cfs, c->dec.avx2);
+}
+
+/* The lookup pass's: from the index's int8 rows (tt_crows_dots), into cfa. */
+static void rows_centroid_scores(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    const uint64_t n = unseen_codes(c, c->cfa_seen);
+    tt_crows_dots(&idx->crows, c->Qp, c->rq8, c->rqa, c->rqs, c->nqp, c->gcodes, n, c->cfa,
+                  c->lut.avx2);
+}
+
+/* Room for the int8-row centroid scores and the query's int8 rows (lut_rows). */
+static int rows_alloc(tt_search_ctx *c) {
+    const tt_index *idx = c->idx;
+    const uint64_t K = idx->num_centroids, stride = idx->crows.stride;
+    if (c->rq_nqp < c->nqp) {
+        free(c->rq8);
+        free(c->rqa);
+        free(c->rqs);
+        c->rq_nqp = 0;
+        if (!(c->rq8 = tt_alloc_aligned(c->nqp, stride, 64, "query int8 rows")) ||
+            !(c->rqa = tt_alloc_aligned(c->nqp, stride, 64, "query int8 rows")) ||
+            !(c->rqs = tt_alloc(2 * (uint64_t)c->nqp, sizeof *c->rqs, "query int8 rows")))
+            return TT_ENOMEM;
+        c->rq_nqp = c->nqp;
+    }
+    if (c->cfa_nqp >= c->nqp)
+        return TT_OK;
+    free(c->cfa);
+    c->cfa_nqp = 0;
+    if (!(c->cfa = tt_alloc(K * c->nqp, sizeof *c->cfa, "centroid scores")))
+        return TT_ENOMEM;
+    if (!c->cfa_seen && !(c->cfa_seen = tt_calloc(K, sizeof *c->cfa_seen, "centroid scores")))
+        return TT_ENOMEM;
+    memset(c->cfa_seen, 0, K * sizeof *c->cfa_seen);
+    c->cfa_nqp = c->nqp;
+    return TT_OK;
 }
 
 /* Whether stage 4 of the current query splits (c->split_mode, or by the index's shape),
@@ -73,9 +116,15 @@ void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t
 void tt_score_flush(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     if (c->gn && c->split) {
-        split_centroid_scores(c);
+        const float *CS = c->cfs;
+        if (c->lut_pass && c->lut_rows) {
+            rows_centroid_scores(c);
+            CS = c->cfa;
+        } else {
+            split_centroid_scores(c);
+        }
         tt_maxsim_group_split(c->Qp, c->nq, c->nqp, idx->dim, c->split_dot ? NULL : c->R,
-                              c->glens, c->gn, c->rcodes, c->cfs, c->QR, c->gscores);
+                              c->glens, c->gn, c->rcodes, CS, c->QR, c->gscores);
     } else if (c->gn) {
         tt_maxsim_group(c->Qp, c->nq, c->nqp, idx->dim, c->R, c->glens, c->gn, c->QR,
                         c->gscores);
@@ -214,7 +263,8 @@ static void cq_error_terms(tt_search_ctx *c) {
  * maximum's vector). A vector's tables err by 2 npos independent roundings, each
  * uniform within half a step (variance step^2 / 12); St (plain pass) by the int8
  * roundings of the query row and of the centroid, at most qstep^2 |c|^2 / 12 +
- * cstep^2 |q|^2 / 12 with the index's largest |c| and cstep. */
+ * cstep^2 |q|^2 / 12 with the index's largest |c| and cstep; the int8 rows (split pass)
+ * likewise, without their head dimensions (tt_crows_query's qvar). */
 static float lut_margin(const tt_search_ctx *c) {
     const uint32_t dim = c->idx->dim;
     double v = 0;
@@ -228,6 +278,8 @@ static float lut_margin(const tt_search_ctx *c) {
                 q2 += (double)q[j] * q[j];
             const double qs = c->qscale[i], cs = c->cq_stepmax;
             v += (qs * qs * c->cq_c2max + cs * cs * q2) / 12.0;
+        } else if (c->lut_rows) {
+            v += c->rqs[c->nqp + i]; /* tt_crows_query's bound */
         }
     }
     return LUT_SIGMAS * (float)sqrt(v) * c->scale;
@@ -250,8 +302,14 @@ static int lut_begin(tt_search_ctx *c, size_t n) {
     c->lut_plain = !c->split_dot;
     if (c->lut_plain && !c->cq_err_ready)
         cq_error_terms(c);
+    c->lut_rows = c->split_dot && c->idx->crows.data && !c->rows_off;
+    if (c->lut_rows && (st = rows_alloc(c)))
+        return st;
     if (c->lut_query != c->cfs_query) { /* the query's first batch */
         if ((st = tt_reslut_set(&c->lut, &c->dec, c->Qp, c->nqp)))
+            return st;
+        if (c->lut_rows && (st = tt_crows_query(&c->idx->crows, c->Qp, c->nqp, c->rq8, c->rqa,
+                                                c->rqs, c->rqs + c->nqp)))
             return st;
         c->lut_margin = lut_margin(c);
         c->lut_query = c->cfs_query;
@@ -345,7 +403,7 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n) {
             c->rec[c->rec_n++] = c->ascore[t];
     }
     c->rec_on = rec;
-    c->lut_pass = c->lut_plain = false;
+    c->lut_pass = c->lut_plain = c->lut_rows = false;
     c->split = c->split_dot = false;
     return st;
 }

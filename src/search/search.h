@@ -92,6 +92,16 @@ struct tt_search_ctx {
     bool cq_err_ready;     /* cq_c2max, cq_stepmax computed (first plain pass) */
     float cq_c2max;        /* the largest squared centroid norm */
     float cq_stepmax;      /* the largest int8 step of a centroid row (0: float scores) */
+    bool rows_off;         /* never lut_rows (tests, benchmarks) */
+    bool lut_rows;         /* with the split: the lookup pass's <q, C[c]> from the
+                            * index's int8 rows (cfa), the exact pass's from cfs */
+    float *cfa;            /* num_centroids * cfa_nqp: int8-row centroid scores, valid
+                            * where cfa_seen[code] == cfs_query */
+    uint32_t cfa_nqp;
+    uint32_t *cfa_seen;    /* num_centroids */
+    int8_t *rq8, *rqa;     /* the query's int8 rows for tt_crows_dots (nqp x stride) */
+    float *rqs;            /* and their steps (nqp), then their error variances (nqp) */
+    uint32_t rq_nqp;       /* rows rq8, rqa, rqs have room for */
     uint32_t lut_query;    /* the cfs_query stamp the tables are for (0: none) */
     float lut_margin;      /* and the query's rescoring margin (score.c, lut_margin) */
     float *ascore;         /* approximate scores of the documents of one tt_score_docs */
@@ -129,6 +139,10 @@ int tt_search_ctx_use_split(tt_search_ctx *ctx, int mode);
 /* Stage 4's lookup-table ranking (on by default where it applies); returns whether it
  * was on. For the tests and benchmarks. */
 bool tt_search_ctx_use_lut(tt_search_ctx *ctx, bool on);
+/* Whether the lookup pass of a split stage 4 takes <q, C[c]> from the index's int8
+ * rows (default, where the index has them) or from the float rows; returns the
+ * previous setting. */
+bool tt_search_ctx_use_crows(tt_search_ctx *ctx, bool on);
 
 /* TT_EINVAL for options no resolve can make sense of: a struct_size of another
  * version, a negative nprobe, an infinite threshold. NULL is fine (the defaults). */
