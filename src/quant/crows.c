@@ -11,31 +11,6 @@
 /* Positions a row is padded to: one AVX2 register of bytes. */
 #define CROW_ALIGN 32u
 
-/* |x|^2 over the finite values (an error bound's input: the two versions may round
- * differently). */
-static float sq_norm(const float *x, uint32_t n) {
-    float s = 0;
-    for (uint32_t j = 0; j < n; j++)
-        s += isfinite(x[j]) ? x[j] * x[j] : 0.0f;
-    return s;
-}
-
-#ifdef TT_AVX2
-/* The same in eight lanes (the scalar chain took ~30 ms at open for 8192 x 3584). */
-AVX2_FN static float sq_norm_avx2(const float *x, uint32_t n) {
-    const __m256 inf = _mm256_set1_ps(INFINITY), sign = _mm256_set1_ps(-0.0f);
-    __m256 acc = _mm256_setzero_ps();
-    uint32_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 v = _mm256_loadu_ps(x + j);
-        const __m256 ok = _mm256_cmp_ps(_mm256_andnot_ps(sign, v), inf, _CMP_LT_OQ);
-        const __m256 f = _mm256_and_ps(v, ok);
-        acc = _mm256_fmadd_ps(f, f, acc);
-    }
-    return tt_hsum8(acc) + sq_norm(x + j, n - j);
-}
-#endif
-
 /* cmax[j] = max(cmax[j], |x[j]|); a NaN is never larger, so it never counts. */
 static void col_max_portable(float *cmax, const float *x, uint32_t n) {
     for (uint32_t j = 0; j < n; j++) {
@@ -156,11 +131,7 @@ int tt_crows_init(tt_crows *r, const float *centroids, uint32_t K, uint32_t dim)
         tt_cq_quantize_row(tmp, dim, 127.0f, simd, row, &m);
         r->scale[k] = m / 127.0f;
         r->stepmax = r->scale[k] > r->stepmax ? r->scale[k] : r->stepmax;
-#ifdef TT_AVX2
-        const float s = simd ? sq_norm_avx2(tmp, dim) : sq_norm(tmp, dim);
-#else
-        const float s = sq_norm(tmp, dim);
-#endif
+        const float s = tt_cq_sq_norm(tmp, dim, simd);
         r->c2max = s > r->c2max ? s : r->c2max;
     }
     free(tmp);
@@ -196,7 +167,8 @@ int tt_crows_query(const tt_crows *r, const float *Q, uint32_t nqp, int8_t *q8, 
         for (uint32_t j = 0; j < r->stride; j++)
             abs_row[j] = (int8_t)(row[j] < 0 ? -row[j] : row[j]);
         const double qs = qscale[i], cs = r->stepmax;
-        qvar[i] = (float)((qs * qs * r->c2max + cs * cs * sq_norm(tmp, r->dim)) / 12.0);
+        qvar[i] = (float)((qs * qs * r->c2max + cs * cs * tt_cq_sq_norm(tmp, r->dim, simd)) /
+                          12.0);
     }
     free(tmp);
     return TT_OK;

@@ -110,6 +110,39 @@ static void quantize_by(const float *x, uint32_t n, float m, float qmax, bool si
     quantize(x, n, m, qmax, out);
 }
 
+/* |x|^2 over the finite values. */
+static float sq_norm(const float *x, uint32_t n) {
+    float s = 0;
+    for (uint32_t j = 0; j < n; j++)
+        s += isfinite(x[j]) ? x[j] * x[j] : 0.0f;
+    return s;
+}
+
+#ifdef TT_AVX2
+/* The same in eight lanes (the scalar chain took ~30 ms for 8192 x 3584 values). */
+AVX2_FN static float sq_norm_avx2(const float *x, uint32_t n) {
+    const __m256 inf = _mm256_set1_ps(INFINITY), sign = _mm256_set1_ps(-0.0f);
+    __m256 acc = _mm256_setzero_ps();
+    uint32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        const __m256 ok = _mm256_cmp_ps(_mm256_andnot_ps(sign, v), inf, _CMP_LT_OQ);
+        const __m256 f = _mm256_and_ps(v, ok);
+        acc = _mm256_fmadd_ps(f, f, acc);
+    }
+    return tt_hsum8(acc) + sq_norm(x + j, n - j);
+}
+#endif
+
+float tt_cq_sq_norm(const float *x, uint32_t n, bool simd) {
+#ifdef TT_AVX2
+    if (simd)
+        return sq_norm_avx2(x, n);
+#endif
+    (void)simd;
+    return sq_norm(x, n);
+}
+
 void tt_cq_quantize_row(const float *x, uint32_t n, float qmax, bool simd, int8_t *out,
                         float *m) {
     *m = max_abs_by(x, n, simd);
@@ -205,8 +238,12 @@ int tt_cq_init_rows(tt_cq *q, const float *centroids, uint32_t K, uint32_t dim, 
         if (k == UINT32_MAX)
             continue; /* a padding row: all zero, scale 0, it scores 0 */
         float m;
-        tt_cq_quantize_row(centroids + (uint64_t)k * dim, dim, q->cmax, simd, row, &m);
+        const float *x = centroids + (uint64_t)k * dim;
+        tt_cq_quantize_row(x, dim, q->cmax, simd, row, &m);
         q->scale[r] = m / q->cmax;
+        q->stepmax = q->scale[r] > q->stepmax ? q->scale[r] : q->stepmax;
+        const float c2 = tt_cq_sq_norm(x, dim, simd);
+        q->c2max = c2 > q->c2max ? c2 : q->c2max;
         int32_t s = 0;
         for (uint32_t d = 0; d < dim; d++)
             s += row[d];

@@ -50,6 +50,9 @@ typedef struct tt_cq {
     int32_t *csum;         /* nblk * 16: 128 * sum of a centroid's int8 values */
     float cmax;            /* centroid levels: +-127, fewer past 66,000 dimensions */
     int kernel;            /* TT_CQ_* kernel used by tt_cq_centroid_scores */
+    float stepmax;         /* the largest int8 step of a row (0: TT_CQ_F32, no int8) */
+    float c2max;           /* the largest squared norm of a row's float centroid: with
+                            * stepmax, the bound of the scores' int8 rounding error */
     bool simd;             /* tt_cq_simd_ok(), asked once: queries quantized by AVX2 */
     /* Grouped tables (tt_cq_init_grouped, src/quant/cgroup.c): K counts rows, in order of
      * group, each group padded with zero rows to whole blocks; row r holds centroid
@@ -90,6 +93,9 @@ void tt_cq_free(tt_cq *q);
  * portable ones; the same bytes and *m either way. */
 void tt_cq_quantize_row(const float *x, uint32_t n, float qmax, bool simd, int8_t *out,
                         float *m);
+/* |x|^2 over the finite values of x; simd: an AVX2 loop (where tt_cq_simd_ok()), which
+ * rounds differently from the portable one (for error bounds, not for scores). */
+float tt_cq_sq_norm(const float *x, uint32_t n, bool simd);
 /* Whether this build and CPU have tt_cq_quantize_row's AVX2 loops. */
 bool tt_cq_simd_ok(void);
 /* Memory held by q (0 for TT_CQ_F32: the centroids are the caller's). */

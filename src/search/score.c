@@ -48,10 +48,28 @@ static void rows_centroid_scores(tt_search_ctx *c) {
                   c->lut.avx2);
 }
 
+/* Sizes a memoised centroid-score table (*tab: num_centroids x nqp floats, valid where
+ * (*seen)[code] is the current query's stamp) for the current query's nqp rows. A table
+ * made anew (it was empty or had another stride) holds nothing current. */
+static int memo_reserve(tt_search_ctx *c, float **tab, uint32_t *tab_nqp, uint32_t **seen) {
+    const uint64_t K = c->idx->num_centroids;
+    if (*tab_nqp >= c->nqp)
+        return TT_OK;
+    free(*tab);
+    *tab_nqp = 0;
+    if (!(*tab = tt_alloc(K * c->nqp, sizeof **tab, "centroid scores")))
+        return TT_ENOMEM;
+    if (!*seen && !(*seen = tt_calloc(K, sizeof **seen, "centroid scores")))
+        return TT_ENOMEM;
+    memset(*seen, 0, K * sizeof **seen);
+    *tab_nqp = c->nqp;
+    return TT_OK;
+}
+
 /* Room for the int8-row centroid scores and the query's int8 rows (lut_rows). */
 static int rows_alloc(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    const uint64_t K = idx->num_centroids, stride = idx->crows.stride;
+    const uint64_t stride = idx->crows.stride;
     if (c->rq_nqp < c->nqp) {
         free(c->rq8);
         free(c->rqa);
@@ -63,43 +81,24 @@ static int rows_alloc(tt_search_ctx *c) {
             return TT_ENOMEM;
         c->rq_nqp = c->nqp;
     }
-    if (c->cfa_nqp >= c->nqp)
-        return TT_OK;
-    free(c->cfa);
-    c->cfa_nqp = 0;
-    if (!(c->cfa = tt_alloc(K * c->nqp, sizeof *c->cfa, "centroid scores")))
-        return TT_ENOMEM;
-    if (!c->cfa_seen && !(c->cfa_seen = tt_calloc(K, sizeof *c->cfa_seen, "centroid scores")))
-        return TT_ENOMEM;
-    memset(c->cfa_seen, 0, K * sizeof *c->cfa_seen);
-    c->cfa_nqp = c->nqp;
-    return TT_OK;
+    return memo_reserve(c, &c->cfa, &c->cfa_nqp, &c->cfa_seen);
 }
 
 /* Whether stage 4 of the current query splits (c->split_mode, or by the index's shape),
  * with its centroid score table sized; TT_ENOMEM if it cannot be. */
 static int split_begin(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
-    const uint64_t K = idx->num_centroids;
     c->split = c->split_mode == TT_SPLIT_ON ||
                (c->split_mode == TT_SPLIT_AUTO && c->nqp <= SPLIT_MAX_NQP &&
                 idx->dim >= SPLIT_MIN_DIM);
     /* The fused kernel answers for the query sizes it has (and it has AVX-512). */
     c->split_dot = c->split && tt_resdec_dot_ok(&c->dec, c->nqp);
-    if (!c->split || c->cfs_nqp >= c->nqp)
+    if (!c->split)
         return TT_OK;
-    c->split = false;
-    free(c->cfs);
-    c->cfs_nqp = 0;
-    if (!(c->cfs = tt_alloc(K * c->nqp, sizeof *c->cfs, "centroid scores")))
-        return TT_ENOMEM;
-    if (!c->cfs_seen && !(c->cfs_seen = tt_calloc(K, sizeof *c->cfs_seen, "centroid scores")))
-        return TT_ENOMEM;
-    /* The table was empty or had another stride: nothing in it is current. */
-    memset(c->cfs_seen, 0, K * sizeof *c->cfs_seen);
-    c->cfs_nqp = c->nqp;
-    c->split = true;
-    return TT_OK;
+    c->split = false; /* until the table has room */
+    int st = memo_reserve(c, &c->cfs, &c->cfs_nqp, &c->cfs_seen);
+    c->split = st == TT_OK;
+    return st;
 }
 
 void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t n,
@@ -236,27 +235,6 @@ int tt_score_fetch(tt_search_ctx *c, const uint64_t *docs, size_t n) {
  * within this many of the k-th best exact score (see lut_margin). */
 #define LUT_SIGMAS 4.0f
 
-/* The int8 centroid scores' error terms (lut_margin): the largest squared centroid
- * norm and int8 step over the index, once per context. */
-static void cq_error_terms(tt_search_ctx *c) {
-    const tt_index *idx = c->idx;
-    const tt_cq *q = &idx->cq;
-    float c2 = 0, step = 0;
-    for (uint64_t k = 0; k < idx->num_centroids; k++) {
-        const float *row = idx->centroids + k * idx->dim;
-        float s = 0;
-        for (uint32_t j = 0; j < idx->dim; j++)
-            s += row[j] * row[j];
-        c2 = s > c2 ? s : c2;
-    }
-    if (q->scale) /* int8 rows (TT_CQ_F32: float32 scores, no step) */
-        for (uint64_t r = 0; r < (uint64_t)q->nblk * TT_CQ_LANES; r++)
-            step = q->scale[r] > step ? q->scale[r] : step;
-    c->cq_c2max = c2;
-    c->cq_stepmax = step;
-    c->cq_err_ready = true;
-}
-
 /* How far a document's approximate score may lie from its exact one: LUT_SIGMAS
  * standard deviations of the error of a sum over the real query rows of one vector's
  * score each (the approximate maximum is at least the approximate score of the exact
@@ -271,13 +249,14 @@ static float lut_margin(const tt_search_ctx *c) {
     for (uint32_t i = 0; i < c->nq; i++) {
         const double step = c->lut.scale[i];
         v += step * step * c->lut.npos / 6.0;
-        if (c->lut_plain && c->cq_stepmax > 0) {
+        const tt_cq *cq = &c->idx->cq;
+        if (c->lut_plain && cq->stepmax > 0) {
             const float *q = c->Qp + (uint64_t)i * dim;
             double q2 = 0;
             for (uint32_t j = 0; j < dim; j++)
                 q2 += (double)q[j] * q[j];
-            const double qs = c->qscale[i], cs = c->cq_stepmax;
-            v += (qs * qs * c->cq_c2max + cs * cs * q2) / 12.0;
+            const double qs = c->qscale[i], cs = cq->stepmax;
+            v += (qs * qs * cq->c2max + cs * cs * q2) / 12.0;
         } else if (c->lut_rows) {
             v += c->rqs[c->nqp + i]; /* tt_crows_query's bound */
         }
@@ -300,8 +279,6 @@ static int lut_begin(tt_search_ctx *c, size_t n) {
         (st = tt_grow((void **)&c->aorder, &c->aorder_cap, n, sizeof *c->aorder, "stage 4")))
         return st;
     c->lut_plain = !c->split_dot;
-    if (c->lut_plain && !c->cq_err_ready)
-        cq_error_terms(c);
     c->lut_rows = c->split_dot && c->idx->crows.data && !c->rows_off;
     if (c->lut_rows && (st = rows_alloc(c)))
         return st;

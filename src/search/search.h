@@ -89,9 +89,6 @@ struct tt_search_ctx {
     bool lut_off, lut_pass;
     bool lut_plain;        /* without the split: <q, C[c]> from stage 1's St (every
                             * centroid scored: no groups), the exact pass unsplit */
-    bool cq_err_ready;     /* cq_c2max, cq_stepmax computed (first plain pass) */
-    float cq_c2max;        /* the largest squared centroid norm */
-    float cq_stepmax;      /* the largest int8 step of a centroid row (0: float scores) */
     bool rows_off;         /* never lut_rows (tests, benchmarks) */
     bool lut_rows;         /* with the split: the lookup pass's <q, C[c]> from the
                             * index's int8 rows (cfa), the exact pass's from cfs */
