@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
         codes[v] = (uint32_t)tt_rng_below(&r, K);
     for (uint32_t d = 0; d < ndocs; d++)
         lens[d] = doclen;
-    float *R = malloc((size_t)nvec * dim * sizeof *R), *QR = malloc((size_t)nvec * nqp * 4);
+    float *R = calloc(tt_maxsim_rows(nvec) * dim, sizeof *R);
+    float *QR = malloc(tt_maxsim_rows(nvec) * nqp * sizeof *QR);
     float *sa = malloc(ndocs * sizeof *sa), *sb = malloc(ndocs * sizeof *sb);
     float *lut = malloc((size_t)nq * c.bytes_per_vec * 256 * sizeof *lut);
     float *m = malloc(nq * sizeof *m);

@@ -838,8 +838,8 @@ START_TEST(maxsim_group_matches_reference) {
             codes[v] = (uint32_t)tt_rng_below(&r, K);
         for (uint32_t b = 0; b < total * c.bytes_per_vec; b++)
             packed[b] = (uint8_t)tt_rng_next(&r);
-        float *R = malloc((size_t)total * dim * sizeof *R);
-        float *QR = malloc((size_t)total * nqp * sizeof *QR);
+        float *R = calloc(tt_maxsim_rows(total) * dim, sizeof *R);
+        float *QR = malloc(tt_maxsim_rows(total) * nqp * sizeof *QR);
         float scores[13];
         tt_resdec_decode_add(&d, packed, total, C, codes, R);
         tt_maxsim_group(Qp, nq, nqp, dim, R, lens, ndocs, QR, scores);

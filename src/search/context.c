@@ -31,7 +31,11 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     c->cells = tt_alloc(K ? K : 1, sizeof *c->cells, "search context");
     c->bits = tt_calloc((D + 63) / 64 + 1, sizeof *c->bits, "search context");
     c->rows_cap = tt_group_rows(idx);
-    c->R = tt_alloc_aligned(c->rows_cap * idx->dim, sizeof *c->R, 64, "search context");
+    /* Room for the MaxSim sgemm's padded rows, zero until decoded rows overwrite them. */
+    const uint64_t rows = tt_maxsim_rows(c->rows_cap);
+    c->R = tt_alloc_aligned(rows * idx->dim, sizeof *c->R, 64, "search context");
+    if (c->R)
+        memset(c->R, 0, rows * idx->dim * sizeof *c->R);
     c->gcodes = tt_alloc(c->rows_cap, sizeof *c->gcodes, "search context");
     c->rcodes = tt_alloc(c->rows_cap, sizeof *c->rcodes, "search context");
     c->glens = tt_alloc(c->rows_cap, sizeof *c->glens, "search context");
@@ -211,7 +215,8 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
                                  "centroid scores");
         /* m: running maxima, and nqp more floats for a sketched row (plaid.c). */
         c->m = tt_alloc(2 * (uint64_t)nqp, sizeof *c->m, "search context");
-        c->QR = tt_alloc_aligned(c->rows_cap * nqp, sizeof *c->QR, 64, "search context");
+        c->QR = tt_alloc_aligned(tt_maxsim_rows(c->rows_cap) * nqp, sizeof *c->QR, 64,
+                                 "search context");
         c->qpack = tt_alloc_aligned(tt_cq_qpack_bytes(&idx->cq, nqp), 1, 64, "query");
         c->qscale = tt_alloc(nqp, sizeof *c->qscale, "query");
         if (!c->Qp || !c->St || !c->m || !c->QR || !c->qpack || !c->qscale) {

@@ -34,14 +34,15 @@ static void group_scores(float *QR, uint32_t nq, uint32_t nqp, const uint32_t *d
     }
 }
 
-/* QR[j, i] = <v_j, q_i> for the nvec rows of R; returns nvec. */
+/* QR[j, i] = <v_j, q_i> for the nvec rows of R (the rows up to tt_maxsim_rows(nvec)
+ * computed too, and ignored); returns nvec. */
 static uint64_t group_products(const float *Qp, uint32_t nqp, uint32_t dim, const float *R,
                                const uint32_t *doclens, uint32_t ndocs, float *QR) {
     uint64_t nvec = 0;
     for (uint32_t d = 0; d < ndocs; d++)
         nvec += doclens[d];
     if (nvec)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nvec, (int)nqp, (int)dim,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tt_maxsim_rows(nvec), (int)nqp, (int)dim,
                     1.0f, R, (int)dim, Qp, (int)dim, 0.0f, QR, (int)nqp);
     return nvec;
 }

@@ -25,11 +25,24 @@ void tt_topk_free(tt_topk *t);
 #define TT_QB 4u
 static inline uint32_t tt_qpad(uint32_t nq) { return (nq + TT_QB - 1) / TT_QB * TT_QB; }
 
+/* The sgemm of a MaxSim group multiplies its rows rounded up to a multiple of
+ * TT_MAXSIM_ROW_PAD, so that a row's scores do not depend on how many rows share the
+ * call nor where it sits among them: BLAS kernels take the rows in blocks and the last,
+ * partial block by other code, which sums in another order (OpenBLAS's Prescott kernels,
+ * which Debian 12's OpenBLAS takes on CPUs it does not recognise: a document's score
+ * then changed with the documents grouped with it, and a sharded search's scores
+ * differed from the unsharded one's in the last bit). */
+#define TT_MAXSIM_ROW_PAD 16u
+static inline uint64_t tt_maxsim_rows(uint64_t nvec) {
+    return (nvec + TT_MAXSIM_ROW_PAD - 1) / TT_MAXSIM_ROW_PAD * TT_MAXSIM_ROW_PAD;
+}
+
 /* MaxSim of a group of documents over decoded vectors (c + r, or the originals):
  *   score(d) = sum_{i < nq} max_j <q_i, v_j>
- * from one sgemm V Qpᵀ over the group (`QR`: nvec * nqp scratch). Qp is nqp * dim
- * (rows nq.. zero), R is nvec * dim (rows of the group's documents in order), doclens
- * ndocs lengths. nqp = tt_qpad(nq). */
+ * from one sgemm V Qpᵀ over the group (`QR`: tt_maxsim_rows(nvec) * nqp scratch). Qp is
+ * nqp * dim (rows nq.. zero), R is nvec * dim (rows of the group's documents in order)
+ * with room for tt_maxsim_rows(nvec) rows, the ones past nvec finite (any values: zero
+ * them once when the buffer is made), doclens ndocs lengths. nqp = tt_qpad(nq). */
 void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
                      const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores);
 
@@ -38,7 +51,8 @@ void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, c
  * decoded residuals r of the nvec rows, codes[j] row j's centroid and CS[c * nqp + i] =
  * <q_i, centroid c> for every code used (rows nq.. of it zero, or anything: they are
  * not summed). Equals tt_maxsim_group over c + r up to float rounding. R NULL: QR
- * already holds <q_i, r_j> (tt_resdec_dot). */
+ * already holds <q_i, r_j> (tt_resdec_dot); R given: R and QR sized as for
+ * tt_maxsim_group. */
 void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim,
                            const float *R, const uint32_t *doclens, uint32_t ndocs,
                            const uint32_t *codes, const float *CS, float *QR, float *scores);
