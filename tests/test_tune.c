@@ -356,20 +356,22 @@ START_TEST(pseudo_queries_by_definition) {
         tt_calib_free(&c2);
         tt_calib_free(&c3);
     }
-    /* The defaults (NaN noise, negative shares): noise 0.5; short pseudo-queries (4
-     * vectors) all from their document, long ones (32) half from others: the same
+    /* The defaults (NaN noise, negative shares): short pseudo-queries (4 vectors) all
+     * from their document, long ones (32) half from others; noise 0.5, but 0.75 for
+     * short ones on this index, which has a sketch (massive activations): the same
      * queries as those parameters given explicitly, whose meaning the loop above
      * checks, and not the same as the other length's mix. */
     for (uint32_t qlen = 4; qlen <= 32; qlen += 28) {
         const double other = qlen == 4 ? 0.0 : 0.5, wrong = qlen == 4 ? 0.5 : 0.0;
+        const float noise = qlen == 4 ? 0.75f : 0.5f;
         tt_calib d, e, w;
         ck_assert_int_eq(tt_calib_init_pseudo(&d, idx, 12, qlen, NAN, 5, TT_TUNE_COST_WORK,
                                               NULL), TT_OK);
-        ck_assert_int_eq(tt_calib_init_pseudo_mix(&e, idx, 12, qlen, 0.5f, other, 1.0, 5,
+        ck_assert_int_eq(tt_calib_init_pseudo_mix(&e, idx, 12, qlen, noise, other, 1.0, 5,
                                                   TT_TUNE_COST_WORK, NULL), TT_OK);
-        ck_assert_int_eq(tt_calib_init_pseudo_mix(&w, idx, 12, qlen, 0.5f, wrong, 1.0, 5,
+        ck_assert_int_eq(tt_calib_init_pseudo_mix(&w, idx, 12, qlen, noise, wrong, 1.0, 5,
                                                   TT_TUNE_COST_WORK, NULL), TT_OK);
-        ck_assert_float_eq(d.noise, 0.5f);
+        ck_assert_float_eq(d.noise, noise);
         ck_assert_int_eq(memcmp(d.Q, e.Q, (size_t)12 * qlen * dim * sizeof *d.Q), 0);
         ck_assert_int_ne(memcmp(d.Q, w.Q, (size_t)12 * qlen * dim * sizeof *d.Q), 0);
         tt_calib_free(&d);
@@ -378,6 +380,68 @@ START_TEST(pseudo_queries_by_definition) {
     }
     free(dv);
     free(tmp);
+    tt_index_close(idx);
+    /* Without a sketch, short pseudo-queries keep noise 0.5. */
+    snprintf(a, sizeof a, "%s/plain", dir);
+    build_index(a, 300, 31, false);
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    ck_assert_uint_eq(idx->sketch_bytes, 0);
+    tt_calib d;
+    ck_assert_int_eq(tt_calib_init_pseudo(&d, idx, 12, 4, NAN, 5, TT_TUNE_COST_WORK, NULL),
+                     TT_OK);
+    ck_assert_float_eq(d.noise, 0.5f);
+    tt_calib_free(&d);
+    tt_index_close(idx);
+}
+END_TEST
+
+/* Near-ties (time cost): the sets that reached the target within 30% of the cheapest
+ * measured cost (at most 3) are measured again, three times each, and the choice is
+ * one of them; with the work cost, which is the same on every run, none are. */
+START_TEST(near_ties_measured_again) {
+    char a[600];
+    snprintf(a, sizeof a, "%s/ties", dir);
+    build_index(a, NDOCS, 13, false);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    for (int cost = TT_TUNE_COST_TIME; cost <= TT_TUNE_COST_WORK; cost++) {
+        tt_calib c;
+        ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 48, 0, NAN, 77, cost, NULL), TT_OK);
+        c.threads = 2;
+        ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+        tt_tuned t;
+        /* a low target: many sets reach it, at similar costs */
+        ck_assert_msg(tt_calib_search(&c, 10, 0.6, &t) == TT_OK, "%s", tt_last_error());
+        ck_assert(t.reached);
+        double cheapest = INFINITY;
+        for (int i = 0; i < c.nreached; i++)
+            cheapest = fmin(cheapest, c.reached_cost[i]);
+        /* the distinct sets within 30% of the cheapest */
+        int near = 0, chosen = -1;
+        for (int i = 0; i < c.nreached; i++) {
+            const tt_tuned *r = &c.reached[i];
+            bool dup = false;
+            for (int j = 0; j < i && !dup; j++)
+                dup = c.reached_cost[j] <= 1.3 * cheapest && r->nprobe == c.reached[j].nprobe &&
+                      r->ndocs == c.reached[j].ndocs && r->rerank_margin == c.reached[j].rerank_margin &&
+                      r->sketch == c.reached[j].sketch;
+            if (c.reached_cost[i] <= 1.3 * cheapest && !dup) {
+                near++;
+                if (r->nprobe == t.nprobe && r->ndocs == t.ndocs &&
+                    r->rerank_margin == t.rerank_margin && r->sketch == t.sketch)
+                    chosen = i;
+            }
+        }
+        if (cost == TT_TUNE_COST_WORK) {
+            ck_assert_int_eq(c.ties, 0);
+        } else {
+            ck_assert_msg(near >= 2, "only %d near-ties: the test needs several", near);
+            ck_assert_int_eq(c.ties, near < 3 ? near : 3);
+            ck_assert_msg(chosen >= 0, "the choice is not among the near-ties");
+            ck_assert_double_eq_tol(t.recall, c.reached[chosen].recall, 1e-12);
+        }
+        tt_calib_free(&c);
+    }
     tt_index_close(idx);
 }
 END_TEST
@@ -1022,6 +1086,7 @@ int main(void) {
     tcase_add_test(tc, deterministic_and_round_trip);
     tcase_add_test(tc, reaches_target_on_held_out_queries);
     tcase_add_test(tc, reached_with_confidence);
+    tcase_add_test(tc, near_ties_measured_again);
     tcase_add_test(tc, pseudo_queries_by_definition);
     tcase_add_test(tc, search_uses_calibration);
     tcase_add_test(tc, exhaustive_choice);

@@ -11,6 +11,8 @@
 #define TT_CALIB_DEPTH 100
 /* Most threads a measurement uses. */
 #define TT_CALIB_THREADS_MAX 64
+/* Most sets reaching the target that one search remembers. */
+#define TT_CALIB_REACHED_MAX 64
 
 typedef struct tt_calib {
     const tt_index *idx;
@@ -46,6 +48,12 @@ typedef struct tt_calib {
     uint32_t cgroups;
     double scored;
     double stage1_share;       /* the last measurement's share of stage 1 in its cost */
+    /* The sets of the current search that reached the target, with their cost (the
+     * near-ties among them are measured again before the choice: calibrate.c). */
+    tt_tuned reached[TT_CALIB_REACHED_MAX];
+    double reached_cost[TT_CALIB_REACHED_MAX];
+    int nreached;
+    int ties;                  /* the last search's near-ties measured again (0 or 2+) */
 } tt_calib;
 
 /* Starts a calibration of idx (borrowed) with the caller's queries (borrowed; checked:
