@@ -395,6 +395,11 @@ START_TEST(pseudo_queries_by_definition) {
 }
 END_TEST
 
+static bool same_params(const tt_tuned *a, const tt_tuned *b) {
+    return a->nprobe == b->nprobe && a->ndocs == b->ndocs &&
+           a->rerank_margin == b->rerank_margin && a->sketch == b->sketch;
+}
+
 /* Near-ties (time cost): the sets that reached the target within 30% of the cheapest
  * measured cost (at most 3) are measured again, three times each, and the choice is
  * one of them; with the work cost, which is the same on every run, none are. */
@@ -413,7 +418,7 @@ START_TEST(near_ties_measured_again) {
         /* a low target: many sets reach it, at similar costs */
         ck_assert_msg(tt_calib_search(&c, 10, 0.6, &t) == TT_OK, "%s", tt_last_error());
         ck_assert(t.reached);
-        double cheapest = INFINITY;
+        double cheapest = INFINITY; /* the cheapest set measured, the chosen one's or less */
         for (int i = 0; i < c.nreached; i++)
             cheapest = fmin(cheapest, c.reached_cost[i]);
         /* the distinct sets within 30% of the cheapest */
@@ -422,13 +427,10 @@ START_TEST(near_ties_measured_again) {
             const tt_tuned *r = &c.reached[i];
             bool dup = false;
             for (int j = 0; j < i && !dup; j++)
-                dup = c.reached_cost[j] <= 1.3 * cheapest && r->nprobe == c.reached[j].nprobe &&
-                      r->ndocs == c.reached[j].ndocs && r->rerank_margin == c.reached[j].rerank_margin &&
-                      r->sketch == c.reached[j].sketch;
+                dup = c.reached_cost[j] <= 1.3 * cheapest && same_params(r, &c.reached[j]);
             if (c.reached_cost[i] <= 1.3 * cheapest && !dup) {
                 near++;
-                if (r->nprobe == t.nprobe && r->ndocs == t.ndocs &&
-                    r->rerank_margin == t.rerank_margin && r->sketch == t.sketch)
+                if (same_params(r, &t))
                     chosen = i;
             }
         }

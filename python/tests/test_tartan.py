@@ -199,6 +199,10 @@ class TestSearch(Base):
         idx = os.path.join(self.tmp, "syn-idx")
         # built from Python (a list of per-document arrays), searched by both
         tartan.build(idx, docs_of(x, lens), ids=ids, centroids=64, threads=2)
+        # as `tartan search` does: OpenBLAS's threads split a product's rows among them,
+        # and some of its kernels (Prescott's) then sum a row in another order
+        tartan.set_blas_threads(1)
+        self.addCleanup(tartan.set_blas_threads, os.cpu_count() or 1)
         for mode in ("plaid", "exhaustive"):
             run = os.path.join(self.tmp, f"cli-{mode}.run")
             subprocess.run([CLI, "search", "--index", idx, "--queries", pre + ".queries.npy",

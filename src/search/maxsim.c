@@ -42,8 +42,8 @@ static uint64_t group_products(const float *Qp, uint32_t nqp, uint32_t dim, cons
     for (uint32_t d = 0; d < ndocs; d++)
         nvec += doclens[d];
     if (nvec)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tt_maxsim_rows(nvec), (int)nqp, (int)dim,
-                    1.0f, R, (int)dim, Qp, (int)dim, 0.0f, QR, (int)nqp);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tt_maxsim_rows(nvec),
+                    (int)nqp, (int)dim, 1.0f, R, (int)dim, Qp, (int)dim, 0.0f, QR, (int)nqp);
     return nvec;
 }
 

@@ -244,8 +244,8 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
     for (int t = 0; t < threads; t++) {
         if ((st = tt_search_ctx_new(idx, &j.ctx[t])))
             goto free_threads;
-        if (!(j.QR[t] = tt_alloc_aligned(tt_maxsim_rows(j.rows_cap) * widest, sizeof(float), 64,
-                                         "exhaustive scan"))) {
+        if (!(j.QR[t] = tt_alloc_aligned(tt_maxsim_rows(j.rows_cap) * widest, sizeof(float),
+                                         64, "exhaustive scan"))) {
             st = TT_ENOMEM;
             goto free_threads;
         }

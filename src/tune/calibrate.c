@@ -712,13 +712,16 @@ static int settle_ties(tt_calib *c, point *best) {
     c->ties = 0;
     if (c->cost != TT_TUNE_COST_TIME || !best->ok)
         return TT_OK;
+    double cheapest = best->cost;
+    for (int i = 0; i < c->nreached; i++)
+        cheapest = fmin(cheapest, c->reached_cost[i]);
+    /* The cheapest sets within TIE_SHARE of the cheapest, each once. */
     point tie[TIE_MAX];
     int n = 0;
-    /* The cheapest sets within TIE_SHARE of the best, each once (best among them). */
     for (int pass = 0; pass < TIE_MAX; pass++) {
         int pick = -1;
         for (int i = 0; i < c->nreached; i++) {
-            if (c->reached_cost[i] > best->cost * (1 + TIE_SHARE))
+            if (c->reached_cost[i] > cheapest * (1 + TIE_SHARE))
                 continue;
             bool seen = false;
             for (int j = 0; j < n && !seen; j++)
@@ -778,7 +781,7 @@ static int choose(tt_calib *c, point *best, point *top, tt_tuned *out) {
     if (!best->ok && top->partial) {
         const tt_tuned t = top->t;
         st = tt_calib_measure(c, t.k, t.nprobe, t.ndocs, t.prune_ratio, t.rerank_margin,
-                                  t.sketch, &top->t, &top->cost);
+                              t.sketch, &top->t, &top->cost);
         if (st)
             return st;
         top->partial = false;
