@@ -768,6 +768,73 @@ START_TEST(centroid_dots_match_definition) {
 }
 END_TEST
 
+/* The top-k order of qsort with a comparison function, as the sorts replaced it. */
+static int ref_hit_cmp(const void *a, const void *b) {
+    const tt_hit *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return (x->doc > y->doc) - (x->doc < y->doc);
+}
+
+static int doc_cmp(const void *a, const void *b) {
+    const tt_hit *x = a, *y = b;
+    return (x->doc > y->doc) - (x->doc < y->doc);
+}
+
+/* Field by field (tt_hit has padding). */
+static bool same_hits(const tt_hit *a, const tt_hit *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i].doc != b[i].doc || a[i].score != b[i].score)
+            return false;
+    return true;
+}
+
+/* tt_hits_sort gives qsort's order; tt_hits_best puts the m best first in that order and
+ * keeps every hit: on random scores with many ties, sorted and reversed inputs, sizes
+ * around the insertion-sort cutoff and partition sizes. */
+START_TEST(hits_sort_and_best) {
+    tt_rng r;
+    tt_rng_seed(&r, 11);
+    const size_t ns[] = {0, 1, 2, 3, 16, 17, 33, 100, 1000, 4096};
+    tt_hit *h = malloc(4096 * sizeof *h), *ref = malloc(4096 * sizeof *ref),
+           *b = malloc(4096 * sizeof *b), *rest = malloc(4096 * sizeof *rest);
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        const size_t n = ns[t];
+        for (int kind = 0; kind < 4; kind++) {
+            for (size_t i = 0; i < n; i++) {
+                float s = kind == 0   ? (float)tt_rng_below(&r, 20) /* ties */
+                          : kind == 1 ? (float)tt_rng_uniform(&r)
+                          : kind == 2 ? (float)i                      /* worst first */
+                                      : -(float)i;                    /* best first */
+                h[i] = (tt_hit){.doc = (uint64_t)(n - i) * 7 % 10007, .score = s};
+            }
+            memcpy(ref, h, n * sizeof *h);
+            qsort(ref, n, sizeof *ref, ref_hit_cmp);
+            memcpy(b, h, n * sizeof *h);
+            tt_hits_sort(b, n);
+            ck_assert(same_hits(b, ref, n));
+            const size_t ms[] = {0, 1, 10, n / 2, n ? n - 1 : 0, n, n + 5};
+            for (size_t u = 0; u < sizeof ms / sizeof ms[0]; u++) {
+                const size_t m = ms[u], mm = TT_MIN(m, n);
+                memcpy(b, h, n * sizeof *h);
+                tt_hits_best(b, n, m);
+                ck_assert_msg(same_hits(b, ref, mm), "n %zu kind %d m %zu", n, kind, m);
+                /* the rest: the other hits, each once */
+                memcpy(rest, b + mm, (n - mm) * sizeof *b);
+                qsort(rest, n - mm, sizeof *rest, doc_cmp);
+                memcpy(b, ref + mm, (n - mm) * sizeof *b);
+                qsort(b, n - mm, sizeof *b, doc_cmp);
+                ck_assert(same_hits(rest, b, n - mm));
+            }
+        }
+    }
+    free(h);
+    free(ref);
+    free(b);
+    free(rest);
+}
+END_TEST
+
 START_TEST(topk_deterministic) {
     tt_rng r;
     tt_rng_seed(&r, 5);
@@ -2773,6 +2840,7 @@ int main(void) {
     tcase_add_test(tc, reslut_matches_decode);
     tcase_add_test(tc, centroid_dots_match_definition);
     tcase_add_test(tc, topk_deterministic);
+    tcase_add_test(tc, hits_sort_and_best);
     tcase_add_test(tc, maxsim_group_matches_reference);
     tcase_add_test(tc, defaults_by_k);
     tcase_add_test(tc, cq_kernels_agree);

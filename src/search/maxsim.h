@@ -19,6 +19,10 @@ void tt_topk_push(tt_topk *t, uint64_t doc, float score);
 /* Sorts the kept hits best first into t->h[0..n) and returns n. */
 uint32_t tt_topk_finish(tt_topk *t);
 void tt_topk_free(tt_topk *t);
+/* Sorts h[0..n) best first (the top-k order; hits of distinct documents). */
+void tt_hits_sort(tt_hit *h, size_t n);
+/* Moves the m best of h[0..n) to h[0..m), sorted best first; the rest in any order. */
+void tt_hits_best(tt_hit *h, size_t n, size_t m);
 
 /* Query vectors are processed in blocks of TT_QB (SSE) lanes: score tables have a row stride
  * of nqp = nq rounded up to TT_QB, with zero query rows as padding. */

@@ -315,14 +315,6 @@ static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
     c->st.scored_docs += n;
 }
 
-/* Best approximate score first; ties by position (a total order). */
-static int lut_order_cmp(const void *a, const void *b) {
-    const tt_hit *x = a, *y = b;
-    if (x->score != y->score)
-        return x->score > y->score ? -1 : 1;
-    return (x->doc > y->doc) - (x->doc < y->doc);
-}
-
 /* The exact pass: documents in order of their approximate scores, each scored exactly
  * (and pushed) while it could still enter the top k; then c->ascore holds every
  * document's score, exact where it was rescored. */
@@ -330,9 +322,16 @@ static void lut_rescore(tt_search_ctx *c, const uint64_t *docs, size_t n) {
     c->lut_pass = false;
     for (size_t t = 0; t < n; t++)
         c->aorder[t] = (tt_hit){.doc = t, .score = c->ascore[t]};
-    qsort(c->aorder, n, sizeof *c->aorder, lut_order_cmp);
+    /* Best approximate score first, ties by position: sorted as far as it is read, in
+     * chunks that double (most queries rescore a dozen documents of hundreds). */
     const float margin = c->lut_margin;
+    size_t sorted = 0;
     for (size_t r = 0; r < n; r++) {
+        if (r == sorted) {
+            const size_t m = TT_MIN(n - r, TT_MAX((size_t)32, r));
+            tt_hits_best(c->aorder + r, n - r, m);
+            sorted = r + m;
+        }
         const size_t t = c->aorder[r].doc;
         if (c->top.n == c->top.k && c->aorder[r].score + margin < c->top.h[0].score)
             break;

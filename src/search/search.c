@@ -46,7 +46,9 @@ static int hit_doc_cmp(const void *a, const void *b) {
  * ones) go deeper, up to every survivor. */
 static int stage4_adaptive(tt_search_ctx *c, uint32_t kk, uint32_t first, float margin) {
     int st;
-    size_t n = tt_topk_finish(&c->top);
+    /* Unsorted: each batch takes the best of what is left, sorted (most queries stop
+     * after a batch or two of the survivors). */
+    size_t n = c->top.n;
     if ((st = tt_grow((void **)&c->s3, &c->s3_cap, n, sizeof *c->s3, "candidates")) ||
         (st = tt_grow((void **)&c->batch, &c->batch_cap, first, sizeof *c->batch,
                        "candidates")) ||
@@ -60,8 +62,9 @@ static int stage4_adaptive(tt_search_ctx *c, uint32_t kk, uint32_t first, float 
     double esum = 0, esq = 0, ecnt = 0;
     for (size_t p = 0; p < n;) {
         size_t e = TT_MIN(p + first, n);
+        tt_hits_best(c->s3 + p, n - p, e - p);
         if (p > 0 && c->top.n == c->top.k) {
-            /* s3 is sorted: cut the batch at the first document that cannot make it. */
+            /* The batch is sorted: cut it at the first document that cannot make it. */
             const float worst = c->top.h[0].score;
             size_t q = p;
             while (q < e && c->s3[q].score * c->scale + emax >= worst)

@@ -57,15 +57,88 @@ void tt_topk_push(tt_topk *t, uint64_t doc, float score) {
     h[i] = (tt_hit){doc, score};
 }
 
-static int hit_cmp(const void *a, const void *b) {
-    const tt_hit *x = a, *y = b;
-    if (hit_better(x->score, x->doc, y->score, y->doc))
-        return -1;
-    return hit_better(y->score, y->doc, x->score, x->doc) ? 1 : 0;
+/* Sorting hits best first with the comparison inlined: qsort's call per comparison
+ * made sorting stage 3's survivors (4,096 a query on the LLM-like collection) 13% of a
+ * query (doc/benchmarks.md, *Stage 4 sorts only the batches it scores*). */
+static inline bool before(const tt_hit *a, const tt_hit *b) {
+    return hit_better(a->score, a->doc, b->score, b->doc);
+}
+
+static inline void swap_hits(tt_hit *a, tt_hit *b) {
+    tt_hit t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void insertion_sort(tt_hit *h, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        tt_hit x = h[i];
+        size_t j = i;
+        for (; j > 0 && before(&x, &h[j - 1]); j--)
+            h[j] = h[j - 1];
+        h[j] = x;
+    }
+}
+
+/* Partitions h[0..n) (n >= 3) around the median of its first, middle and last hits:
+ * returns p with h[0..p) before h[p] and h[p+1..n) after it. */
+static size_t partition(tt_hit *h, size_t n) {
+    size_t m = n / 2;
+    if (before(&h[m], &h[0]))
+        swap_hits(&h[m], &h[0]);
+    if (before(&h[n - 1], &h[0]))
+        swap_hits(&h[n - 1], &h[0]);
+    if (before(&h[n - 1], &h[m]))
+        swap_hits(&h[n - 1], &h[m]);
+    swap_hits(&h[m], &h[n - 1]); /* the pivot, last */
+    const tt_hit pivot = h[n - 1];
+    size_t p = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (before(&h[i], &pivot))
+            swap_hits(&h[i], &h[p++]);
+    swap_hits(&h[p], &h[n - 1]);
+    return p;
+}
+
+void tt_hits_sort(tt_hit *h, size_t n) {
+    while (n > 16) {
+        size_t p = partition(h, n);
+        /* the smaller side by recursion, the larger by the loop: O(log n) stack */
+        if (p < n - p - 1) {
+            tt_hits_sort(h, p);
+            h += p + 1;
+            n -= p + 1;
+        } else {
+            tt_hits_sort(h + p + 1, n - p - 1);
+            n = p;
+        }
+    }
+    insertion_sort(h, n);
+}
+
+void tt_hits_best(tt_hit *h, size_t n, size_t m) {
+    if (m >= n) {
+        tt_hits_sort(h, n);
+        return;
+    }
+    /* Quickselect: narrow [lo, hi) to the part holding the m-th boundary. */
+    size_t lo = 0, hi = n;
+    while (hi - lo > 16) {
+        size_t p = lo + partition(h + lo, hi - lo);
+        if (p == m)
+            break;
+        if (p < m)
+            lo = p + 1;
+        else
+            hi = p;
+    }
+    if (hi - lo <= 16)
+        insertion_sort(h + lo, hi - lo);
+    tt_hits_sort(h, m);
 }
 
 uint32_t tt_topk_finish(tt_topk *t) {
-    qsort(t->h, t->n, sizeof *t->h, hit_cmp);
+    tt_hits_sort(t->h, t->n);
     return t->n;
 }
 
