@@ -21,6 +21,20 @@ assert j['ratio_f16'] > 1 and j['resident_bytes'] > 0
 " && ok "info --json fields" || bad "info --json fields"
 expect_ok "verify" "$T" verify "$WORK/idx"
 
+# The kernels OpenBLAS chose: --version names them, and says what this CPU could run
+# where they are older (forced here: Prescott); the note about it is for terminals only.
+OPENBLAS_CORETYPE=Prescott "$T" --version >"$WORK/ver" 2>&1
+if grep -q "^OpenBLAS kernels: Prescott" "$WORK/ver"; then
+    if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
+        grep -q "this CPU can run \(Haswell\|SkylakeX\)" "$WORK/ver" &&
+            ok "--version: older OpenBLAS kernels named" || bad "--version: $(cat "$WORK/ver")"
+    fi
+    "$T" info "$WORK/idx" >/dev/null 2>"$WORK/err"
+    grep -q "note: OpenBLAS" "$WORK/err" && bad "BLAS note off a terminal" || ok "no BLAS note off a terminal"
+else
+    ok "not OpenBLAS, or it ignores OPENBLAS_CORETYPE: $(tail -1 "$WORK/ver")"
+fi
+
 # An existing index is refused without --force and kept when a --force build fails.
 expect_fail "exists without --force" "already exists" "$T" build --vectors "$V" --doclens "$L" --out "$WORK/idx"
 before=$(cksum "$WORK/idx/MANIFEST")

@@ -31,6 +31,13 @@ int cmd_serve(int argc, char **argv);
 /* tt_index_tune with the terminal's progress and the cooperative interrupt, and a summary
  * on stderr (cmd_tune.c; tartan tune, build, add). */
 int cli_tune_index(const char *cmd, const char *index, tt_tune_options *o);
+
+/* OpenBLAS's kernels (blas_hint.c): the core it chose (NULL: not OpenBLAS), the core it
+ * should take on this CPU where it took an older one (NULL: none), and a one-line note
+ * saying so on stderr when that is a terminal and OPENBLAS_CORETYPE is not set. */
+const char *cli_blas_core(void);
+const char *cli_blas_better_core(void);
+void cli_blas_hint(void);
 void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool published);
 
 /* Filters over a sharded (or plain: one shard) index, tools/shard_filter.c: `who`

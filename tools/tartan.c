@@ -40,12 +40,18 @@ int main(int argc, char **argv) {
         return CLI_OK;
     }
     if (!strcmp(argv[1], "--version")) {
+        const char *core = cli_blas_core(), *better = cli_blas_better_core();
         printf("tartan %s (library %s)\n", TT_VERSION_STRING, tt_version_string());
+        if (core)
+            printf("OpenBLAS kernels: %s%s%s\n", core,
+                   better ? "; this CPU can run " : "", better ? better : "");
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
+        if (!strcmp(argv[1], commands[i].name)) {
+            cli_blas_hint();
             return commands[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "tartan: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return CLI_USAGE;
