@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* OpenBLAS only (weak: other BLAS libraries lack it). */
@@ -21,10 +22,12 @@ const char *cli_blas_core(void) {
 /* The core OpenBLAS should take on this CPU where it took an older one, else NULL. */
 static const char *better_core(const char *core) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static const char *const modern[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
-                                         "Sapphirerapids"};
+    /* OpenBLAS's AVX2 and AVX-512 cores (0.3.21's names; later versions add
+     * SapphireRapids and may spell others in another case) */
+    static const char *const modern[] = {"Haswell",  "Zen",        "Excavator",
+                                         "SkylakeX", "Cooperlake", "SapphireRapids"};
     for (size_t i = 0; i < sizeof modern / sizeof modern[0]; i++)
-        if (!strcmp(core, modern[i]))
+        if (!strcasecmp(core, modern[i]))
             return NULL;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
