@@ -666,6 +666,20 @@ START_TEST(reslut_matches_decode) {
             L.avx2 = a2;
             tt_reslut_dot(&L, &d, packed, n, Q, x, out);
             ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
+            /* Whole bytes of 4- and 8-bit codes through float byte tables (layouts 0
+             * and 3 have some beside 1-2-bit bytes): the decoded products, up to float
+             * rounding. */
+            ck_assert(L.bon || (li != 0 && li != 3));
+            if (L.bon) {
+                L.bon = false;
+                L.rest = true;
+                tt_reslut_dot(&L, &d, packed, n, Q, x, o2);
+                L.bon = true;
+                for (uint32_t e = 0; e < n * nqp; e++)
+                    ck_assert_msg(fabsf(out[e] - o2[e]) <= 1e-5f * (fabsf(o2[e]) + 1),
+                                  "layout %zu: byte tables %.9g, decoded %.9g", li, out[e],
+                                  o2[e]);
+            }
             for (uint32_t i = 0; i < nqp; i++) {
                 const double step = L.npos ? L.scale[i] : 0;
                 double se = 0;

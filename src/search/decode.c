@@ -547,8 +547,9 @@ static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float 
 }
 
 void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloose,
-                        const uint8_t *packed, uint64_t n, const float *Q, uint32_t nq,
-                        float *x, float *out) {
+                        uint32_t skip, const uint8_t *packed, uint64_t n, const float *Q,
+                        uint32_t nq, float *x, float *out) {
+    skip |= 1u << 1 | 1u << 2;
     const uint32_t dim = d->dim;
     for (uint64_t v = 0; v < n; v++) {
         const uint8_t *p = packed + v * d->bytes_per_vec;
@@ -556,7 +557,7 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
         list_dots(d, loose, nloose, p, Q, nq, o);
         for (uint32_t r = 0; r < d->nruns; r++) {
             const tt_resdec_run *run = &d->runs[r];
-            if (run->w == 1 || run->w == 2)
+            if (skip >> run->w & 1)
                 continue;
             const uint32_t np = run_positions(run);
             decode_run(d, run, p + run->byte0, NULL, x + run->k0);

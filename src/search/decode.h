@@ -73,10 +73,11 @@ void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const 
 /* The part of those products over the positions that are not in the whole bytes of
  * runs of 1-2 bits: the loose positions listed (loose[0..nloose): d->loose, or a part of
  * it) and runs of other widths, for any nq: what the lookup tables below do not cover.
- * Not for a shared codec. */
+ * Runs whose width w has bit w set in `skip` are left out too (the 4- and 8-bit runs
+ * that the lookup tables' float byte tables cover). Not for a shared codec. */
 void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloose,
-                        const uint8_t *packed, uint64_t n, const float *Q, uint32_t nq,
-                        float *x, float *out);
+                        uint32_t skip, const uint8_t *packed, uint64_t n, const float *Q,
+                        uint32_t nq, float *x, float *out);
 
 /* Approximate <q, r> from the packed bytes through per-query lookup tables (the
  * fast-scan of PQ search, Andre et al., VLDB 2015; EMVB and WARP score residuals from
@@ -84,9 +85,11 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
  * nibbles (2 or 4 positions), a table of the 16 values sum_k q_i[k] weight_k(code_k),
  * rounded to 8 bits on one scale per query row; 16 vectors are scored a nibble position
  * at a time by one byte shuffle (vpshufb) per query row and summed in 16-bit lanes. The
- * other positions (tt_resdec_dot_rest) are exact. Each table entry errs by at most
- * scale_i / 2, so a product errs by at most npos * scale_i (npos byte positions, two
- * nibbles each): the typical error is far smaller (rounding errors cancel). */
+ * other positions are exact: whole bytes of 4- and 8-bit codes through float tables of
+ * a byte's 256 values per query row, the rest by tt_resdec_dot_rest. Each table entry
+ * errs by at most scale_i / 2, so a product errs by at most npos * scale_i (npos byte
+ * positions, two nibbles each): the typical error is far smaller (rounding errors
+ * cancel). */
 typedef struct tt_reslut {
     uint32_t nqp;      /* query rows the tables are for (a multiple of 4) */
     uint32_t npos;     /* byte positions covered */
@@ -105,7 +108,15 @@ typedef struct tt_reslut {
     uint32_t *loose;   /* the decoder's loose positions of at least 1 bit (for
                         * tt_resdec_dot_rest; the 0-bit ones are constants: in bias) */
     uint32_t nloose;
-    bool only;         /* the tables and bias cover every position (no rest pass) */
+    uint32_t nbpos;    /* whole bytes of 4- and 8-bit runs (float byte tables where they
+                        * fit in RESLUT_BYTE_TABLES for the query rows: bon) */
+    uint32_t *bsrc;    /* nbpos: their offsets in a packed vector */
+    float *btab;       /* ((b * 256 + x) * nqp + i): the sum of row i's products with the
+                        * values byte b stores as x (exact floats, no rounding) */
+    uint32_t cap_bq;   /* btab's capacity in query rows */
+    bool bon;          /* the float byte tables are set for the current query rows */
+    bool rest;         /* positions outside the tables, bias and byte tables are left
+                        * (a tt_resdec_dot_rest pass) */
     int avx2;          /* the AVX2 loop (set where the CPU has it; tests may clear it) */
 } tt_reslut;
 

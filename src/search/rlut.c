@@ -16,9 +16,17 @@
 
 /* Byte positions summed in 16-bit lanes before they move to 32 bits: 256 * 255 fits. */
 #define LANE_FLUSH 256u
+/* The float byte tables of whole 4- and 8-bit bytes (the adaptive codec's outlier
+ * dimensions) at most this size; beyond it those runs are decoded as before. */
+#define RESLUT_BYTE_TABLES ((uint64_t)1 << 20)
 
 static bool covered(const tt_resdec_run *r) {
     return r->w == 1 || r->w == 2;
+}
+
+/* Runs whose whole bytes take float byte tables: one or two codes a byte. */
+static bool byte_tabled(const tt_resdec_run *r) {
+    return r->w == 4 || r->w == 8;
 }
 
 int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
@@ -64,9 +72,16 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
     for (uint32_t t = 0; t < d->nloose; t++)
         if (d->codec->bits[d->loose[t]])
             L->loose[L->nloose++] = d->loose[t];
-    L->only = L->nloose == 0;
+    uint32_t nb = 0;
     for (uint32_t r = 0; r < d->nruns; r++)
-        L->only = L->only && covered(&d->runs[r]);
+        nb += byte_tabled(&d->runs[r]) ? d->runs[r].nbytes : 0;
+    if (nb && !(L->bsrc = tt_alloc(nb, sizeof *L->bsrc, "residual lookup tables"))) {
+        tt_reslut_free(L);
+        return TT_ENOMEM;
+    }
+    for (uint32_t r = 0; r < d->nruns; r++)
+        for (uint32_t b = 0; byte_tabled(&d->runs[r]) && b < d->runs[r].nbytes; b++)
+            L->bsrc[L->nbpos++] = d->runs[r].byte0 + b;
 #ifdef TT_AVX2
     L->avx2 = tt_cpu_avx2();
 #endif
@@ -85,6 +100,8 @@ void tt_reslut_free(tt_reslut *L) {
     free(L->wlo);
     free(L->ibuf);
     free(L->loose);
+    free(L->bsrc);
+    free(L->btab);
     memset(L, 0, sizeof *L);
 }
 
@@ -269,6 +286,73 @@ static float row_tables(const tt_reslut *L, const tt_resdec *d, const float *q, 
     return step;
 }
 
+/* The float byte tables of the whole bytes of 4- and 8-bit runs for query rows Qp, where
+ * they fit in RESLUT_BYTE_TABLES: an entry is the row's products with the one or two
+ * values the byte stores (so a vector's 4 outlier dimensions cost 4 additions a query
+ * row, not a decode and 4 multiply-adds); with the other positions, whether a rest pass
+ * is left (L->rest). */
+static int byte_tables(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nqp) {
+    L->bon = L->nbpos && (uint64_t)L->nbpos * 256 * nqp * sizeof(float) <= RESLUT_BYTE_TABLES;
+    L->rest = L->nloose > 0;
+    for (uint32_t r = 0; r < d->nruns; r++)
+        L->rest = L->rest || !(covered(&d->runs[r]) || (L->bon && byte_tabled(&d->runs[r])));
+    if (!L->bon)
+        return TT_OK;
+    if (nqp > L->cap_bq) {
+        free(L->btab);
+        L->cap_bq = 0;
+        if (!(L->btab = tt_alloc((uint64_t)L->nbpos * 256 * nqp, sizeof *L->btab,
+                                 "residual lookup tables"))) {
+            L->bon = false;
+            return TT_ENOMEM;
+        }
+        L->cap_bq = nqp;
+    }
+    uint32_t p = 0;
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        for (uint32_t b = 0; byte_tabled(run) && b < run->nbytes; b++, p++)
+            for (uint32_t x = 0; x < 256; x++) {
+                float *e = L->btab + ((uint64_t)p * 256 + x) * nqp;
+                for (uint32_t i = 0; i < nqp; i++) {
+                    const float *q = Qp + (uint64_t)i * d->dim + run->k0 + b * run->pb;
+                    float s = 0;
+                    for (uint32_t t = 0; t < run->pb; t++)
+                        s += q[t] * run->weights[(uint64_t)(b * run->pb + t) * run->nb +
+                                                 run->bucket[x * run->pb + t]];
+                    e[i] = s;
+                }
+            }
+    }
+    return TT_OK;
+}
+
+/* out[v * nqp + i] += the byte tables' entries of vector v's bytes (nqp a multiple of 4;
+ * every lane adds in the same order, so the SSE and the portable loop agree). */
+static void byte_dots(const tt_reslut *L, const uint8_t *packed, uint64_t n, uint64_t bpv,
+                      float *out) {
+    const uint32_t nqp = L->nqp;
+    for (uint64_t v = 0; v < n; v++) {
+        const uint8_t *p = packed + v * bpv;
+        for (uint32_t i = 0; i < nqp; i += 4) {
+            float *o = out + v * nqp + i;
+#ifdef TT_SSE2
+            __m128 acc = _mm_loadu_ps(o);
+            for (uint32_t b = 0; b < L->nbpos; b++)
+                acc = _mm_add_ps(acc, _mm_loadu_ps(L->btab +
+                                                   ((uint64_t)b * 256 + p[L->bsrc[b]]) * nqp + i));
+            _mm_storeu_ps(o, acc);
+#else
+            for (uint32_t b = 0; b < L->nbpos; b++) {
+                const float *e = L->btab + ((uint64_t)b * 256 + p[L->bsrc[b]]) * nqp + i;
+                for (uint32_t u = 0; u < 4; u++)
+                    o[u] += e[u];
+            }
+#endif
+        }
+    }
+}
+
 int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nqp) {
     L->nqp = nqp;
     if (!L->npos)
@@ -299,7 +383,7 @@ int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nq
         }
         L->bias[i] = (float)bias;
     }
-    return TT_OK;
+    return byte_tables(L, d, Qp, nqp);
 }
 
 /* t[p * 16 + v] = rows[v][off + p] for p < 16, v < 16. */
@@ -458,13 +542,16 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
     const uint32_t nqp = L->nqp;
     const uint64_t bpv = d->bytes_per_vec;
     if (!L->npos) { /* no tables: every position exact */
-        tt_resdec_dot_rest(d, d->loose, d->nloose, packed, n, Qp, nqp, x, out);
+        tt_resdec_dot_rest(d, d->loose, d->nloose, 0, packed, n, Qp, nqp, x, out);
         return;
     }
-    if (L->only)
+    if (!L->rest)
         memset(out, 0, n * nqp * sizeof *out);
     else
-        tt_resdec_dot_rest(d, L->loose, L->nloose, packed, n, Qp, nqp, x, out);
+        tt_resdec_dot_rest(d, L->loose, L->nloose, L->bon ? 1u << 4 | 1u << 8 : 0, packed, n,
+                           Qp, nqp, x, out);
+    if (L->bon)
+        byte_dots(L, packed, n, bpv, out);
     int32_t sum[16 * 4];
     const uint8_t *rows[16];
     for (uint64_t v0 = 0; v0 < n; v0 += 16) {
