@@ -62,12 +62,18 @@ rec() { echo "recall@10 $1: vs exact $($PY "$here/search_recall.py" "$2" "$W/$P.
 i=1
 while [ "$i" -le "$ROUNDS" ]; do
     echo "== round $i, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    "$SB" --index "$P.idx" --queries "$P.queries.npy" --query-ids "$P.qids.txt" --k 10 \
-        --limit "$NQ" --run "$W/$P.tartan.run" --label "tartan-r$i" | tee -a "$W/$P.side.jsonl"
-    "$PY" "$here/plaid_ref.py" --colbert "$CB" --threads 1 search --root "$W/plaid" \
+    # (Not through a pipe: sh has no pipefail, and a failed search must stop the run.)
+    line=$("$SB" --index "$P.idx" --queries "$P.queries.npy" --query-ids "$P.qids.txt" \
+        --k 10 --limit "$NQ" --run "$W/$P.tartan.run" --label "tartan-r$i") ||
+        { echo "tartan search failed (round $i)" >&2; exit 1; }
+    echo "$line" | tee -a "$W/$P.side.jsonl"
+    line=$("$PY" "$here/plaid_ref.py" --colbert "$CB" --threads 1 search --root "$W/plaid" \
         --name "$P.plaid" --queries "$P.queries.npy" --qids "$P.qids.txt" --ids "$P.ids.txt" \
-        --k 10 --limit "$NQ" --run "$W/$P.plaid.run" --label "plaid-ref-r$i" 2>>"$W/$P.plaid-search.log" |
-        tee -a "$W/$P.side.jsonl"
+        --k 10 --limit "$NQ" --run "$W/$P.plaid.run" --label "plaid-ref-r$i" \
+        2>>"$W/$P.plaid-search.log") ||
+        { echo "reference search failed (round $i):" >&2; tail -20 "$W/$P.plaid-search.log" >&2
+          exit 1; }
+    echo "$line" | tee -a "$W/$P.side.jsonl"
     i=$((i + 1))
 done
 rec tartan "$W/$P.tartan.run"

@@ -12,10 +12,11 @@ PKGS="$PKGS python3-dev python3-venv python3-pip python3-setuptools python3-whee
 PKGS="$PKGS libopenmpi-dev openmpi-bin"
 # The side-by-side benchmark against the PLAID reference (bench/plaid_ref.py; opt-in,
 # TT_BENCH_PLAID=1: torch is large): the reference's Python dependencies, faiss for its
-# k-means, and g++/ninja for its C++ extensions (torch's JIT build)
+# k-means, and g++/ninja with torch's and pybind11's headers for its C++ extensions
+# (torch's JIT build; Debian's python3-torch ships no headers)
 if [ "${TT_BENCH_PLAID:-0}" = 1 ]; then
     PKGS="$PKGS python3-torch python3-faiss python3-scipy python3-ujson python3-bitarray \
-python3-tqdm ninja-build g++"
+python3-tqdm ninja-build g++ libtorch-dev pybind11-dev"
 fi
 missing=""
 for p in $PKGS; do
