@@ -494,10 +494,11 @@ static void relative_mask(tt_search_ctx *c, uint32_t nprobe, float ratio, float 
     for (uint32_t k = 0; k < K; k++) {
         const float *row = c->St + (uint64_t)k * nqp;
 #ifdef TT_SSE2
-        __m128 any = _mm_setzero_ps();
-        for (uint32_t i = 0; i < nqp; i += 4)
-            any = _mm_or_ps(any, _mm_cmpge_ps(_mm_loadu_ps(row + i), _mm_loadu_ps(t + i)));
-        c->keep[k] = _mm_movemask_ps(any) != 0;
+        /* Most kept centroids pass on their first query vectors: stop at the first. */
+        uint8_t hit = 0;
+        for (uint32_t i = 0; i < nqp && !hit; i += 4)
+            hit = _mm_movemask_ps(_mm_cmpge_ps(_mm_loadu_ps(row + i), _mm_loadu_ps(t + i))) != 0;
+        c->keep[k] = hit;
 #else
         uint8_t hit = 0;
         for (uint32_t i = 0; i < nq; i++)
