@@ -664,6 +664,13 @@ START_TEST(reslut_matches_decode) {
             L.avx2 = 0;
             tt_reslut_dot(&L, &d, packed, n, Q, x, o2);
             L.avx2 = a2;
+            /* the AVX2 sums, then the AVX-512 ones (where the CPU has them): the same
+             * floats as the portable loop's */
+            const int a512 = L.avx512;
+            L.avx512 = 0;
+            tt_reslut_dot(&L, &d, packed, n, Q, x, out);
+            ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
+            L.avx512 = a512;
             tt_reslut_dot(&L, &d, packed, n, Q, x, out);
             ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
             /* Whole bytes of 4- and 8-bit codes through float byte tables (layouts 0

@@ -118,6 +118,8 @@ typedef struct tt_reslut {
     bool rest;         /* positions outside the tables, bias and byte tables are left
                         * (a tt_resdec_dot_rest pass) */
     int avx2;          /* the AVX2 loop (set where the CPU has it; tests may clear it) */
+    int avx512;        /* the AVX-512BW sums, two query rows a register (where the CPU has
+                        * it, with avx2; tests may clear it) */
 } tt_reslut;
 
 /* Prepares L for the decoder d (its runs and scratch); L->npos == 0 if d has nothing the

@@ -84,6 +84,7 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
             L->bsrc[L->nbpos++] = d->runs[r].byte0 + b;
 #ifdef TT_AVX2
     L->avx2 = tt_cpu_avx2();
+    L->avx512 = L->avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 #endif
     return TT_OK;
 }
@@ -472,51 +473,24 @@ AVX2_FN static void split_nibbles_avx2(const tt_reslut *L) {
     }
 }
 
-/* pre: the indices are in L->ibuf (split_nibbles_avx2), else split from L->buf here. */
-__attribute__((always_inline)) AVX2_FN static inline void
-sums_avx2_from(const tt_reslut *L, uint32_t g, int32_t *sum, const bool pre) {
-    const uint8_t *tab = L->tab + (uint64_t)g * L->npos * 128;
-    const __m128i m4 = _mm_set1_epi8(0x0f);
-    __m256i se[4], so[4]; /* 32-bit sums of the even and the odd vectors */
-    for (uint32_t i = 0; i < 4; i++)
-        se[i] = so[i] = _mm256_setzero_si256();
-    for (uint32_t p0 = 0; p0 < L->npos; p0 += LANE_FLUSH) {
-        const uint32_t pe = TT_MIN(L->npos, p0 + LANE_FLUSH);
-        /* a0: a lane's two vectors as one 16-bit number (mod 2^16); a1: the odd one */
-        __m256i a0[4], a1[4];
-        for (uint32_t i = 0; i < 4; i++)
-            a0[i] = a1[i] = _mm256_setzero_si256();
-        for (uint32_t p = p0; p < pe; p++) {
-            __m256i idx;
-            if (pre) {
-                idx = _mm256_loadu_si256((const __m256i *)(L->ibuf + (uint64_t)p * 32));
-            } else {
-                const __m128i x = _mm_loadu_si128((const __m128i *)(L->buf + (uint64_t)p * 16));
-                const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4),
-                              lo = _mm_and_si128(x, m4);
-                idx = _mm256_inserti128_si256(_mm256_castsi128_si256(hi), lo, 1);
-            }
-            const uint8_t *t = tab + (uint64_t)p * 128;
-            _Pragma("GCC unroll 4")
-            for (uint32_t i = 0; i < 4; i++) {
-                const __m256i r = _mm256_shuffle_epi8(
-                    _mm256_loadu_si256((const __m256i *)(t + 32 * i)), idx);
-                a0[i] = _mm256_add_epi16(a0[i], r);
-                a1[i] = _mm256_add_epi16(a1[i], _mm256_srli_epi16(r, 8));
-            }
-        }
-        for (uint32_t i = 0; i < 4; i++) {
-            const __m256i ev = _mm256_sub_epi16(a0[i], _mm256_slli_epi16(a1[i], 8));
-            /* halves: the high nibbles' sums and the low nibbles' */
-            se[i] = _mm256_add_epi32(
-                se[i], _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(ev)),
-                                        _mm256_cvtepu16_epi32(_mm256_extracti128_si256(ev, 1))));
-            so[i] = _mm256_add_epi32(
-                so[i],
-                _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(a1[i])),
-                                 _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a1[i], 1))));
-        }
-    }
+/* Adds one query row's 16-bit lane sums (a0: two vectors a lane, a1: the odd ones) to
+ * its 32-bit sums of the even (se) and the odd (so) vectors. */
+__attribute__((always_inline)) AVX2_FN static inline void fold_lanes(__m256i a0, __m256i a1,
+                                                                     __m256i *se, __m256i *so) {
+    const __m256i ev = _mm256_sub_epi16(a0, _mm256_slli_epi16(a1, 8));
+    /* halves: the high nibbles' sums and the low nibbles' */
+    *se = _mm256_add_epi32(*se,
+                           _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(ev)),
+                                            _mm256_cvtepu16_epi32(_mm256_extracti128_si256(ev, 1))));
+    *so = _mm256_add_epi32(*so,
+                           _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(a1)),
+                                            _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a1, 1))));
+}
+
+/* sum[v * 4 + i] from the four rows' even and odd vectors' sums. */
+__attribute__((always_inline)) AVX2_FN static inline void store_sums(const __m256i *se,
+                                                                     const __m256i *so,
+                                                                     int32_t *sum) {
     for (uint32_t i = 0; i < 4; i++) {
         int32_t e[8], o[8];
         _mm256_storeu_si256((__m256i *)e, se[i]);
@@ -528,12 +502,98 @@ sums_avx2_from(const tt_reslut *L, uint32_t g, int32_t *sum, const bool pre) {
     }
 }
 
+/* Position p's shuffle indices: the 16 vectors' high nibbles, then their low nibbles
+ * (pre: already split into L->ibuf by split_nibbles_avx2). */
+__attribute__((always_inline)) AVX2_FN static inline __m256i nibble_index(const tt_reslut *L,
+                                                                          uint32_t p,
+                                                                          const bool pre) {
+    if (pre)
+        return _mm256_loadu_si256((const __m256i *)(L->ibuf + (uint64_t)p * 32));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i x = _mm_loadu_si128((const __m128i *)(L->buf + (uint64_t)p * 16));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4), lo = _mm_and_si128(x, m4);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(hi), lo, 1);
+}
+
+/* pre: the indices are in L->ibuf (split_nibbles_avx2), else split from L->buf here. */
+__attribute__((always_inline)) AVX2_FN static inline void
+sums_avx2_from(const tt_reslut *L, uint32_t g, int32_t *sum, const bool pre) {
+    const uint8_t *tab = L->tab + (uint64_t)g * L->npos * 128;
+    __m256i se[4], so[4]; /* 32-bit sums of the even and the odd vectors */
+    for (uint32_t i = 0; i < 4; i++)
+        se[i] = so[i] = _mm256_setzero_si256();
+    for (uint32_t p0 = 0; p0 < L->npos; p0 += LANE_FLUSH) {
+        const uint32_t pe = TT_MIN(L->npos, p0 + LANE_FLUSH);
+        /* a0: a lane's two vectors as one 16-bit number (mod 2^16); a1: the odd one */
+        __m256i a0[4], a1[4];
+        for (uint32_t i = 0; i < 4; i++)
+            a0[i] = a1[i] = _mm256_setzero_si256();
+        for (uint32_t p = p0; p < pe; p++) {
+            const __m256i idx = nibble_index(L, p, pre);
+            const uint8_t *t = tab + (uint64_t)p * 128;
+            _Pragma("GCC unroll 4")
+            for (uint32_t i = 0; i < 4; i++) {
+                const __m256i r = _mm256_shuffle_epi8(
+                    _mm256_loadu_si256((const __m256i *)(t + 32 * i)), idx);
+                a0[i] = _mm256_add_epi16(a0[i], r);
+                a1[i] = _mm256_add_epi16(a1[i], _mm256_srli_epi16(r, 8));
+            }
+        }
+        for (uint32_t i = 0; i < 4; i++)
+            fold_lanes(a0[i], a1[i], &se[i], &so[i]);
+    }
+    store_sums(se, so, sum);
+}
+
 AVX2_FN static void sums_avx2(const tt_reslut *L, uint32_t g, int32_t *sum) {
     sums_avx2_from(L, g, sum, false);
 }
 
 AVX2_FN static void sums_avx2_pre(const tt_reslut *L, uint32_t g, int32_t *sum) {
     sums_avx2_from(L, g, sum, true);
+}
+
+#define AVX512BW_FN __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+/* sums_avx2_from with two query rows a register: the indices in both halves, rows 2h
+ * and 2h + 1's tables side by side (64 bytes, as they are laid out), so that one
+ * shuffle looks up both. The same integer sums (the lanes add in the same order). */
+__attribute__((always_inline)) AVX512BW_FN static inline void
+sums_avx512_from(const tt_reslut *L, uint32_t g, int32_t *sum, const bool pre) {
+    const uint8_t *tab = L->tab + (uint64_t)g * L->npos * 128;
+    __m256i se[4], so[4];
+    for (uint32_t i = 0; i < 4; i++)
+        se[i] = so[i] = _mm256_setzero_si256();
+    for (uint32_t p0 = 0; p0 < L->npos; p0 += LANE_FLUSH) {
+        const uint32_t pe = TT_MIN(L->npos, p0 + LANE_FLUSH);
+        __m512i a0[2], a1[2]; /* rows 2h (low half) and 2h + 1 (high half) */
+        for (uint32_t h = 0; h < 2; h++)
+            a0[h] = a1[h] = _mm512_setzero_si512();
+        for (uint32_t p = p0; p < pe; p++) {
+            const __m512i idx = _mm512_broadcast_i64x4(nibble_index(L, p, pre));
+            const uint8_t *t = tab + (uint64_t)p * 128;
+            _Pragma("GCC unroll 2")
+            for (uint32_t h = 0; h < 2; h++) {
+                const __m512i r = _mm512_shuffle_epi8(_mm512_loadu_si512(t + 64 * h), idx);
+                a0[h] = _mm512_add_epi16(a0[h], r);
+                a1[h] = _mm512_add_epi16(a1[h], _mm512_srli_epi16(r, 8));
+            }
+        }
+        for (uint32_t h = 0; h < 2; h++) {
+            fold_lanes(_mm512_castsi512_si256(a0[h]), _mm512_castsi512_si256(a1[h]),
+                       &se[2 * h], &so[2 * h]);
+            fold_lanes(_mm512_extracti64x4_epi64(a0[h], 1), _mm512_extracti64x4_epi64(a1[h], 1),
+                       &se[2 * h + 1], &so[2 * h + 1]);
+        }
+    }
+    store_sums(se, so, sum);
+}
+
+AVX512BW_FN static void sums_avx512(const tt_reslut *L, uint32_t g, int32_t *sum) {
+    sums_avx512_from(L, g, sum, false);
+}
+
+AVX512BW_FN static void sums_avx512_pre(const tt_reslut *L, uint32_t g, int32_t *sum) {
+    sums_avx512_from(L, g, sum, true);
 }
 #endif
 
@@ -566,7 +626,11 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
 #endif
         for (uint32_t g = 0; g < nqp / 4; g++) {
 #ifdef TT_AVX2
-            if (pre)
+            if (L->avx2 && L->avx512 && pre)
+                sums_avx512_pre(L, g, sum);
+            else if (L->avx2 && L->avx512)
+                sums_avx512(L, g, sum);
+            else if (pre)
                 sums_avx2_pre(L, g, sum);
             else if (L->avx2)
                 sums_avx2(L, g, sum);
