@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
             size_t v0 = (size_t)d0 * doclen;
             tt_resdec_decode_add(&dec, packed + v0 * c.bytes_per_vec, (uint64_t)g * doclen, C,
                                  codes + v0, R);
-            tt_maxsim_group(Qp, nq, nqp, dim, R, lens, g, QR, sa + d0);
+            tt_maxsim_group(Qp, NULL, nq, nqp, dim, R, lens, g, QR, sa + d0);
         }
         ta[rep] = bench_cpu_now() - t0;
 

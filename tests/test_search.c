@@ -930,14 +930,28 @@ START_TEST(maxsim_group_matches_reference) {
         float *QR = malloc(tt_maxsim_rows(total) * nqp * sizeof *QR);
         float scores[13];
         tt_resdec_decode_add(&d, packed, total, C, codes, R);
-        tt_maxsim_group(Qp, nq, nqp, dim, R, lens, ndocs, QR, scores);
-        uint32_t v = 0;
-        for (uint32_t t = 0; t < ndocs; t++) {
-            double ref = tt_maxsim_reference(Q, nq, dim, C, &c, codes + v,
-                                             packed + (size_t)v * c.bytes_per_vec, lens[t]);
-            ck_assert_double_eq_tol(scores[t], ref, 1e-4 * (1 + fabs(ref)));
-            v += lens[t];
+        /* by sgemm, and by the own products where the CPU has them (nq 9: padded to 12
+         * columns, so the own kernel's masked register is exercised too) */
+        float *Qt = malloc((size_t)nqp * dim * sizeof *Qt);
+        tt_maxsim_transpose(Qp, nqp, dim, Qt);
+        for (int own = 0; own < 2; own++) {
+#ifdef TT_AVX512
+            if (own && !__builtin_cpu_supports("avx512f"))
+                continue;
+#else
+            if (own)
+                continue;
+#endif
+            tt_maxsim_group(Qp, own ? Qt : NULL, nq, nqp, dim, R, lens, ndocs, QR, scores);
+            uint32_t v = 0;
+            for (uint32_t t = 0; t < ndocs; t++) {
+                double ref = tt_maxsim_reference(Q, nq, dim, C, &c, codes + v,
+                                                 packed + (size_t)v * c.bytes_per_vec, lens[t]);
+                ck_assert_double_eq_tol(scores[t], ref, 1e-4 * (1 + fabs(ref)));
+                v += lens[t];
+            }
         }
+        free(Qt);
         free(Q);
         free(Qp);
         free(C);
@@ -948,6 +962,58 @@ START_TEST(maxsim_group_matches_reference) {
         tt_resdec_free(&d);
         tt_codec_free(&c);
     }
+}
+END_TEST
+
+/* The own MaxSim products: the AVX-512 kernel writes the portable fmaf loop's floats,
+ * for 1 to 4 registers of query columns (the last one masked or whole) and dimensions
+ * that are not multiples of anything; a row's products do not depend on the rows or
+ * columns computed with it; and they are the double products up to rounding. Fails
+ * with the multiply-adds taken in another order or a mask one lane short (checked). */
+START_TEST(maxsim_products_own) {
+    const uint32_t nqps[] = {4, 12, 16, 20, 32, 36, 48, 64}, dims[] = {1, 7, 128, 131};
+    tt_rng r;
+    tt_rng_seed(&r, 77);
+    for (size_t a = 0; a < sizeof nqps / sizeof *nqps; a++)
+        for (size_t b = 0; b < sizeof dims / sizeof *dims; b++) {
+            const uint32_t nqp = nqps[a], dim = dims[b], nrows = 24;
+            float *Qp = malloc((size_t)nqp * dim * sizeof *Qp);
+            float *Qt = malloc((size_t)nqp * dim * sizeof *Qt);
+            float *R = malloc((size_t)nrows * dim * sizeof *R);
+            float *P = malloc((size_t)nrows * nqp * sizeof *P);
+            float *A = malloc((size_t)nrows * nqp * sizeof *A);
+            for (uint32_t i = 0; i < nqp * dim; i++)
+                Qp[i] = (float)(tt_rng_uniform(&r) - 0.5);
+            for (uint32_t i = 0; i < nrows * dim; i++)
+                R[i] = (float)(tt_rng_uniform(&r) - 0.5) * 3;
+            tt_maxsim_transpose(Qp, nqp, dim, Qt);
+            for (uint32_t k = 0; k < dim; k++)
+                ck_assert(Qt[(size_t)k * nqp + nqp - 1] == Qp[(size_t)(nqp - 1) * dim + k]);
+            tt_maxsim_products_portable(Qt, nqp, dim, R, nrows, P);
+            for (uint32_t j = 0; j < nrows; j++)
+                for (uint32_t i = 0; i < nqp; i++) {
+                    double want = 0, mag = 0;
+                    for (uint32_t k = 0; k < dim; k++) {
+                        want += (double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k];
+                        mag += fabs((double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k]);
+                    }
+                    ck_assert_double_eq_tol(P[(size_t)j * nqp + i], want, 1e-6 * (mag + 1));
+                }
+#ifdef TT_AVX512
+            if (__builtin_cpu_supports("avx512f")) {
+                tt_maxsim_products_avx512(Qt, nqp, dim, R, nrows, A);
+                ck_assert_mem_eq(A, P, (size_t)nrows * nqp * sizeof *A);
+                /* rows 8..16 alone: the same floats */
+                tt_maxsim_products_avx512(Qt, nqp, dim, R + 8 * (size_t)dim, 8, A);
+                ck_assert_mem_eq(A, P + 8 * (size_t)nqp, (size_t)8 * nqp * sizeof *A);
+            }
+#endif
+            free(Qp);
+            free(Qt);
+            free(R);
+            free(P);
+            free(A);
+        }
 }
 END_TEST
 
@@ -2859,6 +2925,7 @@ int main(void) {
     tcase_add_test(tc, resdec_adaptive_matches_definition);
     tcase_add_test(tc, resdec_dot_matches_decode);
     tcase_add_test(tc, reslut_matches_decode);
+    tcase_add_test(tc, maxsim_products_own);
     tcase_add_test(tc, centroid_dots_match_definition);
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, hits_sort_and_best);

@@ -92,6 +92,8 @@ fail:
 /* Frees the buffers sized by the query length (nqp_cap). */
 static void free_query_buffers(tt_search_ctx *c) {
     free(c->Qp);
+    free(c->Qt_buf);
+    c->Qt_buf = c->Qt = NULL;
     free(c->qpack);
     free(c->qscale);
     free(c->St);
@@ -211,6 +213,7 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
          * context holds none and the next query allocates again. */
         free_query_buffers(c);
         c->Qp = tt_alloc_aligned((uint64_t)nqp * dim, sizeof *c->Qp, 64, "query");
+        c->Qt_buf = tt_alloc_aligned((uint64_t)nqp * dim, sizeof *c->Qt_buf, 64, "query");
         c->St = tt_alloc_aligned((uint64_t)idx->num_centroids * nqp, sizeof *c->St, 64,
                                  "centroid scores");
         /* m: running maxima, and nqp more floats for a sketched row (plaid.c). */
@@ -219,7 +222,7 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
                                  "search context");
         c->qpack = tt_alloc_aligned(tt_cq_qpack_bytes(&idx->cq, nqp), 1, 64, "query");
         c->qscale = tt_alloc(nqp, sizeof *c->qscale, "query");
-        if (!c->Qp || !c->St || !c->m || !c->QR || !c->qpack || !c->qscale) {
+        if (!c->Qp || !c->Qt_buf || !c->St || !c->m || !c->QR || !c->qpack || !c->qscale) {
             free_query_buffers(c);
             return TT_ENOMEM;
         }
@@ -230,6 +233,9 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
     memset(c->Qp + (size_t)nq * dim, 0, (size_t)(nqp - nq) * dim * sizeof *Q);
     c->nq = nq;
     c->nqp = nqp;
+    c->Qt = tt_maxsim_own(nqp) ? c->Qt_buf : NULL;
+    if (c->Qt)
+        tt_maxsim_transpose(c->Qp, nqp, dim, c->Qt);
     c->split = c->split_dot = false;
     if (++c->cfs_query == 0) { /* the stamps wrapped: none may be current */
         if (c->cfs_seen)

@@ -1,5 +1,6 @@
-/* MaxSim kernels: one sgemm per group of decoded documents, then row maxima; and the
- * scalar reference the tests compare them with. */
+/* MaxSim kernels: one product per group of decoded documents (AVX-512 multiply-adds
+ * in position order, or an sgemm), then row maxima; and the scalar reference the tests
+ * compare them with. */
 #include "search/maxsim.h"
 
 #include <cblas.h>
@@ -34,31 +35,120 @@ static void group_scores(float *QR, uint32_t nq, uint32_t nqp, const uint32_t *d
     }
 }
 
+bool tt_maxsim_own(uint32_t nqp) {
+#ifdef TT_AVX512
+    return nqp >= 16 && nqp <= TT_MAXSIM_OWN_MAX_NQP && __builtin_cpu_supports("avx512f");
+#else
+    (void)nqp;
+    return false;
+#endif
+}
+
+void tt_maxsim_transpose(const float *Qp, uint32_t nqp, uint32_t dim, float *Qt) {
+    for (uint32_t i = 0; i < nqp; i++)
+        for (uint32_t k = 0; k < dim; k++)
+            Qt[(uint64_t)k * nqp + i] = Qp[(uint64_t)i * dim + k];
+}
+
+void tt_maxsim_products_portable(const float *Qt, uint32_t nqp, uint32_t dim, const float *R,
+                                 uint64_t nrows, float *QR) {
+    for (uint64_t j = 0; j < nrows; j++)
+        for (uint32_t i = 0; i < nqp; i++) {
+            float s = 0;
+            for (uint32_t k = 0; k < dim; k++)
+                s = fmaf(R[j * dim + k], Qt[(uint64_t)k * nqp + i], s);
+            QR[j * nqp + i] = s;
+        }
+}
+
+#ifdef TT_AVX512
+/* Rows j..j+8 of QR, query columns in NZ registers of 16 (the last one masked): for
+ * each position k, the 8 rows' values broadcast against the columns' Qt row, one
+ * multiply-add each, in position order (so every product is the portable loop's). */
+__attribute__((always_inline)) AVX512_FN static inline void
+products_rows8(const float *Qt, uint32_t nqp, uint32_t dim, const float *R, float *QR,
+               const uint32_t NZ, __mmask16 last) {
+    __m512 acc[8][4];
+    _Pragma("GCC unroll 8")
+    for (uint32_t r = 0; r < 8; r++)
+        _Pragma("GCC unroll 4")
+        for (uint32_t z = 0; z < NZ; z++)
+            acc[r][z] = _mm512_setzero_ps();
+    for (uint32_t k = 0; k < dim; k++) {
+        const float *q = Qt + (uint64_t)k * nqp;
+        __m512 qz[4];
+        _Pragma("GCC unroll 4")
+        for (uint32_t z = 0; z < NZ; z++)
+            qz[z] = _mm512_maskz_loadu_ps(z + 1 < NZ ? (__mmask16)0xffff : last, q + 16 * z);
+        _Pragma("GCC unroll 8")
+        for (uint32_t r = 0; r < 8; r++) {
+            const __m512 b = _mm512_set1_ps(R[(uint64_t)r * dim + k]);
+            _Pragma("GCC unroll 4")
+            for (uint32_t z = 0; z < NZ; z++)
+                acc[r][z] = _mm512_fmadd_ps(b, qz[z], acc[r][z]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (uint32_t r = 0; r < 8; r++)
+        _Pragma("GCC unroll 4")
+        for (uint32_t z = 0; z < NZ; z++)
+            _mm512_mask_storeu_ps(QR + (uint64_t)r * nqp + 16 * z,
+                                  z + 1 < NZ ? (__mmask16)0xffff : last, acc[r][z]);
+}
+
+AVX512_FN void tt_maxsim_products_avx512(const float *Qt, uint32_t nqp, uint32_t dim,
+                                         const float *R, uint64_t nrows, float *QR) {
+    const uint32_t nz = (nqp + 15) / 16;
+    const __mmask16 last = nqp % 16 ? (__mmask16)((1u << nqp % 16) - 1) : (__mmask16)0xffff;
+    for (uint64_t j = 0; j < nrows; j += 8) {
+        const float *r = R + j * dim;
+        float *o = QR + j * nqp;
+        switch (nz) {
+        case 1: products_rows8(Qt, nqp, dim, r, o, 1, last); break;
+        case 2: products_rows8(Qt, nqp, dim, r, o, 2, last); break;
+        case 3: products_rows8(Qt, nqp, dim, r, o, 3, last); break;
+        default: products_rows8(Qt, nqp, dim, r, o, 4, last); break;
+        }
+    }
+}
+#endif
+
 /* QR[j, i] = <v_j, q_i> for the nvec rows of R (the rows up to tt_maxsim_rows(nvec)
- * computed too, and ignored); returns nvec. */
-static uint64_t group_products(const float *Qp, uint32_t nqp, uint32_t dim, const float *R,
-                               const uint32_t *doclens, uint32_t ndocs, float *QR) {
+ * computed too, and ignored): by tt_maxsim_products_avx512 where Qt is given, else one
+ * sgemm; returns nvec. */
+static uint64_t group_products(const float *Qp, const float *Qt, uint32_t nqp, uint32_t dim,
+                               const float *R, const uint32_t *doclens, uint32_t ndocs,
+                               float *QR) {
     uint64_t nvec = 0;
     for (uint32_t d = 0; d < ndocs; d++)
         nvec += doclens[d];
-    if (nvec)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tt_maxsim_rows(nvec),
-                    (int)nqp, (int)dim, 1.0f, R, (int)dim, Qp, (int)dim, 0.0f, QR, (int)nqp);
+    if (!nvec)
+        return 0;
+#ifdef TT_AVX512
+    if (Qt) {
+        tt_maxsim_products_avx512(Qt, nqp, dim, R, tt_maxsim_rows(nvec), QR);
+        return nvec;
+    }
+#endif
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tt_maxsim_rows(nvec), (int)nqp,
+                (int)dim, 1.0f, R, (int)dim, Qp, (int)dim, 0.0f, QR, (int)nqp);
     return nvec;
 }
 
-void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
-                     const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores) {
-    if (group_products(Qp, nqp, dim, R, doclens, ndocs, QR))
+void tt_maxsim_group(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp, uint32_t dim,
+                     const float *R, const uint32_t *doclens, uint32_t ndocs, float *QR,
+                     float *scores) {
+    if (group_products(Qp, Qt, nqp, dim, R, doclens, ndocs, QR))
         group_scores(QR, nq, nqp, doclens, ndocs, scores);
 }
 
-void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim,
-                           const float *R, const uint32_t *doclens, uint32_t ndocs,
-                           const uint32_t *codes, const float *CS, float *QR, float *scores) {
+void tt_maxsim_group_split(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp,
+                           uint32_t dim, const float *R, const uint32_t *doclens,
+                           uint32_t ndocs, const uint32_t *codes, const float *CS, float *QR,
+                           float *scores) {
     uint64_t nvec = 0;
     if (R)
-        nvec = group_products(Qp, nqp, dim, R, doclens, ndocs, QR);
+        nvec = group_products(Qp, Qt, nqp, dim, R, doclens, ndocs, QR);
     else
         for (uint32_t d = 0; d < ndocs; d++)
             nvec += doclens[d];

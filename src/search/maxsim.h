@@ -41,14 +41,37 @@ static inline uint64_t tt_maxsim_rows(uint64_t nvec) {
     return (nvec + TT_MAXSIM_ROW_PAD - 1) / TT_MAXSIM_ROW_PAD * TT_MAXSIM_ROW_PAD;
 }
 
+/* The products V Qpᵀ of a group without BLAS, where tt_maxsim_own(nqp): each
+ * <v_j, q_i> is a chain of float multiply-adds in position order from zero (fmaf), so
+ * it does not depend on the rows, the columns or the number of either that share the
+ * call, and equals tt_maxsim_products_portable's bit for bit. For a group of a few
+ * hundred 128-d rows and 32 query vectors it takes about half the time of OpenBLAS's
+ * sgemm with its SkylakeX kernels and a fifth with the Prescott ones Debian's OpenBLAS
+ * runs on CPUs it does not know (doc/benchmarks.md, *MaxSim products without BLAS*).
+ * Qt is Qp transposed (dim * nqp: tt_maxsim_transpose); nrows a multiple of 8. Used
+ * from 16 query rows (below, 16-wide registers would be mostly padding) to
+ * TT_MAXSIM_OWN_MAX_NQP on CPUs with AVX-512; elsewhere the sgemm. */
+#define TT_MAXSIM_OWN_MAX_NQP 64u
+bool tt_maxsim_own(uint32_t nqp);
+void tt_maxsim_transpose(const float *Qp, uint32_t nqp, uint32_t dim, float *Qt);
+void tt_maxsim_products_portable(const float *Qt, uint32_t nqp, uint32_t dim, const float *R,
+                                 uint64_t nrows, float *QR);
+#ifdef TT_AVX512
+void tt_maxsim_products_avx512(const float *Qt, uint32_t nqp, uint32_t dim, const float *R,
+                               uint64_t nrows, float *QR);
+#endif
+
 /* MaxSim of a group of documents over decoded vectors (c + r, or the originals):
  *   score(d) = sum_{i < nq} max_j <q_i, v_j>
- * from one sgemm V Qpᵀ over the group (`QR`: tt_maxsim_rows(nvec) * nqp scratch). Qp is
- * nqp * dim (rows nq.. zero), R is nvec * dim (rows of the group's documents in order)
- * with room for tt_maxsim_rows(nvec) rows, the ones past nvec finite (any values: zero
- * them once when the buffer is made), doclens ndocs lengths. nqp = tt_qpad(nq). */
-void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, const float *R,
-                     const uint32_t *doclens, uint32_t ndocs, float *QR, float *scores);
+ * from one product V Qpᵀ over the group (`QR`: tt_maxsim_rows(nvec) * nqp scratch):
+ * tt_maxsim_products_avx512 where Qt (Qp transposed) is given, which callers do where
+ * tt_maxsim_own(nqp), else one sgemm. Qp is nqp * dim (rows nq.. zero), R is nvec * dim
+ * (rows of the group's documents in order) with room for tt_maxsim_rows(nvec) rows, the
+ * ones past nvec finite (any values: zero them once when the buffer is made), doclens
+ * ndocs lengths. nqp = tt_qpad(nq). */
+void tt_maxsim_group(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp, uint32_t dim,
+                     const float *R, const uint32_t *doclens, uint32_t ndocs, float *QR,
+                     float *scores);
 
 /* The same score with the centroid part apart, <q_i, c + r> = <q_i, c> + <q_i, r>
  * (PLAID stage 4 on indexes whose float centroids do not stay in cache): R holds the
@@ -57,9 +80,10 @@ void tt_maxsim_group(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim, c
  * not summed). Equals tt_maxsim_group over c + r up to float rounding. R NULL: QR
  * already holds <q_i, r_j> (tt_resdec_dot); R given: R and QR sized as for
  * tt_maxsim_group. */
-void tt_maxsim_group_split(const float *Qp, uint32_t nq, uint32_t nqp, uint32_t dim,
-                           const float *R, const uint32_t *doclens, uint32_t ndocs,
-                           const uint32_t *codes, const float *CS, float *QR, float *scores);
+void tt_maxsim_group_split(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp,
+                           uint32_t dim, const float *R, const uint32_t *doclens,
+                           uint32_t ndocs, const uint32_t *codes, const float *CS, float *QR,
+                           float *scores);
 
 /* The centroid part of the split: CS[codes[t] * nqp + i] = <q_i, centroid codes[t]> for
  * the n codes given (rows of dim values each; nqp a multiple of 4), read from the float16

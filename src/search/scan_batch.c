@@ -24,6 +24,9 @@ typedef struct scan_job {
     const tt_index *idx;
     const tt_filter *filter;  /* NULL, or the allowed rows (all the queries') */
     const float *Qall;        /* every query's padded rows, in order */
+    const float *Qtall;       /* each query's rows transposed (dim * its padded rows, at
+                               * col0 * dim) where tt_maxsim_own: the product
+                               * tt_ctx_set_query's Qt gives a search */
     const uint64_t *col0;     /* nq + 1: query q's first row in Qall */
     const uint32_t *qlens;
     const float *scale;       /* nq: 1 or 1/qlens[q] */
@@ -53,8 +56,9 @@ static void group_flush(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top) 
         return;
     for (uint64_t q = 0; q < j->nq; q++) {
         const uint32_t nqp = (uint32_t)(j->col0[q + 1] - j->col0[q]);
-        tt_maxsim_group(j->Qall + j->col0[q] * dim, j->qlens[q], nqp, dim, c->R, c->glens,
-                        c->gn, QR, c->gscores);
+        tt_maxsim_group(j->Qall + j->col0[q] * dim,
+                        tt_maxsim_own(nqp) ? j->Qtall + j->col0[q] * dim : NULL, j->qlens[q],
+                        nqp, dim, c->R, c->glens, c->gn, QR, c->gscores);
         for (uint32_t d = 0; d < c->gn; d++)
             tt_topk_push(&top[q], c->gdocs[d], c->gscores[d] * j->scale[q]);
     }
@@ -197,7 +201,7 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
                   .cancel = cancel, .exact = mode == TT_MODE_EXACT};
     uint64_t *col0 = tt_alloc(nq + 1, sizeof *col0, "exhaustive scan");
     float *scale = tt_alloc(nq, sizeof *scale, "exhaustive scan");
-    float *Qall = NULL;
+    float *Qall = NULL, *Qtall = NULL;
     uint64_t *unit = NULL;
     int st = TT_OK;
     if (!col0 || !scale) {
@@ -209,7 +213,8 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
         col0[q + 1] = col0[q] + tt_qpad(qlens[q]);
         scale[q] = score == TT_SCORE_MEAN ? 1.0f / (float)qlens[q] : 1.0f;
     }
-    if (!(Qall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qall, 64, "exhaustive scan"))) {
+    if (!(Qall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qall, 64, "exhaustive scan")) ||
+        !(Qtall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qtall, 64, "exhaustive scan"))) {
         st = TT_ENOMEM;
         goto out;
     }
@@ -221,6 +226,8 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
             tt_codec_to_positions(&idx->codec, Q + (qoffs[q] + i) * dim, dst + (uint64_t)i * dim);
         memset(dst + (uint64_t)qlens[q] * dim, 0,
                (col0[q + 1] - col0[q] - qlens[q]) * dim * sizeof *dst);
+        if (tt_maxsim_own((uint32_t)(col0[q + 1] - col0[q])))
+            tt_maxsim_transpose(dst, (uint32_t)(col0[q + 1] - col0[q]), dim, Qtall + col0[q] * dim);
     }
     j.rows_cap = tt_group_rows(idx);
     uint64_t widest = 0;
@@ -231,6 +238,7 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
     if ((uint64_t)threads > j.nunit)
         threads = (int)j.nunit;
     j.Qall = Qall;
+    j.Qtall = Qtall;
     j.col0 = col0;
     j.scale = scale;
     j.unit = unit;
@@ -289,6 +297,7 @@ out:
     free(col0);
     free(scale);
     free(Qall);
+    free(Qtall);
     free(unit);
     return st;
 }

@@ -122,10 +122,10 @@ void tt_score_flush(tt_search_ctx *c) {
         } else {
             split_centroid_scores(c);
         }
-        tt_maxsim_group_split(c->Qp, c->nq, c->nqp, idx->dim, c->split_dot ? NULL : c->R,
+        tt_maxsim_group_split(c->Qp, c->Qt, c->nq, c->nqp, idx->dim, c->split_dot ? NULL : c->R,
                               c->glens, c->gn, c->rcodes, CS, c->QR, c->gscores);
     } else if (c->gn) {
-        tt_maxsim_group(c->Qp, c->nq, c->nqp, idx->dim, c->R, c->glens, c->gn, c->QR,
+        tt_maxsim_group(c->Qp, c->Qt, c->nq, c->nqp, idx->dim, c->R, c->glens, c->gn, c->QR,
                         c->gscores);
     }
     for (uint32_t d = 0; d < c->gn; d++) {
@@ -308,7 +308,7 @@ static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
             c->rcodes[j] = tt_index_code(idx, v0 + j);
         tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR);
         float s;
-        tt_maxsim_group_split(c->Qp, c->nq, c->nqp, idx->dim, NULL, &len, 1, c->rcodes, c->St,
+        tt_maxsim_group_split(c->Qp, NULL, c->nq, c->nqp, idx->dim, NULL, &len, 1, c->rcodes, c->St,
                               c->QR, &s);
         c->ascore[c->ascore_n++] = s * c->scale;
     }

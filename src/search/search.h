@@ -29,6 +29,9 @@ struct tt_search_ctx {
     uint32_t nq, nqp;      /* the current query: vectors and padded row stride */
     float scale;           /* 1 (sum) or 1/nq (mean) */
     float *Qp;             /* nqp_cap * dim: the query, zero-padded */
+    float *Qt;             /* dim * nqp: Qp transposed where tt_maxsim_own(nqp), else NULL
+                            * (the MaxSim products then by sgemm) */
+    float *Qt_buf;         /* nqp_cap * dim: Qt's room */
     uint8_t *qpack;        /* the query in int8 (tt_cq_query) */
     float *qscale;         /* nqp_cap int8 scales */
     void *cgwork;          /* tt_cq_group_work_bytes of the index's table (cgwork_cap) */
