@@ -213,8 +213,12 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
         col0[q + 1] = col0[q] + tt_qpad(qlens[q]);
         scale[q] = score == TT_SCORE_MEAN ? 1.0f / (float)qlens[q] : 1.0f;
     }
+    bool own = false; /* some query's products without sgemm: Qtall needed */
+    for (uint64_t q = 0; q < nq; q++)
+        own = own || tt_maxsim_own((uint32_t)(col0[q + 1] - col0[q]));
     if (!(Qall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qall, 64, "exhaustive scan")) ||
-        !(Qtall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qtall, 64, "exhaustive scan"))) {
+        (own && !(Qtall = tt_alloc_aligned(col0[nq] * dim, sizeof *Qtall, 64,
+                                           "exhaustive scan")))) {
         st = TT_ENOMEM;
         goto out;
     }
