@@ -479,12 +479,12 @@ __attribute__((always_inline)) AVX2_FN static inline void fold_lanes(__m256i a0,
                                                                      __m256i *se, __m256i *so) {
     const __m256i ev = _mm256_sub_epi16(a0, _mm256_slli_epi16(a1, 8));
     /* halves: the high nibbles' sums and the low nibbles' */
-    *se = _mm256_add_epi32(*se,
-                           _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(ev)),
-                                            _mm256_cvtepu16_epi32(_mm256_extracti128_si256(ev, 1))));
-    *so = _mm256_add_epi32(*so,
-                           _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(a1)),
-                                            _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a1, 1))));
+    const __m256i e0 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(ev)),
+                  e1 = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(ev, 1)),
+                  o0 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(a1)),
+                  o1 = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a1, 1));
+    *se = _mm256_add_epi32(*se, _mm256_add_epi32(e0, e1));
+    *so = _mm256_add_epi32(*so, _mm256_add_epi32(o0, o1));
 }
 
 /* sum[v * 4 + i] from the four rows' even and odd vectors' sums. */
