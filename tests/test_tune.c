@@ -50,6 +50,16 @@ static void build_index(const char *out, uint64_t ndocs, uint64_t seed, bool kee
     build_shaped(out, ndocs, DOCLEN, DIM, 200, 0.35f, 128, seed, keep);
 }
 
+/* build_index into dir/name (its path left in a, of n bytes), opened. */
+static tt_index *built_open(char *a, size_t n, const char *name, uint64_t ndocs,
+                            uint64_t seed) {
+    snprintf(a, n, "%s/%s", dir, name);
+    build_index(a, ndocs, seed, false);
+    tt_index *idx = NULL;
+    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    return idx;
+}
+
 /* Adds the documents build_shaped wrote beside `from` to the index at index_dir. */
 static void add_from(const char *index_dir, const char *from) {
     char v[700], l[700];
@@ -382,9 +392,7 @@ START_TEST(pseudo_queries_by_definition) {
     free(tmp);
     tt_index_close(idx);
     /* Without a sketch, short pseudo-queries keep noise 0.5. */
-    snprintf(a, sizeof a, "%s/plain", dir);
-    build_index(a, 300, 31, false);
-    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    idx = built_open(a, sizeof a, "plain", 300, 31);
     ck_assert_uint_eq(idx->sketch_bytes, 0);
     tt_calib d;
     ck_assert_int_eq(tt_calib_init_pseudo(&d, idx, 12, 4, NAN, 5, TT_TUNE_COST_WORK, NULL),
@@ -405,10 +413,7 @@ static bool same_params(const tt_tuned *a, const tt_tuned *b) {
  * one of them; with the work cost, which is the same on every run, none are. */
 START_TEST(near_ties_measured_again) {
     char a[600];
-    snprintf(a, sizeof a, "%s/ties", dir);
-    build_index(a, NDOCS, 13, false);
-    tt_index *idx = NULL;
-    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_index *idx = built_open(a, sizeof a, "ties", NDOCS, 13);
     for (int cost = TT_TUNE_COST_TIME; cost <= TT_TUNE_COST_WORK; cost++) {
         tt_calib c;
         ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 48, 0, NAN, 77, cost, NULL), TT_OK);
@@ -556,10 +561,7 @@ static double remeasured(tt_calib *c, const tt_tuned *t) {
  * query. */
 START_TEST(screened_grid) {
     char a[600];
-    snprintf(a, sizeof a, "%s/g", dir);
-    build_index(a, NDOCS, 23, false);
-    tt_index *idx = NULL;
-    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_index *idx = built_open(a, sizeof a, "g", NDOCS, 23);
     tt_tuned out[2];
     for (int run = 0; run < 2; run++) {
         tt_calib c;
@@ -593,10 +595,7 @@ static void same_hits(const tt_hit *a, const uint32_t *na, const tt_hit *b, cons
  * or a batch), one with a PLAID flag runs PLAID with the rest calibrated. */
 START_TEST(exhaustive_choice) {
     char a[600];
-    snprintf(a, sizeof a, "%s/x", dir);
-    build_index(a, 150, 19, false);
-    tt_index *idx = NULL;
-    ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+    tt_index *idx = built_open(a, sizeof a, "x", 150, 19);
     for (int target = 0; target < 2; target++) {
         const double want = target ? 1.0 : 0.9;
         tt_calib c;
