@@ -36,8 +36,7 @@ static int expand_run(tt_resdec_run *r) {
     for (uint32_t b = 0; b < r->nbytes; b++)
         for (uint32_t x = 0; x < 256; x++)
             for (uint32_t t = 0; t < r->pb; t++)
-                r->ptab[((uint64_t)b * 256 + x) * r->pb + t] =
-                    r->weights[(uint64_t)(b * r->pb + t) * r->nb + r->bucket[x * r->pb + t]];
+                r->ptab[((uint64_t)b * 256 + x) * r->pb + t] = tt_resdec_run_weight(r, b, x, t);
     return TT_OK;
 }
 

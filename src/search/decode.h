@@ -19,6 +19,12 @@ typedef struct tt_resdec_run {
                                 * 8 positions bucket by bucket, nb * 8 floats a block */
 } tt_resdec_run;
 
+/* The weight that code position t (< pb) of a run's byte b holds when the byte is x. */
+static inline float tt_resdec_run_weight(const tt_resdec_run *r, uint32_t b, uint32_t x,
+                                         uint32_t t) {
+    return r->weights[(uint64_t)(b * r->pb + t) * r->nb + r->bucket[x * r->pb + t]];
+}
+
 /* Residual decoder: unpacks packed residuals (layout of quant/codec.h) to floats in
  * position order through byte tables: one 256-entry table of (8/nbits) floats for a
  * shared codec; otherwise, for each run of one width (a per-dim codec has one, an

@@ -319,8 +319,7 @@ static int byte_tables(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32
                     const float *q = Qp + (uint64_t)i * d->dim + run->k0 + b * run->pb;
                     float s = 0;
                     for (uint32_t t = 0; t < run->pb; t++)
-                        s += q[t] * run->weights[(uint64_t)(b * run->pb + t) * run->nb +
-                                                 run->bucket[x * run->pb + t]];
+                        s += q[t] * tt_resdec_run_weight(run, b, x, t);
                     e[i] = s;
                 }
             }
