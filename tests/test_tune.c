@@ -408,47 +408,58 @@ static bool same_params(const tt_tuned *a, const tt_tuned *b) {
            a->rerank_margin == b->rerank_margin && a->sketch == b->sketch;
 }
 
+/* One calibration of idx at a low target (many sets reach it, at similar costs) with
+ * the given cost, checked against the near-tie rule; returns the number of distinct sets
+ * that reached it within 30% of the cheapest measured cost. */
+static int ties_checked(const tt_index *idx, int cost) {
+    tt_calib c;
+    ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 48, 0, NAN, 77, cost, NULL), TT_OK);
+    c.threads = 2;
+    ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
+    tt_tuned t;
+    ck_assert_msg(tt_calib_search(&c, 10, 0.6, &t) == TT_OK, "%s", tt_last_error());
+    ck_assert(t.reached);
+    double cheapest = INFINITY; /* the cheapest set measured, the chosen one's or less */
+    for (int i = 0; i < c.nreached; i++)
+        cheapest = fmin(cheapest, c.reached_cost[i]);
+    int near = 0, chosen = -1;
+    for (int i = 0; i < c.nreached; i++) {
+        const tt_tuned *r = &c.reached[i];
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++)
+            dup = c.reached_cost[j] <= 1.3 * cheapest && same_params(r, &c.reached[j]);
+        if (c.reached_cost[i] <= 1.3 * cheapest && !dup) {
+            near++;
+            if (same_params(r, &t))
+                chosen = i;
+        }
+    }
+    if (cost == TT_TUNE_COST_WORK || near < 2) {
+        ck_assert_int_eq(c.ties, 0);
+    } else {
+        ck_assert_int_eq(c.ties, near < 3 ? near : 3);
+        ck_assert_msg(chosen >= 0, "the choice is not among the near-ties");
+        ck_assert_double_eq_tol(t.recall, c.reached[chosen].recall, 1e-12);
+    }
+    tt_calib_free(&c);
+    return near;
+}
+
 /* Near-ties (time cost): the sets that reached the target within 30% of the cheapest
  * measured cost (at most 3) are measured again, three times each, and the choice is
- * one of them; with the work cost, which is the same on every run, none are. */
+ * one of them; with the work cost, which is the same on every run, none are. Which sets
+ * are near-ties follows the machine's speed while each was measured: on a loaded CI
+ * machine one lucky measurement can leave the others more than 30% above it, so the
+ * rule is checked on every calibration and up to four are run for one with several. */
 START_TEST(near_ties_measured_again) {
     char a[600];
     tt_index *idx = built_open(a, sizeof a, "ties", NDOCS, 13);
-    for (int cost = TT_TUNE_COST_TIME; cost <= TT_TUNE_COST_WORK; cost++) {
-        tt_calib c;
-        ck_assert_int_eq(tt_calib_init_pseudo(&c, idx, 48, 0, NAN, 77, cost, NULL), TT_OK);
-        c.threads = 2;
-        ck_assert_int_eq(tt_calib_truth(&c, 2), TT_OK);
-        tt_tuned t;
-        /* a low target: many sets reach it, at similar costs */
-        ck_assert_msg(tt_calib_search(&c, 10, 0.6, &t) == TT_OK, "%s", tt_last_error());
-        ck_assert(t.reached);
-        double cheapest = INFINITY; /* the cheapest set measured, the chosen one's or less */
-        for (int i = 0; i < c.nreached; i++)
-            cheapest = fmin(cheapest, c.reached_cost[i]);
-        /* the distinct sets within 30% of the cheapest */
-        int near = 0, chosen = -1;
-        for (int i = 0; i < c.nreached; i++) {
-            const tt_tuned *r = &c.reached[i];
-            bool dup = false;
-            for (int j = 0; j < i && !dup; j++)
-                dup = c.reached_cost[j] <= 1.3 * cheapest && same_params(r, &c.reached[j]);
-            if (c.reached_cost[i] <= 1.3 * cheapest && !dup) {
-                near++;
-                if (same_params(r, &t))
-                    chosen = i;
-            }
-        }
-        if (cost == TT_TUNE_COST_WORK) {
-            ck_assert_int_eq(c.ties, 0);
-        } else {
-            ck_assert_msg(near >= 2, "only %d near-ties: the test needs several", near);
-            ck_assert_int_eq(c.ties, near < 3 ? near : 3);
-            ck_assert_msg(chosen >= 0, "the choice is not among the near-ties");
-            ck_assert_double_eq_tol(t.recall, c.reached[chosen].recall, 1e-12);
-        }
-        tt_calib_free(&c);
-    }
+    int near = 0;
+    for (int run = 0; run < 4 && near < 2; run++)
+        near = ties_checked(idx, TT_TUNE_COST_TIME);
+    ck_assert_msg(near >= 2, "only %d near-ties in four calibrations: the test needs several",
+                  near);
+    ties_checked(idx, TT_TUNE_COST_WORK);
     tt_index_close(idx);
 }
 END_TEST
