@@ -589,8 +589,9 @@ END_TEST
  * floats; each product is within the tables' rounding bound (npos steps) of the
  * decoder's own floats, and their root-mean-square error is that of independent
  * roundings (2 npos entries of variance step^2 / 12), not more; the layouts of
- * resdec_dot_matches_decode (runs of other widths, loose positions: exact), 4 and 8
- * query rows, 27 vectors (a partial block of 16). Shared codecs have no tables. */
+ * resdec_dot_matches_decode (runs of other widths, loose positions: exact), 4, 8 and 28
+ * query rows (the VBMI loop's rows 16, 8 and 4 at a time), 27 vectors (a partial block
+ * of 16). Shared codecs have no tables. */
 START_TEST(reslut_matches_decode) {
     const uint32_t layouts[][6] = {
         {4, 0, 0, 996, 24, 0}, {3, 1, 0, 5, 3, 4},    {0, 0, 0, 60, 8, 0},
@@ -625,9 +626,9 @@ START_TEST(reslut_matches_decode) {
         uint8_t *packed = malloc((size_t)n * c.bytes_per_vec);
         for (uint32_t i = 0; i < n * c.bytes_per_vec; i++)
             packed[i] = (uint8_t)tt_rng_next(&r);
-        float *Q = malloc((size_t)8 * dim * sizeof *Q), *x = malloc((size_t)dim * sizeof *x);
-        float *R = malloc((size_t)n * dim * sizeof *R), out[27 * 8], o2[27 * 8];
-        for (uint32_t i = 0; i < 8 * dim; i++)
+        float *Q = malloc((size_t)28 * dim * sizeof *Q), *x = malloc((size_t)dim * sizeof *x);
+        float *R = malloc((size_t)n * dim * sizeof *R), out[27 * 28], o2[27 * 28];
+        for (uint32_t i = 0; i < 28 * dim; i++)
             Q[i] = (float)(tt_rng_uniform(&r) - 0.5);
         /* Vectors 0 and 1 take row 0's largest entry at every position: the sums that
          * would overflow 16-bit lanes summed too long. */
@@ -643,13 +644,13 @@ START_TEST(reslut_matches_decode) {
         }
         tt_resdec_decode(&d, packed, n, R);
         const int a2 = L.avx2;
-        for (uint32_t nqp = 4; nqp <= 8; nqp += 4) {
+        for (uint32_t nqp = 4; nqp <= 28; nqp += nqp == 8 ? 20 : 4) {
             /* the tables from the portable and the AVX2 loops: the same bytes and steps */
             const size_t tb = (size_t)nqp * L.npos * 32;
             L.avx2 = 0;
             ck_assert_int_eq(tt_reslut_set(&L, &d, Q, nqp), TT_OK);
             uint8_t *tab0 = malloc(tb + 1);
-            float step0[8];
+            float step0[28];
             if (L.npos) {
                 memcpy(tab0, L.tab, tb);
                 memcpy(step0, L.scale, nqp * sizeof *step0);
@@ -664,13 +665,16 @@ START_TEST(reslut_matches_decode) {
             L.avx2 = 0;
             tt_reslut_dot(&L, &d, packed, n, Q, x, o2);
             L.avx2 = a2;
-            /* the AVX2 sums, then the AVX-512 ones (where the CPU has them): the same
-             * floats as the portable loop's */
-            const int a512 = L.avx512;
-            L.avx512 = 0;
+            /* the AVX2 sums, then the AVX-512BW ones and the VBMI ones (where the CPU has
+             * them): the same floats as the portable loop's */
+            const int a512 = L.avx512, vbmi = L.vbmi;
+            L.avx512 = L.vbmi = 0;
             tt_reslut_dot(&L, &d, packed, n, Q, x, out);
             ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
             L.avx512 = a512;
+            tt_reslut_dot(&L, &d, packed, n, Q, x, out);
+            ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
+            L.vbmi = vbmi;
             tt_reslut_dot(&L, &d, packed, n, Q, x, out);
             ck_assert_mem_eq(out, o2, (size_t)n * nqp * sizeof *out);
             /* Whole bytes of 4- and 8-bit codes through float byte tables (layouts 0

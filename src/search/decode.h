@@ -96,6 +96,9 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
  * errs by at most scale_i / 2, so a product errs by at most npos * scale_i (npos byte
  * positions, two nibbles each): the typical error is far smaller (rounding errors
  * cancel). */
+/* Query rows from which the VBMI sums run (fewer: the AVX-512BW ones). */
+#define TT_RESLUT_VBMI_ROWS 16u
+
 typedef struct tt_reslut {
     uint32_t nqp;      /* query rows the tables are for (a multiple of 4) */
     uint32_t npos;     /* byte positions covered */
@@ -126,6 +129,13 @@ typedef struct tt_reslut {
     int avx2;          /* the AVX2 loop (set where the CPU has it; tests may clear it) */
     int avx512;        /* the AVX-512BW sums, two query rows a register (where the CPU has
                         * it, with avx2; tests may clear it) */
+    int vbmi;          /* the VBMI + VNNI sums, two positions of a query row a register
+                        * (where the CPU has them, with avx512, for TT_RESLUT_VBMI_ROWS
+                        * query rows or more; tests may clear it) */
+    uint32_t npair;    /* (npos + 1) / 2: the positions in pairs */
+    uint8_t *ptab;     /* (j * nqp + i) * 64 (vbmi): row i's tables of positions 2j and
+                        * 2j + 1 (zeros past npos) side by side */
+    uint8_t *pidx;     /* npair * 64 (vbmi): a block's permute indices into them */
 } tt_reslut;
 
 /* Prepares L for the decoder d (its runs and scratch); L->npos == 0 if d has nothing the

@@ -40,10 +40,12 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
     if (!npos)
         return TT_OK;
     if (!(L->src = tt_alloc(npos, sizeof *L->src, "residual lookup tables")) ||
-        !(L->buf = tt_alloc((uint64_t)npos * 16, 1, "residual lookup tables")) ||
+        /* an odd npos: the pair loop reads a last position of zeros */
+        !(L->buf = tt_calloc((uint64_t)(npos + 1) / 2 * 32, 1, "residual lookup tables")) ||
         !(L->zero = tt_calloc(d->bytes_per_vec, 1, "residual lookup tables")) ||
         !(L->wlo = tt_alloc(2 * (uint64_t)d->dim, sizeof *L->wlo, "residual lookup tables")) ||
-        !(L->ibuf = tt_alloc((uint64_t)npos * 32, 1, "residual lookup tables"))) {
+        !(L->ibuf = tt_alloc((uint64_t)npos * 32, 1, "residual lookup tables")) ||
+        !(L->pidx = tt_alloc((uint64_t)(npos + 1) / 2 * 64, 1, "residual lookup tables"))) {
         tt_reslut_free(L);
         return TT_ENOMEM;
     }
@@ -85,7 +87,10 @@ int tt_reslut_init(tt_reslut *L, const tt_resdec *d) {
 #ifdef TT_AVX2
     L->avx2 = tt_cpu_avx2();
     L->avx512 = L->avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    L->vbmi = L->avx512 && __builtin_cpu_supports("avx512vbmi") &&
+              __builtin_cpu_supports("avx512vnni");
 #endif
+    L->npair = (L->npos + 1) / 2;
     return TT_OK;
 }
 
@@ -100,6 +105,8 @@ void tt_reslut_free(tt_reslut *L) {
     free(L->zero);
     free(L->wlo);
     free(L->ibuf);
+    free(L->ptab);
+    free(L->pidx);
     free(L->loose);
     free(L->bsrc);
     free(L->btab);
@@ -362,10 +369,14 @@ int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nq
                       nqp);
     if (nqp > L->cap_nqp) {
         free(L->tab);
+        free(L->ptab);
         free(L->scale);
         free(L->bias);
+        L->tab = L->ptab = NULL;
+        L->scale = L->bias = NULL;
         L->cap_nqp = 0;
         if (!(L->tab = tt_alloc((uint64_t)nqp * L->npos, 32, "residual lookup tables")) ||
+            !(L->ptab = tt_alloc((uint64_t)nqp * L->npair, 64, "residual lookup tables")) ||
             !(L->scale = tt_alloc(nqp, sizeof *L->scale, "residual lookup tables")) ||
             !(L->bias = tt_alloc(nqp, sizeof *L->bias, "residual lookup tables")))
             return TT_ENOMEM;
@@ -382,6 +393,11 @@ int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nq
                 bias += (double)q[k] * d->codec->weights[d->codec->woff[k]];
         }
         L->bias[i] = (float)bias;
+        /* the same tables two positions a 64-byte row (ptab) */
+        static const uint8_t none[32];
+        for (uint32_t p = 0; p < 2 * L->npair; p++)
+            memcpy(L->ptab + ((uint64_t)(p / 2) * nqp + i) * 64 + p % 2 * 32,
+                   p < L->npos ? t + (uint64_t)p * 128 : none, 32);
     }
     return byte_tables(L, d, Qp, nqp);
 }
@@ -594,6 +610,109 @@ AVX512BW_FN static void sums_avx512(const tt_reslut *L, uint32_t g, int32_t *sum
 AVX512BW_FN static void sums_avx512_pre(const tt_reslut *L, uint32_t g, int32_t *sum) {
     sums_avx512_from(L, g, sum, true);
 }
+
+/* Two positions of one query row a register (AVX-512 VBMI + VNNI: Ice Lake and later,
+ * Zen 4). The row's four nibble tables of positions 2j, 2j + 1 fill 64 bytes (ptab);
+ * one vpermb looks up the four nibbles of each of the 16 vectors (index 16 t + nibble
+ * for table t), laid out four bytes a vector, and one vpdpbusd adds those four bytes
+ * into the vector's 32-bit sum. Two instructions for 64 entries, where the AVX-512BW
+ * loop spends a shuffle and three additions on them and folds 16-bit lanes; a row's
+ * sums come out one register per row (a lane per vector), transposed into out. The same
+ * integer sums, so the same floats. The indices and the transposition cost a block the
+ * same for any number of rows: with fewer than TT_RESLUT_VBMI_ROWS the AVX-512BW loop is
+ * as fast or faster (doc/benchmarks.md, *Lookup-table sums two positions a register*). */
+#define VBMI_FN __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")))
+
+/* L->pidx[j * 64 + 4 v + t]: vector v's nibble t of positions 2j, 2j + 1 (high, low,
+ * high, low) as an index into a row's 64 bytes of ptab: 16 t + the nibble. */
+VBMI_FN static void pair_indices(const tt_reslut *L) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    /* from [high nibbles of 2j, of 2j + 1 | low nibbles of 2j, of 2j + 1], 16 vectors each */
+    const __m512i order = _mm512_set_epi8(
+        63, 31, 47, 15, 62, 30, 46, 14, 61, 29, 45, 13, 60, 28, 44, 12, 59, 27, 43, 11, 58, 26,
+        42, 10, 57, 25, 41, 9, 56, 24, 40, 8, 55, 23, 39, 7, 54, 22, 38, 6, 53, 21, 37, 5, 52, 20,
+        36, 4, 51, 19, 35, 3, 50, 18, 34, 2, 49, 17, 33, 1, 48, 16, 32, 0);
+    const __m512i off = _mm512_set1_epi32(0x30201000);
+    for (uint32_t j = 0; j < L->npair; j++) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(L->buf + (uint64_t)j * 32));
+        const __m512i y = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4)),
+            _mm256_and_si256(x, m4), 1);
+        _mm512_storeu_si512(L->pidx + (uint64_t)j * 64,
+                            _mm512_or_si512(_mm512_permutexvar_epi8(order, y), off));
+    }
+}
+
+/* f[r][v] -> f[v][r] for 16 registers of 16 floats. */
+__attribute__((always_inline)) VBMI_FN static inline void transpose16_ps(__m512 *f) {
+    __m512 t[16];
+    for (uint32_t i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(f[i], f[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(f[i], f[i + 1]);
+    }
+    /* f[4b + c], lane l: rows 4b..4b+3 of column 4l + c */
+    for (uint32_t b = 0; b < 16; b += 4) {
+        f[b] = _mm512_shuffle_ps(t[b], t[b + 2], 0x44);
+        f[b + 1] = _mm512_shuffle_ps(t[b], t[b + 2], 0xee);
+        f[b + 2] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0x44);
+        f[b + 3] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0xee);
+    }
+    for (uint32_t c = 0; c < 4; c++) {
+        t[c] = _mm512_shuffle_f32x4(f[c], f[4 + c], 0x88);
+        t[4 + c] = _mm512_shuffle_f32x4(f[c], f[4 + c], 0xdd);
+        t[8 + c] = _mm512_shuffle_f32x4(f[8 + c], f[12 + c], 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(f[8 + c], f[12 + c], 0xdd);
+    }
+    for (uint32_t c = 0; c < 8; c++) {
+        f[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+        f[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+    }
+}
+
+/* Rows r0 .. r0 + R of a block of nv vectors: out[v * nqp + r0 + r] += scale * sum +
+ * bias, as the other loops add them. */
+__attribute__((always_inline)) VBMI_FN static inline void
+sums_vbmi_rows(const tt_reslut *L, uint32_t r0, const uint32_t R, uint32_t nv, float *out) {
+    const uint32_t nqp = L->nqp;
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i acc[16];
+    for (uint32_t r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_si512();
+    for (uint32_t j = 0; j < L->npair; j++) {
+        const __m512i idx = _mm512_loadu_si512(L->pidx + (uint64_t)j * 64);
+        const uint8_t *t = L->ptab + ((uint64_t)j * nqp + r0) * 64;
+        _Pragma("GCC unroll 16")
+        for (uint32_t r = 0; r < R; r++)
+            acc[r] = _mm512_dpbusd_epi32(
+                acc[r], _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(t + 64 * r)), ones);
+    }
+    __m512 f[16];
+    for (uint32_t r = 0; r < 16; r++)
+        f[r] = r < R ? _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(L->scale[r0 + r]),
+                                                   _mm512_cvtepi32_ps(acc[r])),
+                                     _mm512_set1_ps(L->bias[r0 + r]))
+                     : _mm512_setzero_ps();
+    transpose16_ps(f);
+    const __mmask16 m = (__mmask16)((1u << R) - 1);
+    for (uint32_t v = 0; v < nv; v++) {
+        float *o = out + (uint64_t)v * nqp + r0;
+        _mm512_mask_storeu_ps(o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), f[v]));
+    }
+}
+
+/* A block of nv vectors (transposed into L->buf) for every query row. */
+VBMI_FN static void sums_vbmi(const tt_reslut *L, uint32_t nv, float *out) {
+    pair_indices(L);
+    uint32_t r0 = 0;
+    for (; r0 + 16 <= L->nqp; r0 += 16)
+        sums_vbmi_rows(L, r0, 16, nv, out);
+    if (r0 + 8 <= L->nqp) {
+        sums_vbmi_rows(L, r0, 8, nv, out);
+        r0 += 8;
+    }
+    if (r0 < L->nqp)
+        sums_vbmi_rows(L, r0, 4, nv, out);
+}
 #endif
 
 void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed, uint64_t n,
@@ -619,6 +738,10 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
             rows[v] = v < nv ? packed + (v0 + v) * bpv : L->zero;
         gather(L, d, rows);
 #ifdef TT_AVX2
+        if (L->vbmi && L->avx512 && L->avx2 && nqp >= TT_RESLUT_VBMI_ROWS) {
+            sums_vbmi(L, nv, out + v0 * nqp);
+            continue;
+        }
         const bool pre = L->avx2 && nqp > 4;
         if (pre)
             split_nibbles_avx2(L);
