@@ -3,7 +3,7 @@
  * tartan's own AVX-512 multiply-adds (tt_maxsim_products_avx512, with Qt). Prints the
  * median thread CPU time of each over REPS calls and the largest difference.
  *
- * Build (from a configured build directory B):
+ * Built with the rest (B/bench/maxsim_products), or from a configured build directory B:
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -include B/config.h -I include -I src \
  *       bench/maxsim_products.c B/.libs/libtartan-internal.a -lopenblas -luring -lxxhash \
  *       -lm -lpthread -o maxsim_products
