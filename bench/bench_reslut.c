@@ -1,10 +1,10 @@
 /* Stage 4's lookup-table pass alone (tt_reslut_dot, src/search/rlut.c): the approximate
  * <q, r> of one document of DOCLEN packed 2-bit residuals of DIM dimensions (a
  * per-dimension codec) against NQP query rows, by each of the loops this CPU has: AVX2,
- * AVX-512BW (two query rows a register), VBMI + VNNI (two positions a register; from
- * TT_RESLUT_VBMI_ROWS query rows, below which it is not used). Prints the median thread
- * CPU time of a document over REPS rounds of DOCS documents, each loop's rounds
- * alternated, and checks that every loop wrote the same floats.
+ * AVX-512BW (two query rows a register), VBMI + VNNI (two positions a register; where
+ * tt_reslut_vbmi_on says search uses it). Prints the
+ * median thread CPU time of a document over REPS rounds of DOCS documents, each loop's
+ * rounds alternated, and checks that every loop wrote the same floats.
  *
  * Built with the rest (B/bench/bench_reslut); usage: bench_reslut DIM NQP DOCLEN [REPS] */
 #include "search/decode.h"
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *name[PATHS] = {"AVX2", "AVX-512BW", "VBMI"};
-    const int has[PATHS] = {L.avx2, L.avx512, L.vbmi && nqp >= TT_RESLUT_VBMI_ROWS};
+    const int has[PATHS] = {L.avx2, L.avx512, tt_reslut_vbmi_on(&L)};
     double *t[PATHS];
     for (int p = 0; p < PATHS; p++) {
         out[p] = malloc((size_t)DOCS * len * nqp * sizeof *out[p]);

@@ -589,9 +589,9 @@ END_TEST
  * floats; each product is within the tables' rounding bound (npos steps) of the
  * decoder's own floats, and their root-mean-square error is that of independent
  * roundings (2 npos entries of variance step^2 / 12), not more; the layouts of
- * resdec_dot_matches_decode (runs of other widths, loose positions: exact), 4, 8 and 28
- * query rows (the VBMI loop's rows 16, 8 and 4 at a time), 27 vectors (a partial block
- * of 16). Shared codecs have no tables. */
+ * resdec_dot_matches_decode (runs of other widths, loose positions: exact), 4, 8, 16
+ * and 28 query rows (the VBMI loop's rows in one pass of 4, 8 or 16, or 16, 8 and 4 at a
+ * time), 27 vectors (a partial block of 16). Shared codecs have no tables. */
 START_TEST(reslut_matches_decode) {
     const uint32_t layouts[][6] = {
         {4, 0, 0, 996, 24, 0}, {3, 1, 0, 5, 3, 4},    {0, 0, 0, 60, 8, 0},
@@ -644,7 +644,7 @@ START_TEST(reslut_matches_decode) {
         }
         tt_resdec_decode(&d, packed, n, R);
         const int a2 = L.avx2;
-        for (uint32_t nqp = 4; nqp <= 28; nqp += nqp == 8 ? 20 : 4) {
+        for (uint32_t nqp = 4; nqp <= 28; nqp += nqp == 4 ? 4 : nqp == 8 ? 8 : 12) {
             /* the tables from the portable and the AVX2 loops: the same bytes and steps */
             const size_t tb = (size_t)nqp * L.npos * 32;
             L.avx2 = 0;

@@ -96,8 +96,6 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
  * errs by at most scale_i / 2, so a product errs by at most npos * scale_i (npos byte
  * positions, two nibbles each): the typical error is far smaller (rounding errors
  * cancel). */
-/* Query rows from which the VBMI sums run (fewer: the AVX-512BW ones). */
-#define TT_RESLUT_VBMI_ROWS 16u
 
 typedef struct tt_reslut {
     uint32_t nqp;      /* query rows the tables are for (a multiple of 4) */
@@ -130,13 +128,21 @@ typedef struct tt_reslut {
     int avx512;        /* the AVX-512BW sums, two query rows a register (where the CPU has
                         * it, with avx2; tests may clear it) */
     int vbmi;          /* the VBMI + VNNI sums, two positions of a query row a register
-                        * (where the CPU has them, with avx512, for TT_RESLUT_VBMI_ROWS
-                        * query rows or more; tests may clear it) */
+                        * (where the CPU has them, with avx512: tt_reslut_vbmi_on; tests
+                        * may clear it) */
     uint32_t npair;    /* (npos + 1) / 2: the positions in pairs */
     uint8_t *ptab;     /* (j * nqp + i) * 64 (vbmi): row i's tables of positions 2j and
                         * 2j + 1 (zeros past npos) side by side */
     uint8_t *pidx;     /* npair * 64 (vbmi): a block's permute indices into them */
 } tt_reslut;
+
+/* Whether L's sums run on the VBMI loop (where the CPU has it): from 16 query rows, or
+ * from 1,024 query rows x byte positions (4 rows of 1024-d 2-bit codes); with less, the
+ * loop's fixed cost a block (the transposition of its sums) makes it no faster than the
+ * AVX-512BW one (doc/benchmarks.md, *Lookup-table sums two positions a register*). */
+static inline bool tt_reslut_vbmi_on(const tt_reslut *L) {
+    return L->vbmi && L->avx512 && L->avx2 && (L->nqp >= 16 || L->nqp * L->npos >= 1024);
+}
 
 /* Prepares L for the decoder d (its runs and scratch); L->npos == 0 if d has nothing the
  * tables cover (a shared codec, or no whole bytes of 1-2-bit codes). */

@@ -618,14 +618,15 @@ AVX512BW_FN static void sums_avx512_pre(const tt_reslut *L, uint32_t g, int32_t 
  * into the vector's 32-bit sum. Two instructions for 64 entries, where the AVX-512BW
  * loop spends a shuffle and three additions on them and folds 16-bit lanes; a row's
  * sums come out one register per row (a lane per vector), transposed into out. The same
- * integer sums, so the same floats. The indices and the transposition cost a block the
- * same for any number of rows: with fewer than TT_RESLUT_VBMI_ROWS the AVX-512BW loop is
- * as fast or faster (doc/benchmarks.md, *Lookup-table sums two positions a register*). */
+ * integer sums, so the same floats. The transposition costs a block the same for any
+ * number of rows and positions: tt_reslut_vbmi_on says where the loop pays. */
 #define VBMI_FN __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")))
 
-/* L->pidx[j * 64 + 4 v + t]: vector v's nibble t of positions 2j, 2j + 1 (high, low,
- * high, low) as an index into a row's 64 bytes of ptab: 16 t + the nibble. */
-VBMI_FN static void pair_indices(const tt_reslut *L) {
+/* The permute indices of positions 2j, 2j + 1 of a block (transposed into L->buf): byte
+ * 4 v + t is vector v's nibble t (high, low, high, low) as an index into a row's 64
+ * bytes of ptab, 16 t + the nibble. */
+__attribute__((always_inline)) VBMI_FN static inline __m512i pair_index(const tt_reslut *L,
+                                                                        uint32_t j) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     /* from [high nibbles of 2j, of 2j + 1 | low nibbles of 2j, of 2j + 1], 16 vectors each */
     const __m512i order = _mm512_set_epi8(
@@ -633,14 +634,11 @@ VBMI_FN static void pair_indices(const tt_reslut *L) {
         42, 10, 57, 25, 41, 9, 56, 24, 40, 8, 55, 23, 39, 7, 54, 22, 38, 6, 53, 21, 37, 5, 52, 20,
         36, 4, 51, 19, 35, 3, 50, 18, 34, 2, 49, 17, 33, 1, 48, 16, 32, 0);
     const __m512i off = _mm512_set1_epi32(0x30201000);
-    for (uint32_t j = 0; j < L->npair; j++) {
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(L->buf + (uint64_t)j * 32));
-        const __m512i y = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4)),
-            _mm256_and_si256(x, m4), 1);
-        _mm512_storeu_si512(L->pidx + (uint64_t)j * 64,
-                            _mm512_or_si512(_mm512_permutexvar_epi8(order, y), off));
-    }
+    const __m256i x = _mm256_loadu_si256((const __m256i *)(L->buf + (uint64_t)j * 32));
+    const __m512i y =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4)),
+                           _mm256_and_si256(x, m4), 1);
+    return _mm512_or_si512(_mm512_permutexvar_epi8(order, y), off);
 }
 
 /* f[r][v] -> f[v][r] for 16 registers of 16 floats. */
@@ -672,20 +670,41 @@ __attribute__((always_inline)) VBMI_FN static inline void transpose16_ps(__m512 
 /* Rows r0 .. r0 + R of a block of nv vectors: out[v * nqp + r0 + r] += scale * sum +
  * bias, as the other loops add them. */
 __attribute__((always_inline)) VBMI_FN static inline void
-sums_vbmi_rows(const tt_reslut *L, uint32_t r0, const uint32_t R, uint32_t nv, float *out) {
+sums_vbmi_rows(const tt_reslut *L, uint32_t r0, const uint32_t R, uint32_t nv, float *out,
+               const bool once) {
     const uint32_t nqp = L->nqp;
     const __m512i ones = _mm512_set1_epi8(1);
+    /* With fewer than 16 rows each row keeps 16 / R sums (pairs j, j + 1, ... apart),
+     * so that 16 vpdpbusd are in flight, not one row's chain of them. */
+    const uint32_t C = 16 / R;
     __m512i acc[16];
-    for (uint32_t r = 0; r < R; r++)
+    for (uint32_t r = 0; r < 16; r++)
         acc[r] = _mm512_setzero_si512();
-    for (uint32_t j = 0; j < L->npair; j++) {
-        const __m512i idx = _mm512_loadu_si512(L->pidx + (uint64_t)j * 64);
+    uint32_t j = 0;
+    for (; j + C <= L->npair; j += C) {
+        _Pragma("GCC unroll 4")
+        for (uint32_t c = 0; c < C; c++) {
+            const __m512i idx = once ? pair_index(L, j + c)
+                                     : _mm512_loadu_si512(L->pidx + (uint64_t)(j + c) * 64);
+            const uint8_t *t = L->ptab + ((uint64_t)(j + c) * nqp + r0) * 64;
+            _Pragma("GCC unroll 16")
+            for (uint32_t r = 0; r < R; r++)
+                acc[c * R + r] = _mm512_dpbusd_epi32(
+                    acc[c * R + r],
+                    _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(t + 64 * r)), ones);
+        }
+    }
+    for (; j < L->npair; j++) {
+        const __m512i idx = once ? pair_index(L, j) : _mm512_loadu_si512(L->pidx + (uint64_t)j * 64);
         const uint8_t *t = L->ptab + ((uint64_t)j * nqp + r0) * 64;
         _Pragma("GCC unroll 16")
         for (uint32_t r = 0; r < R; r++)
             acc[r] = _mm512_dpbusd_epi32(
                 acc[r], _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(t + 64 * r)), ones);
     }
+    for (uint32_t c = 1; c < C; c++)
+        for (uint32_t r = 0; r < R; r++)
+            acc[r] = _mm512_add_epi32(acc[r], acc[c * R + r]);
     __m512 f[16];
     for (uint32_t r = 0; r < 16; r++)
         f[r] = r < R ? _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(L->scale[r0 + r]),
@@ -700,18 +719,35 @@ sums_vbmi_rows(const tt_reslut *L, uint32_t r0, const uint32_t R, uint32_t nv, f
     }
 }
 
-/* A block of nv vectors (transposed into L->buf) for every query row. */
+/* A block of nv vectors (transposed into L->buf) for every query row: the indices made
+ * once into L->pidx where more than one pass over the positions reads them, else in the
+ * pass (at 3584-d, 28 KiB written and read again a block, beside 114 KiB of tables for 4
+ * rows, where both come from L2). */
 VBMI_FN static void sums_vbmi(const tt_reslut *L, uint32_t nv, float *out) {
-    pair_indices(L);
+    const uint32_t nqp = L->nqp;
+    if (nqp == 4) {
+        sums_vbmi_rows(L, 0, 4, nv, out, true);
+        return;
+    }
+    if (nqp == 8) {
+        sums_vbmi_rows(L, 0, 8, nv, out, true);
+        return;
+    }
+    if (nqp == 16) {
+        sums_vbmi_rows(L, 0, 16, nv, out, true);
+        return;
+    }
+    for (uint32_t j = 0; j < L->npair; j++)
+        _mm512_storeu_si512(L->pidx + (uint64_t)j * 64, pair_index(L, j));
     uint32_t r0 = 0;
-    for (; r0 + 16 <= L->nqp; r0 += 16)
-        sums_vbmi_rows(L, r0, 16, nv, out);
-    if (r0 + 8 <= L->nqp) {
-        sums_vbmi_rows(L, r0, 8, nv, out);
+    for (; r0 + 16 <= nqp; r0 += 16)
+        sums_vbmi_rows(L, r0, 16, nv, out, false);
+    if (r0 + 8 <= nqp) {
+        sums_vbmi_rows(L, r0, 8, nv, out, false);
         r0 += 8;
     }
-    if (r0 < L->nqp)
-        sums_vbmi_rows(L, r0, 4, nv, out);
+    if (r0 < nqp)
+        sums_vbmi_rows(L, r0, 4, nv, out, false);
 }
 #endif
 
@@ -738,7 +774,7 @@ void tt_reslut_dot(const tt_reslut *L, const tt_resdec *d, const uint8_t *packed
             rows[v] = v < nv ? packed + (v0 + v) * bpv : L->zero;
         gather(L, d, rows);
 #ifdef TT_AVX2
-        if (L->vbmi && L->avx512 && L->avx2 && nqp >= TT_RESLUT_VBMI_ROWS) {
+        if (tt_reslut_vbmi_on(L)) {
             sums_vbmi(L, nv, out + v0 * nqp);
             continue;
         }
