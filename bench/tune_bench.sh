@@ -35,8 +35,9 @@ secs=$(echo "$t1 - $t0" | bc)
 for k in 10 100; do
     $T search --index "$W/$N.tidx" $Q --k $k --threads 1 "$@" --out "$W/$N.t.run" 2>"$W/$N.t.err"
     r=$(/usr/bin/python3 "$here/search_recall.py" "$W/$N.t.run" "$W/$N.texh.run" $k | awk '{print $NF}')
-    set=$(grep "k=$k " "$W/$N.tune.err" | sed 's/^ *k=[0-9]* *//; s/:.*//')
-    pseudo=$(grep "k=$k " "$W/$N.tune.err" | sed 's/.*recall@[0-9]* \([0-9.]*\).*/\1/')
+    # the first k=$k line: the full-length set (short queries' sets follow it)
+    set=$(grep -m1 "k=$k " "$W/$N.tune.err" | sed 's/^ *k=[0-9]* *//; s/:.*//')
+    pseudo=$(grep -m1 "k=$k " "$W/$N.tune.err" | sed 's/.*recall@[0-9]* \([0-9.]*\).*/\1/')
     eval "u=\$u$k"
     echo "| $N | $k | $u | $r / $(p50 "$W/$N.t.err") | $pseudo | $set | $secs |"
 done
