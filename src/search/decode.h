@@ -96,7 +96,6 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
  * errs by at most scale_i / 2, so a product errs by at most npos * scale_i (npos byte
  * positions, two nibbles each): the typical error is far smaller (rounding errors
  * cancel). */
-
 typedef struct tt_reslut {
     uint32_t nqp;      /* query rows the tables are for (a multiple of 4) */
     uint32_t npos;     /* byte positions covered */
