@@ -680,10 +680,11 @@ sums_vbmi_rows(const tt_reslut *L, uint32_t r0, const uint32_t R, uint32_t nv, f
     __m512i acc[16];
     for (uint32_t r = 0; r < 16; r++)
         acc[r] = _mm512_setzero_si512();
-    uint32_t j = 0;
-    for (; j + C <= L->npair; j += C) {
+    for (uint32_t j = 0; j < L->npair; j += C) {
         _Pragma("GCC unroll 4")
         for (uint32_t c = 0; c < C; c++) {
+            if (j + c == L->npair) /* the last pairs: fewer than C */
+                break;
             const __m512i idx = once ? pair_index(L, j + c)
                                      : _mm512_loadu_si512(L->pidx + (uint64_t)(j + c) * 64);
             const uint8_t *t = L->ptab + ((uint64_t)(j + c) * nqp + r0) * 64;
@@ -693,14 +694,6 @@ sums_vbmi_rows(const tt_reslut *L, uint32_t r0, const uint32_t R, uint32_t nv, f
                     acc[c * R + r],
                     _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(t + 64 * r)), ones);
         }
-    }
-    for (; j < L->npair; j++) {
-        const __m512i idx = once ? pair_index(L, j) : _mm512_loadu_si512(L->pidx + (uint64_t)j * 64);
-        const uint8_t *t = L->ptab + ((uint64_t)j * nqp + r0) * 64;
-        _Pragma("GCC unroll 16")
-        for (uint32_t r = 0; r < R; r++)
-            acc[r] = _mm512_dpbusd_epi32(
-                acc[r], _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(t + 64 * r)), ones);
     }
     for (uint32_t c = 1; c < C; c++)
         for (uint32_t r = 0; r < R; r++)
