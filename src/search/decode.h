@@ -130,8 +130,9 @@ typedef struct tt_reslut {
                         * (where the CPU has them, with avx512: tt_reslut_vbmi_on; tests
                         * may clear it) */
     uint32_t npair;    /* (npos + 1) / 2: the positions in pairs */
-    uint8_t *ptab;     /* (j * nqp + i) * 64 (vbmi): row i's tables of positions 2j and
-                        * 2j + 1 (zeros past npos) side by side */
+    uint8_t *ptab;     /* (j * nqp + i) * 64 (vbmi; set where tt_reslut_vbmi_on): row
+                        * i's tables of positions 2j and 2j + 1 (zeros past npos) side by
+                        * side */
     uint8_t *pidx;     /* npair * 64 (vbmi): a block's permute indices into them */
 } tt_reslut;
 

@@ -376,7 +376,8 @@ int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nq
         L->scale = L->bias = NULL;
         L->cap_nqp = 0;
         if (!(L->tab = tt_alloc((uint64_t)nqp * L->npos, 32, "residual lookup tables")) ||
-            !(L->ptab = tt_alloc((uint64_t)nqp * L->npair, 64, "residual lookup tables")) ||
+            (L->vbmi &&
+             !(L->ptab = tt_alloc((uint64_t)nqp * L->npair, 64, "residual lookup tables"))) ||
             !(L->scale = tt_alloc(nqp, sizeof *L->scale, "residual lookup tables")) ||
             !(L->bias = tt_alloc(nqp, sizeof *L->bias, "residual lookup tables")))
             return TT_ENOMEM;
@@ -393,9 +394,9 @@ int tt_reslut_set(tt_reslut *L, const tt_resdec *d, const float *Qp, uint32_t nq
                 bias += (double)q[k] * d->codec->weights[d->codec->woff[k]];
         }
         L->bias[i] = (float)bias;
-        /* the same tables two positions a 64-byte row (ptab) */
+        /* the same tables two positions a 64-byte row, where the VBMI loop reads them */
         static const uint8_t none[32];
-        for (uint32_t p = 0; p < 2 * L->npair; p++)
+        for (uint32_t p = 0; tt_reslut_vbmi_on(L) && p < 2 * L->npair; p++)
             memcpy(L->ptab + ((uint64_t)(p / 2) * nqp + i) * 64 + p % 2 * 32,
                    p < L->npos ? t + (uint64_t)p * 128 : none, 32);
     }
