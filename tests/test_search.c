@@ -1121,6 +1121,29 @@ static uint64_t cq_mismatches(int kernel, float cmax, const float *C, uint32_t K
     return bad;
 }
 
+/* Columns i < nqp of St (K rows) whose t->best[i] is not the column's maximum or
+ * t->arg[i] not the lowest row holding it, plus rows k whose t->reach[k] is not whether
+ * one of the first nq columns reaches t->thr. */
+static uint32_t cq_top1_mismatches(const float *St, uint32_t K, uint32_t nq, uint32_t nqp,
+                                   const tt_cq_top1 *t) {
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < nqp; i++) {
+        uint32_t at = 0;
+        for (uint32_t k = 1; k < K; k++)
+            if (St[(size_t)k * nqp + i] > St[(size_t)at * nqp + i])
+                at = k;
+        bad += t->arg[i] != at ||
+               memcmp(&t->best[i], &St[(size_t)at * nqp + i], sizeof *t->best) != 0;
+    }
+    for (uint32_t k = 0; k < K; k++) {
+        bool r = false;
+        for (uint32_t i = 0; i < nq; i++)
+            r |= St[(size_t)k * nqp + i] >= t->thr;
+        bad += t->reach[k] != r;
+    }
+    return bad;
+}
+
 /* The best int8 kernel this CPU has. */
 static int cq_best_int8(void) {
     int best = TT_CQ_PORTABLE;
@@ -1133,10 +1156,15 @@ static int cq_best_int8(void) {
  * equals the portable loop bit for bit, every kernel and the float32 sgemm path match
  * the references of cq_mismatches, for dimensions that are and are not multiples of 4,
  * partial centroid blocks and every query-vector count around the kernels' block
- * sizes. */
+ * sizes; the column maxima and the rows reaching a threshold that the VNNI kernels
+ * keep as they score (equal centroid rows give ties: the lowest row) equal a scan of
+ * the portable loop's scores. */
 START_TEST(cq_kernels_agree) {
     const uint32_t dims[] = {128, 130, 3584}, Ks[] = {1, 15, 16, 17, 100};
     const uint32_t nqs[] = {1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 40};
+    float cbest[48];
+    uint32_t carg[48];
+    uint8_t creach[100];
     tt_rng r;
     tt_rng_seed(&r, 2024);
     for (size_t di = 0; di < 3; di++) {
@@ -1158,6 +1186,12 @@ START_TEST(cq_kernels_agree) {
             }
             if (K == 15)
                 C[3] = 0; /* and a zero centroid */
+            if (K == 100) {
+                /* equal rows, in one block and across blocks: ties for the column maxima */
+                memcpy(C + (size_t)21 * dim, C + (size_t)20 * dim, dim * sizeof *C);
+                memcpy(C + (size_t)90 * dim, C + (size_t)10 * dim, dim * sizeof *C);
+                memcpy(C + (size_t)47 * dim, C + (size_t)33 * dim, dim * sizeof *C);
+            }
             tt_cq q, qf;
             ck_assert_int_eq(tt_cq_init_kernel(&q, C, K, dim, TT_CQ_PORTABLE), TT_OK);
             ck_assert_int_eq(tt_cq_init_kernel(&qf, C, K, dim, TT_CQ_F32), TT_OK);
@@ -1190,6 +1224,14 @@ START_TEST(cq_kernels_agree) {
                     memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
                     tt_cq_centroid_scores(&q, Q, nq, nqp, qp, qs, S1);
                     ck_assert(!memcmp(S1, S2, (size_t)K * nqp * sizeof *S1));
+                    /* the column maxima the VNNI kernels keep as they score */
+                    memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
+                    const tt_cq_top1 top = {cbest, carg, creach, 0.01f * (float)(nq % 3)};
+                    const bool kept = tt_cq_centroid_scores_top1(&q, Q, nq, nqp, qp, qs, S1, &top);
+                    ck_assert(!memcmp(S1, S2, (size_t)K * nqp * sizeof *S1));
+                    ck_assert_int_eq(kept, kern == TT_CQ_VNNI);
+                    if (kept)
+                        ck_assert_uint_eq(cq_top1_mismatches(S2, K, nq, nqp, &top), 0);
                 }
                 memset(S1, 0xff, (size_t)K * nqp * sizeof *S1);
                 tt_cq_centroid_scores(&qf, Q, nq, nqp, qp, qs, S1);
@@ -2444,6 +2486,67 @@ START_TEST(avx512_loops_agree) {
 }
 END_TEST
 
+/* Stage 1 with nprobe 1 and the relative rule: each query vector's best centroid and
+ * the pruning mask (keep[k] = St[k, i] >= top_i - (1 - ratio) |top_i| for some i < nq),
+ * whether stage 1's kernel kept them as it scored (the VNNI kernel; the mask at ratio 0)
+ * or passes over St made them (the AVX-512 or SSE2 scan, the relative rule's pass),
+ * equal a reference computed here from St, for query lengths that fill one to four
+ * registers of a row (and partial ones) and ratios that keep every centroid, many or
+ * few. */
+START_TEST(relative_mask_agrees) {
+    tt_index *idx = open_idx(g_idx, TT_IO_MMAP, 0);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const uint32_t K = idx->num_centroids, qlens[] = {32, 4, 7, 17, 40, 64};
+    const float ratios[] = {0, 0.5f, 0.9f};
+    for (int t = 0; t < 36; t++) {
+        const uint32_t nq = qlens[t % 6];
+        const float ratio = ratios[t / 6 % 3];
+        float *Q = query_near(&g_c, (uint64_t)t * 29 % g_c.ndocs, nq, 0.3f, 900 + t);
+        tt_search_options o, r;
+        tt_search_options_init(&o);
+        o.nprobe = 1;
+        o.pruning = TT_PRUNE_RELATIVE;
+        o.prune_ratio = ratio;
+        o.ndocs = 10; /* nprobe 1 finds that many: stage 1 does not double it */
+        tt_search_options_resolve(&o, 10, &r);
+        tt_search_ctx_use_avx512(ctx, t < 18);
+        ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
+        ctx->filter = NULL;
+        ctx->direct = false;
+        ctx->allowed = idx->num_live;
+        size_t n;
+        ck_assert_int_eq(tt_plaid_stage1(ctx, &r, &n), TT_OK);
+        const uint32_t nqp = ctx->nqp;
+        float th[64];
+        for (uint32_t i = 0; i < nq; i++) {
+            uint32_t at = 0;
+            for (uint32_t k = 1; k < K; k++)
+                if (ctx->St[(size_t)k * nqp + i] > ctx->St[(size_t)at * nqp + i])
+                    at = k;
+            ck_assert_msg(ctx->probe[i] == at, "nq %u, ratio %g, avx512 %d: query vector %u: "
+                          "centroid %u, not %u", nq, (double)ratio, t < 18, i, ctx->probe[i], at);
+            ck_assert(ctx->probe_s[i] == ctx->St[(size_t)at * nqp + i]);
+            th[i] = ctx->probe_s[i] - (1 - ratio) * fabsf(ctx->probe_s[i]);
+        }
+        uint32_t kept = 0;
+        for (uint32_t k = 0; k < K; k++) {
+            bool want = false;
+            for (uint32_t i = 0; i < nq; i++)
+                want |= ctx->St[(size_t)k * nqp + i] >= th[i];
+            ck_assert_msg(ctx->keep[k] == want, "nq %u, ratio %g, avx512 %d: centroid %u: %d",
+                          nq, (double)ratio, t < 18, k, ctx->keep[k]);
+            kept += want;
+        }
+        if (ratio > 0.8f) /* the mask decides something */
+            ck_assert(kept > 0 && kept < K);
+        free(Q);
+    }
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
+}
+END_TEST
+
 /* Stage 4 with the centroids scored apart (tt_search_ctx_use_split: on, with the
  * fused kernel for 4 and 8 query rows where the CPU has AVX-512 and with decoded rows
  * otherwise) returns the hits of the unsplit stage 4 with their scores to float rounding,
@@ -2995,6 +3098,7 @@ int main(void) {
     tcase_add_loop_test(tc, exhaustive_batch_equals_serial, 0, 2);
     tcase_add_test(tc, damaged_originals);
     tcase_add_test(tc, avx512_loops_agree);
+    tcase_add_test(tc, relative_mask_agrees);
     tcase_add_loop_test(tc, sketch_avx512_agrees, 0, 2);
     tcase_add_test(tc, cq_kernels_same_hits);
     tcase_add_test(tc, bad_input);

@@ -416,38 +416,76 @@ static void scores_sse2(const tt_cq *q, const uint8_t *qpack, const float *qscal
         B = _mm512_dpbusd_epi32(B, x1, c_);                                                 \
     } while (0)
 
-/* Writes the scores of centroid k (accumulator A) to lanes [16 * b, 16 * b + 16) & m of
- * its St row. */
-static inline __attribute__((always_inline)) VNNI void
-store_row(const tt_cq *q, uint32_t k, __m512i A, __m512 qs, __mmask16 m, float *dst) {
-    if (k >= q->K)
-        return;
+/* The scores of centroid k from its accumulator A (16 query lanes, their scales qs). */
+static inline __attribute__((always_inline)) VNNI __m512 row_scores(const tt_cq *q, uint32_t k,
+                                                                    __m512i A, __m512 qs) {
     const __m512i corr = _mm512_set1_epi32(q->csum[k]);
     const __m512 s = _mm512_mul_ps(_mm512_set1_ps(q->scale[k]), qs);
-    _mm512_mask_storeu_ps(dst, m, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(A, corr)), s));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(A, corr)), s);
 }
 
+/* Row k's scores x (lanes m) into the lanes' maxima b and rows a: strictly greater
+ * replaces, and rows come in increasing order, so ties keep the lower row. */
+static inline __attribute__((always_inline)) VNNI void top1_update(__m512 x, uint32_t k,
+                                                                   __mmask16 m, __m512 *b,
+                                                                   __m512i *a) {
+    const __mmask16 up = _mm512_mask_cmp_ps_mask(m, x, *b, _CMP_GT_OQ);
+    *b = _mm512_mask_mov_ps(*b, up, x);
+    *a = _mm512_mask_mov_epi32(*a, up, _mm512_set1_epi32((int)k));
+}
+
+/* Tiles write St rows [k0, k0 + 8) (or 16) in the lanes of one or two query blocks (b0:
+ * the first block's number); with tc, they keep its column maxima and reach mask
+ * as they go (mq0, mq1: the lanes of the first nq columns). */
 VNNI static void tile_8x2(const tt_cq *q, const uint8_t *q0, const uint8_t *q1, uint32_t k0,
                           const uint8_t *cp, __m512 qs0, __m512 qs1, __mmask16 m0, __mmask16 m1,
-                          uint32_t nqp, float *Sb) {
+                          uint32_t nqp, float *Sb, const tt_cq_top1 *tc, uint32_t b0,
+                          __mmask16 mq0, __mmask16 mq1) {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-            a7 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+            a7 = a0, b0_ = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
     for (uint32_t g = 0; g < q->nd4; g++) {
         const __m512i x0 = _mm512_load_si512((const void *)(q0 + (size_t)g * 64));
         const __m512i x1 = _mm512_load_si512((const void *)(q1 + (size_t)g * 64));
-        DP2(a0, b0, 0); DP2(a1, b1, 1); DP2(a2, b2, 2); DP2(a3, b3, 3);
+        DP2(a0, b0_, 0); DP2(a1, b1, 1); DP2(a2, b2, 2); DP2(a3, b3, 3);
         DP2(a4, b4, 4); DP2(a5, b5, 5); DP2(a6, b6, 6); DP2(a7, b7, 7);
     }
-    const __m512i A[8] = {a0, a1, a2, a3, a4, a5, a6, a7}, B[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
-    for (uint32_t t = 0; t < 8; t++) {
-        float *row = Sb + (uint64_t)(k0 + t) * nqp;
-        store_row(q, k0 + t, A[t], qs0, m0, row);
-        store_row(q, k0 + t, B[t], qs1, m1, row + 16);
+    const __m512i A[8] = {a0, a1, a2, a3, a4, a5, a6, a7},
+                  B[8] = {b0_, b1, b2, b3, b4, b5, b6, b7};
+    const uint32_t n = q->K - k0 < 8 ? q->K - k0 : 8;
+    if (!tc) {
+        for (uint32_t t = 0; t < n; t++) {
+            float *row = Sb + (uint64_t)(k0 + t) * nqp;
+            _mm512_mask_storeu_ps(row, m0, row_scores(q, k0 + t, A[t], qs0));
+            _mm512_mask_storeu_ps(row + 16, m1, row_scores(q, k0 + t, B[t], qs1));
+        }
+        return;
     }
+    float *best = tc->best + 16 * b0;
+    uint32_t *arg = tc->arg + 16 * b0;
+    uint8_t *reach = tc->reach;
+    const __m512 thr = _mm512_set1_ps(tc->thr);
+    __m512 bx0 = _mm512_maskz_loadu_ps(m0, best), bx1 = _mm512_maskz_loadu_ps(m1, best + 16);
+    __m512i ax0 = _mm512_maskz_loadu_epi32(m0, arg), ax1 = _mm512_maskz_loadu_epi32(m1, arg + 16);
+    for (uint32_t t = 0; t < n; t++) {
+        float *row = Sb + (uint64_t)(k0 + t) * nqp;
+        const __m512 x0 = row_scores(q, k0 + t, A[t], qs0), x1 = row_scores(q, k0 + t, B[t], qs1);
+        _mm512_mask_storeu_ps(row, m0, x0);
+        _mm512_mask_storeu_ps(row + 16, m1, x1);
+        top1_update(x0, k0 + t, m0, &bx0, &ax0);
+        top1_update(x1, k0 + t, m1, &bx1, &ax1);
+        if (reach)
+            reach[k0 + t] |= (_mm512_mask_cmp_ps_mask(mq0, x0, thr, _CMP_GE_OQ) |
+                              _mm512_mask_cmp_ps_mask(mq1, x1, thr, _CMP_GE_OQ)) != 0;
+    }
+    _mm512_mask_storeu_ps(best, m0, bx0);
+    _mm512_mask_storeu_ps(best + 16, m1, bx1);
+    _mm512_mask_storeu_epi32(arg, m0, ax0);
+    _mm512_mask_storeu_epi32(arg + 16, m1, ax1);
 }
 
 VNNI static void tile_16x1(const tt_cq *q, const uint8_t *q0, uint32_t k0, const uint8_t *cp,
-                           __m512 qs0, __mmask16 m0, uint32_t nqp, float *Sb) {
+                           __m512 qs0, __mmask16 m0, uint32_t nqp, float *Sb,
+                           const tt_cq_top1 *tc, uint32_t b0, __mmask16 mq0) {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
             a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0,
             a15 = a0;
@@ -459,39 +497,63 @@ VNNI static void tile_16x1(const tt_cq *q, const uint8_t *q0, uint32_t k0, const
         DP1(a12, x0, 12); DP1(a13, x0, 13); DP1(a14, x0, 14); DP1(a15, x0, 15);
     }
     const __m512i A[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
-    for (uint32_t t = 0; t < 16; t++)
-        store_row(q, k0 + t, A[t], qs0, m0, Sb + (uint64_t)(k0 + t) * nqp);
+    const uint32_t n = q->K - k0 < 16 ? q->K - k0 : 16;
+    if (!tc) {
+        for (uint32_t t = 0; t < n; t++)
+            _mm512_mask_storeu_ps(Sb + (uint64_t)(k0 + t) * nqp, m0,
+                                  row_scores(q, k0 + t, A[t], qs0));
+        return;
+    }
+    float *best = tc->best + 16 * b0;
+    uint32_t *arg = tc->arg + 16 * b0;
+    uint8_t *reach = tc->reach;
+    const __m512 thr = _mm512_set1_ps(tc->thr);
+    __m512 bx = _mm512_maskz_loadu_ps(m0, best);
+    __m512i ax = _mm512_maskz_loadu_epi32(m0, arg);
+    for (uint32_t t = 0; t < n; t++) {
+        const __m512 x = row_scores(q, k0 + t, A[t], qs0);
+        _mm512_mask_storeu_ps(Sb + (uint64_t)(k0 + t) * nqp, m0, x);
+        top1_update(x, k0 + t, m0, &bx, &ax);
+        if (reach)
+            reach[k0 + t] |= _mm512_mask_cmp_ps_mask(mq0, x, thr, _CMP_GE_OQ) != 0;
+    }
+    _mm512_mask_storeu_ps(best, m0, bx);
+    _mm512_mask_storeu_epi32(arg, m0, ax);
 }
 
 VNNI static void scores_qlanes(const tt_cq *q, const uint8_t *qpack, const float *qscale,
-                               uint32_t nqp, float *St) {
+                               uint32_t nq, uint32_t nqp, float *St, const tt_cq_top1 *tc) {
     const size_t bstride = (size_t)q->nd4 * 64;
     const uint32_t nqb = (nqp + 15) / 16;
     for (uint32_t b = 0; b < nqb; b += 2) {
         const uint8_t *q0 = qpack + b * bstride, *q1 = q0 + bstride;
-        const __mmask16 m0 = tt_lanes16(nqp, b);
+        const __mmask16 m0 = tt_lanes16(nqp, b), mq0 = tt_lanes16(nq, b);
         const __m512 qs0 = _mm512_maskz_loadu_ps(m0, qscale + 16 * b);
         float *Sb = St + 16 * b;
         if (b + 1 < nqb) {
-            const __mmask16 m1 = tt_lanes16(nqp, b + 1);
+            const __mmask16 m1 = tt_lanes16(nqp, b + 1), mq1 = tt_lanes16(nq, b + 1);
             const __m512 qs1 = _mm512_maskz_loadu_ps(m1, qscale + 16 * b + 16);
             for (uint32_t blk = 0; blk < q->nblk; blk++)
                 for (uint32_t h = 0; h < 2 && blk * 16 + h * 8 < q->K; h++)
                     tile_8x2(q, q0, q1, blk * 16 + h * 8, q->data + blk * bstride + h * 32, qs0,
-                             qs1, m0, m1, nqp, Sb);
+                             qs1, m0, m1, nqp, Sb, tc, b, mq0, mq1);
         } else {
             for (uint32_t blk = 0; blk < q->nblk; blk++)
-                tile_16x1(q, q0, blk * 16, q->data + blk * bstride, qs0, m0, nqp, Sb);
+                tile_16x1(q, q0, blk * 16, q->data + blk * bstride, qs0, m0, nqp, Sb, tc, b,
+                          mq0);
         }
     }
 }
 
 /* Centroids in the lanes (nqp <= 8, DiffRetriever's 4-vector queries): one 64-byte load
  * gives 16 centroids' next four values, against each query vector's four bytes
- * broadcast; the 16 x nqp scores are then written out row by row. */
+ * broadcast; the 16 x nqp scores are then written out row by row. With tc, each query
+ * vector's 16 lanes keep the best score of their centroids so far and its row in bv, av
+ * (strictly greater replaces: ties keep the earlier block), and the block's rows their
+ * reach. */
 static inline __attribute__((always_inline)) VNNI void
 clanes_block(const tt_cq *q, const uint8_t *qpack, const float *qscale, const uint32_t NQ,
-             uint32_t blk, float *St) {
+             uint32_t nq, uint32_t blk, float *St, const tt_cq_top1 *tc, __m512 *bv, __m512i *av) {
     __m512i a[8];
     for (uint32_t i = 0; i < NQ; i++)
         a[i] = _mm512_setzero_si512();
@@ -507,22 +569,53 @@ clanes_block(const tt_cq *q, const uint8_t *qpack, const float *qscale, const ui
     }
     const __m512i corr = _mm512_loadu_si512((const void *)(q->csum + blk * 16));
     const __m512 sc = _mm512_loadu_ps(q->scale + blk * 16);
+    const uint32_t n = q->K - blk * 16 < 16 ? q->K - blk * 16 : 16;
+    const __mmask16 live = tt_lanes16(n, 0);
+    const __m512i ids = _mm512_add_epi32(_mm512_set1_epi32((int)(blk * 16)),
+                                         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                           11, 12, 13, 14, 15));
     float tmp[8][16];
-    for (uint32_t i = 0; i < NQ; i++)
-        _mm512_storeu_ps(tmp[i], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i], corr)),
-                                               _mm512_mul_ps(sc, _mm512_set1_ps(qscale[i]))));
-    for (uint32_t l = 0; l < 16 && blk * 16 + l < q->K; l++)
+    __mmask16 hit = 0;
+    for (uint32_t i = 0; i < NQ; i++) {
+        const __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i], corr)),
+                                       _mm512_mul_ps(sc, _mm512_set1_ps(qscale[i])));
+        _mm512_storeu_ps(tmp[i], x);
+        if (tc) {
+            const __mmask16 up = _mm512_mask_cmp_ps_mask(live, x, bv[i], _CMP_GT_OQ);
+            bv[i] = _mm512_mask_mov_ps(bv[i], up, x);
+            av[i] = _mm512_mask_mov_epi32(av[i], up, ids);
+            if (i < nq)
+                hit |= _mm512_mask_cmp_ps_mask(live, x, _mm512_set1_ps(tc->thr), _CMP_GE_OQ);
+        }
+    }
+    for (uint32_t l = 0; l < n; l++)
         for (uint32_t i = 0; i < NQ; i++)
             St[(uint64_t)(blk * 16 + l) * NQ + i] = tmp[i][l];
+    if (tc && tc->reach)
+        for (uint32_t l = 0; l < n; l++)
+            tc->reach[blk * 16 + l] = (uint8_t)((hit >> l) & 1);
 }
 
 VNNI static void scores_clanes(const tt_cq *q, const uint8_t *qpack, const float *qscale,
-                               uint32_t nqp, float *St) {
+                               uint32_t nq, uint32_t nqp, float *St, const tt_cq_top1 *tc) {
+    __m512 bv[8];
+    __m512i av[8];
+    for (uint32_t i = 0; i < 8; i++) {
+        bv[i] = _mm512_set1_ps(-INFINITY);
+        av[i] = _mm512_set1_epi32(-1);
+    }
     for (uint32_t blk = 0; blk < q->nblk; blk++) {
         if (nqp == 4)
-            clanes_block(q, qpack, qscale, 4, blk, St);
+            clanes_block(q, qpack, qscale, 4, nq, blk, St, tc, bv, av);
         else
-            clanes_block(q, qpack, qscale, 8, blk, St);
+            clanes_block(q, qpack, qscale, 8, nq, blk, St, tc, bv, av);
+    }
+    /* A query vector's best over its 16 lanes; of equal ones, the lowest row. */
+    for (uint32_t i = 0; tc && i < nqp; i++) {
+        const float m = _mm512_reduce_max_ps(bv[i]);
+        const __mmask16 at = _mm512_cmp_ps_mask(bv[i], _mm512_set1_ps(m), _CMP_EQ_OQ);
+        tc->best[i] = m;
+        tc->arg[i] = at ? (uint32_t)_mm512_mask_reduce_min_epu32(at, av[i]) : UINT32_MAX;
     }
 }
 
@@ -658,40 +751,64 @@ AVX2 static void scores_avx2(const tt_cq *q, const uint8_t *qpack, const float *
 }
 #endif
 
-void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
-                  float *St) {
+/* St by q->kernel; with top, what it asks for too where the kernel is VNNI, which keeps
+ * it as it writes St. Returns whether it did. */
+static bool scores_by(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nq,
+                      uint32_t nqp, float *St, const tt_cq_top1 *top) {
 #ifdef TT_CQ_X86
     if (q->kernel == TT_CQ_VNNI) {
+        if (top) {
+            for (uint32_t i = 0; i < nqp; i++) {
+                top->best[i] = -INFINITY;
+                top->arg[i] = UINT32_MAX;
+            }
+            if (top->reach)
+                memset(top->reach, 0, q->K);
+        }
         if (nqp <= 8)
-            scores_clanes(q, qpack, qscale, nqp, St);
+            scores_clanes(q, qpack, qscale, nq, nqp, St, top);
         else
-            scores_qlanes(q, qpack, qscale, nqp, St);
-        return;
+            scores_qlanes(q, qpack, qscale, nq, nqp, St, top);
+        return top != NULL;
     }
     if (q->kernel == TT_CQ_AVX2) {
         if (nqp <= 8)
             scores_clanes_avx2(q, qpack, qscale, nqp, St);
         else
             scores_avx2(q, qpack, qscale, nqp, St);
-        return;
+        return false;
     }
 #endif
 #ifdef TT_SSE2
     if (q->kernel >= TT_CQ_SSE2) {
         scores_sse2(q, qpack, qscale, nqp, St);
-        return;
+        return false;
     }
 #endif
+    (void)nq;
+    (void)top;
     tt_cq_scores_portable(q, qpack, qscale, nqp, St);
+    return false;
+}
+
+void tt_cq_scores(const tt_cq *q, const uint8_t *qpack, const float *qscale, uint32_t nqp,
+                  float *St) {
+    scores_by(q, qpack, qscale, nqp, nqp, St, NULL);
+}
+
+bool tt_cq_centroid_scores_top1(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
+                                uint8_t *qpack, float *qscale, float *St,
+                                const tt_cq_top1 *top) {
+    if (q->kernel == TT_CQ_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->K, (int)nqp, (int)q->dim,
+                    1.0f, q->f32, (int)q->dim, Q, (int)q->dim, 0.0f, St, (int)nqp);
+        return false;
+    }
+    tt_cq_query(q, Q, nq, nqp, qpack, qscale);
+    return scores_by(q, qpack, qscale, nq, nqp, St, top);
 }
 
 void tt_cq_centroid_scores(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
                            uint8_t *qpack, float *qscale, float *St) {
-    if (q->kernel == TT_CQ_F32) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->K, (int)nqp, (int)q->dim,
-                    1.0f, q->f32, (int)q->dim, Q, (int)q->dim, 0.0f, St, (int)nqp);
-        return;
-    }
-    tt_cq_query(q, Q, nq, nqp, qpack, qscale);
-    tt_cq_scores(q, qpack, qscale, nqp, St);
+    tt_cq_centroid_scores_top1(q, Q, nq, nqp, qpack, qscale, St, NULL);
 }

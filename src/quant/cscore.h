@@ -107,6 +107,22 @@ uint64_t tt_cq_bytes(const tt_cq *q);
  * St is in row order: tt_cq_group_scores). */
 void tt_cq_centroid_scores(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
                            uint8_t *qpack, float *qscale, float *St);
+/* What tt_cq_centroid_scores_top1 keeps besides St: each column's best score
+ * (best[i] = max over k of St[k * nqp + i], nqp entries) and its lowest row (arg), and,
+ * with reach (K entries; NULL: not wanted), whether row k reaches thr in one of the
+ * first nq columns (reach[k] = max over i < nq of St[k * nqp + i] >= thr). */
+typedef struct tt_cq_top1 {
+    float *best;
+    uint32_t *arg;
+    uint8_t *reach;
+    float thr;
+} tt_cq_top1;
+/* tt_cq_centroid_scores and *top, which the VNNI kernels keep as they write St (for
+ * PLAID's stage 1: no pass over St for it). Returns false, with *top's arrays
+ * unspecified, where the kernel does not keep them (the caller scans St then). */
+bool tt_cq_centroid_scores_top1(const tt_cq *q, const float *Q, uint32_t nq, uint32_t nqp,
+                                uint8_t *qpack, float *qscale, float *St,
+                                const tt_cq_top1 *top);
 
 /* Two-level centroid scores (src/quant/cgroup.c; doc/search.md, "Centroid groups").
  * The centroids are grouped by a k-means of the centroids themselves; a query vector's

@@ -252,7 +252,7 @@ int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score) {
 /* St ~ C·Qᵀ: the approximate centroid scores of every query vector, int8 or, where the
  * CPU has no vector int8 kernel, float32 (src/quant/cscore.c); on an index with centroid
  * groups and c->cgroups > 0, only the best groups' centroids scored (quant/cgroup.c). */
-int tt_ctx_centroid_scores(tt_search_ctx *c) {
+int tt_ctx_centroid_scores(tt_search_ctx *c, bool top1, const float *thr) {
     const tt_index *idx = c->idx;
     const size_t need = tt_cq_group_work_bytes(&idx->cq, c->nqp);
     if (need > c->cgwork_cap) {
@@ -263,8 +263,16 @@ int tt_ctx_centroid_scores(tt_search_ctx *c) {
             return TT_ENOMEM;
         c->cgwork_cap = need;
     }
-    const uint32_t scored = tt_cq_group_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->cgroups,
-                                               c->qpack, c->qscale, c->cgwork, c->St);
+    uint32_t scored = idx->num_centroids;
+    c->st_top1 = c->st_keep = false;
+    if (top1 && !idx->cq.ngroups) {
+        const tt_cq_top1 t = {c->probe_s, c->probe, thr ? c->keep : NULL, thr ? *thr : 0};
+        c->st_top1 = tt_cq_centroid_scores_top1(&idx->cq, c->Qp, c->nq, c->nqp, c->qpack,
+                                                c->qscale, c->St, &t);
+        c->st_keep = c->st_top1 && thr;
+    } else
+        scored = tt_cq_group_scores(&idx->cq, c->Qp, c->nq, c->nqp, c->cgroups, c->qpack,
+                                    c->qscale, c->cgwork, c->St);
     c->st.centroids_scored += scored;
     c->st_every = scored >= idx->num_centroids;
     return TT_OK;

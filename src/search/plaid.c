@@ -381,19 +381,28 @@ static void scan_topn(const float *St, uint32_t K, uint32_t nq, uint32_t nqp, ui
     }
 }
 
+static int grow_probes(tt_search_ctx *c, uint32_t nprobe) {
+    const size_t cap = TT_MAX((size_t)c->nq * nprobe, (size_t)c->nqp);
+    int st = tt_grow((void **)&c->probe, &c->probe_cap, cap, sizeof *c->probe, "probes");
+    return st ? st
+              : tt_grow((void **)&c->probe_s, &c->probe_s_cap, cap, sizeof *c->probe_s, "probes");
+}
+
 /* One pass over St: with threshold, the pruning mask; and a sorted list of the nprobe
  * best centroids of every query vector (ties: lower id); then the distinct probed
- * centroids in c->cells. */
+ * centroids in c->cells. With nprobe 1 and c->st_top1 (stage 1's kernel kept each query
+ * vector's best as it scored, and c->st_keep: the mask), there is no pass. */
 static int stage1_select(tt_search_ctx *c, uint32_t nprobe, const float *threshold,
                          uint32_t *ncells_out) {
     const uint32_t K = c->idx->num_centroids, nq = c->nq, nqp = c->nqp;
     int st;
-    size_t np = (size_t)nq * nprobe, cap = TT_MAX(np, (size_t)nqp);
-    if ((st = tt_grow((void **)&c->probe, &c->probe_cap, cap, sizeof *c->probe, "probes")) ||
-        (st = tt_grow((void **)&c->probe_s, &c->probe_s_cap, cap, sizeof *c->probe_s,
-                       "probes")))
+    size_t np = (size_t)nq * nprobe;
+    if ((st = grow_probes(c, nprobe)))
         return st;
-    if (nprobe == 1 && threshold) {
+    if (nprobe == 1 && c->st_top1 && (!threshold || *threshold == INFINITY || c->st_keep)) {
+        /* stage 1's kernel did this pass as it scored (the mask too, unless it is the
+         * relative rule's to write: threshold +inf) */
+    } else if (nprobe == 1 && threshold) {
 #ifdef TT_AVX512
         if (c->avx512 && nqp <= AVX512_MAX_NQP)
             scan_top1_avx512(c->St, K, nq, nqp, *threshold, c->keep, c->probe_s, c->probe);
@@ -479,6 +488,14 @@ static int stage1_union(tt_search_ctx *c, uint32_t ncells, size_t *ncand_out) {
     return TT_OK;
 }
 
+/* Whether every query vector's best centroid score (nprobe 1) is >= 0. */
+static bool tops_nonnegative(const tt_search_ctx *c) {
+    for (uint32_t i = 0; i < c->nq; i++)
+        if (!(c->probe_s[i] >= 0))
+            return false;
+    return true;
+}
+
 /* The relative pruning mask: centroid k survives if St[k, i] >= t[i] for some query
  * vector i, t[i] = top_i - (1 - ratio) * |top_i| (top_i: its best centroid score, the
  * head of its probe list). Scale-free: scaling the query or the vectors scales top_i
@@ -555,14 +572,22 @@ int tt_plaid_stage1(tt_search_ctx *c, const tt_search_options *o, size_t *ncand_
     if (c->use_sketch && (st = sketch_lut(c)))
         return st;
     c->cgroups = o->centroid_groups > 0 ? (uint32_t)o->centroid_groups : 0;
-    if ((st = tt_ctx_centroid_scores(c)))
-        return st;
     /* Probing every centroid: every live document is a candidate; only the pruning
      * mask and each query vector's best score are needed. */
     const bool all = nprobe >= K;
+    /* With one probe, stage 1's kernel keeps each query vector's best centroid as it
+     * scores, and the pruning mask where its threshold is known before the scores: the
+     * absolute rule's, and the relative rule's at ratio 0 (the calibration's), whose
+     * t_i = top_i - |top_i| is 0 wherever top_i >= 0. */
+    const bool one = all || nprobe == 1;
+    const float pre = relative ? 0.0f : o->threshold;
+    const bool pre_known = !relative || o->prune_ratio == 0;
+    if ((one && (st = grow_probes(c, 1))) ||
+        (st = tt_ctx_centroid_scores(c, one, pre_known ? &pre : NULL)))
+        return st;
     if ((st = stage1_select(c, all ? 1 : nprobe, &threshold, &ncells)))
         return st;
-    if (relative)
+    if (relative && !(c->st_keep && tops_nonnegative(c)))
         relative_mask(c, all ? 1 : nprobe, o->prune_ratio, c->m);
     if (c->direct) {
         /* A small allowed set: every allowed document is a candidate. */

@@ -39,6 +39,9 @@ struct tt_search_ctx {
     uint32_t cgroups;      /* the current query's centroid_groups (0: every centroid) */
     float *St;             /* num_centroids * nqp_cap: int8 centroid scores, centroid-major */
     bool st_every;         /* every centroid has its own score in St (no group's) */
+    bool st_top1;          /* probe_s / probe hold each query vector's best centroid
+                            * (tt_ctx_centroid_scores with top1) */
+    bool st_keep;          /* and keep[] the centroids reaching its threshold */
     float *m;              /* 2 * nqp_cap: running maxima, and a row's scratch */
     float *probe_s;        /* nq * nprobe best centroid scores of stage 1 */
     uint32_t *probe;
@@ -162,9 +165,13 @@ void tt_search_defaults_for_k(uint32_t k, int *nprobe, float *threshold, uint32_
 
 /* context.c: takes the query (copied zero-padded to nqp rows, per-query buffers sized)
  * and computes St ~ C.Q^T from the int8 centroids (of the c->cgroups best groups per
- * query vector on an index with centroid groups; TT_ENOMEM for its scratch). */
+ * query vector on an index with centroid groups; TT_ENOMEM for its scratch). With top1
+ * (probe_s and probe of nqp entries or more), each query vector's best centroid and its
+ * score too where the kernel keeps them as it scores (every centroid scored): then
+ * c->st_top1; with thr as well, keep[k] = some query vector scores centroid k at *thr
+ * or more: then c->st_keep. */
 int tt_ctx_set_query(tt_search_ctx *c, const float *Q, uint32_t nq, int score);
-int tt_ctx_centroid_scores(tt_search_ctx *c);
+int tt_ctx_centroid_scores(tt_search_ctx *c, bool top1, const float *thr);
 
 /* search.c: whether live row d may be returned (the filter's, when there is one). */
 static inline bool tt_ctx_allowed(const tt_search_ctx *c, uint64_t d) {
