@@ -447,7 +447,9 @@ def main():
                     help="base: the codecs of the first study (quantile, Lloyd-Max, adaptive, "
                          "outliers f16, RaBitQ); block: outlier dims apart + rotation of the "
                          "rest, per-vector scales (the second study); sweep: adaptive +LM "
-                         "(and + unbiased scale) at the average bits of --sweep")
+                         "(and + unbiased scale) at the average bits of --sweep; scale: the "
+                         "adaptive codec with no, the unbiased, a halfway (sqrt) and one "
+                         "global scale")
     ap.add_argument("--sweep", default="2.5,3,4",
                     help="average bits per dimension for the sweep section")
     args = ap.parse_args()
@@ -599,9 +601,18 @@ def main():
                     sc = np.where(dd > 0, xd / dd, 0.0)
                 elif mode == "unbiased":
                     sc = np.where(xd > 0, xx / xd, 0.0)
+                elif mode == "sqrt":  # halfway (geometrically) to unbiased
+                    sc = np.where(xd > 0, np.sqrt(xx / np.where(xd > 0, xd, 1)), 0.0)
                 else:
                     sc = np.where(dd > 0, np.sqrt(xx / dd), 0.0)
             DT[rows, cols] = d * sc.astype(np.float16).astype(np.float32)[None, :]
+
+    def global_scale(XT, DT, rows):
+        """One scale for every vector: sum |x|^2 / sum <x, d> over the rows of all of
+        them (the unbiased scale of the whole collection: no per-vector noise)."""
+        x, d = XT[rows], DT[rows]
+        return float(np.einsum("ij,ij->", x, x, dtype=np.float64) /
+                     np.einsum("ij,ij->", x, d, dtype=np.float64))
 
     def eval_z(codec, nbits, ZdecT, HzdecT, nbytes, note=""):
         report(codec, nbits, nbytes, scorer.doc_scores(YT=ZdecT, T=T), T @ HzdecT, note)
@@ -666,6 +677,30 @@ def main():
         widths = allocate(dist_est["trained"], weights["doc"], nb * dim + extra)
         eval_dims(f"adaptive +LM at {nbytes:.0f} B", nb, widths, tables_lm, nbytes,
                   width_histogram(widths))
+
+    if "scale" in sections:  # the adaptive codec's per-vector scale: none, full, partial, global
+        HT = np.ascontiguousarray(H.T)
+        for nb in nbits_list:
+            widths = allocate(dist_est["trained"], weights["doc"], nb * dim)
+            nbytes = id_bytes + nb * dim / 8
+            for mode in (None, "unbiased", "sqrt", "global"):
+                dec = encode_decode_dims(RT, widths, tables_lm, means)
+                Hdec = encode_decode_dims(HT, widths, tables_lm, means)
+                if mode == "global":
+                    g = global_scale(HT, Hdec, rest_idx)  # from the held-out residuals
+                    dec[rest_idx] *= g
+                    Hdec[rest_idx] *= g
+                    note = f"one scale {g:.4f}"
+                elif mode:
+                    vector_scale(RT, dec, rest_idx, mode)
+                    vector_scale(HT, Hdec, rest_idx, mode)
+                    note = "1 f16/vector"
+                else:
+                    note = ""
+                report(f"adaptive +LM, scale {mode or 'none'}", nb,
+                       nbytes + (2 if mode in ("unbiased", "sqrt") else 0),
+                       scorer.doc_scores(YT=dec), Hdec, width_histogram(widths) + ", " + note)
+                del dec
 
     if "sweep" in sections:  # how many bytes the adaptive codec needs for a given recall
         HT = np.ascontiguousarray(H.T)
