@@ -15,10 +15,13 @@
 #     B/tartan-synth --out W/s20k --docs 20000 --doclen 30 --dim 128 --queries 200 \
 #         --qlen 32 --noise 0.3 --qnoise 0.2
 #     sh bench/plaid_side_by_side.sh B W s20k /tmp/colbert 200
-# Environment: ROUNDS (default 2), BUILD_THREADS (index builds, default 2).
+# Environment: ROUNDS (default 2), BUILD_THREADS (index builds, default 2), REPEAT
+# (default 1: tartan's turn searches the queries REPEAT times over and takes p50 over all
+# of them, so that its turn lasts about as long as the reference's single pass and both
+# sides sample the same speed phases of a VM; the reference's turn is unchanged).
 set -eu
 B=$(cd "$1" && pwd); W=$(cd "$2" && pwd); P=$3; CB=$(cd "$4" && pwd); NQ=${5:-200}
-ROUNDS=${ROUNDS:-2}; BT=${BUILD_THREADS:-2}
+ROUNDS=${ROUNDS:-2}; BT=${BUILD_THREADS:-2}; REPEAT=${REPEAT:-1}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 here=$(cd "$(dirname "$0")" && pwd); top=$(cd "$here/.." && pwd)
 PY=/usr/bin/python3
@@ -64,7 +67,8 @@ while [ "$i" -le "$ROUNDS" ]; do
     echo "== round $i, load $(cut -d' ' -f1-3 /proc/loadavg)"
     # (Not through a pipe: sh has no pipefail, and a failed search must stop the run.)
     line=$("$SB" --index "$P.idx" --queries "$P.queries.npy" --query-ids "$P.qids.txt" \
-        --k 10 --limit "$NQ" --run "$W/$P.tartan.run" --label "tartan-r$i") ||
+        --k 10 --limit "$NQ" --repeat "$REPEAT" --run "$W/$P.tartan.run" \
+        --label "tartan-r$i") ||
         { echo "tartan search failed (round $i)" >&2; exit 1; }
     echo "$line" | tee -a "$W/$P.side.jsonl"
     line=$("$PY" "$here/plaid_ref.py" --colbert "$CB" --threads 1 search --root "$W/plaid" \

@@ -7,7 +7,7 @@
  *                [--pruning relative|absolute] [--prune-ratio F] [--rerank adaptive|fixed]
  *                [--rerank-margin M]
  *                [--score sum|mean] [--run FILE] [--label TEXT] [--no-sketch]
- *                [--no-avx512] [--split auto|on|off] [--centroid-groups N]
+ *                [--no-avx512] [--split auto|on|off] [--centroid-groups N] [--repeat R]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
  * --cold the residual file is evicted from the page cache before every query (our own
@@ -24,6 +24,10 @@
  * --split chooses stage 4's centroid split (single thread only; default auto).
  * --centroid-groups N as tartan search's (default: the index's calibrated choice); the
  * JSON's "centroids_scored" is stage 1's mean per query (single thread only).
+ * --repeat R (single thread) searches the queries R times over, in order, and takes the
+ * percentiles and per-query means over all R x queries searches (the run file holds one
+ * pass): a longer measurement at the same per-query cost, less at the mercy of a VM's
+ * speed phases when compared with a slower engine's turn.
  * --lut off scores stage 4 without the residual lookup tables' ranking (single thread
  * only); "scored" and "rescored" are stage 4's documents per query, and those of them
  * scored exactly after the tables' ranking. --crows off takes that ranking's centroid
@@ -91,13 +95,13 @@ int main(int argc, char **argv) {
         {"rerank-margin", 1, 0, 'M'},
         {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'},
         {"split", 1, 0, 'Y'}, {"centroid-groups", 1, 0, 'G'}, {"lut", 1, 0, 'U'},
-        {"crows", 1, 0, 'O'},
+        {"crows", 1, 0, 'O'}, {"repeat", 1, 0, 'E'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
     int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO, lut = 1, crows = 1;
-    uint64_t limit = UINT64_MAX;
+    uint64_t limit = UINT64_MAX, repeat = 1;
     tt_open_options oo;
     tt_search_options so;
     tt_open_options_init(&oo);
@@ -138,6 +142,7 @@ int main(int argc, char **argv) {
         case 'O': crows = strcmp(optarg, "off") != 0; break;
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
+        case 'E': repeat = strtoull(optarg, NULL, 10); break;
         case 'r': runpath = optarg; break;
         case 'L': label = optarg; break;
         case 'I': qids = optarg; break;
@@ -160,9 +165,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     uint64_t nq = qs->num_queries < limit ? qs->num_queries : limit;
+    if (repeat < 1 || (repeat > 1 && threads > 1)) {
+        fprintf(stderr, "search_bench: --repeat takes a positive count, with one thread\n");
+        return 2;
+    }
+    const uint64_t ns = nq * repeat; /* searches timed */
     tt_hit *hits = malloc(nq * k * sizeof *hits);
     uint32_t *nh = malloc(nq * sizeof *nh);
-    double *lat = malloc(nq * sizeof *lat), *cpu = calloc(nq, sizeof *cpu);
+    double *lat = malloc(ns * sizeof *lat), *cpu = calloc(ns, sizeof *cpu);
     tt_search_stats ss;
     memset(&ss, 0, sizeof ss);
     if (!cold)
@@ -186,7 +196,8 @@ int main(int argc, char **argv) {
         tt_search_ctx_use_lut(ctx, lut);
         tt_search_ctx_use_crows(ctx, crows);
         total = 0;
-        for (uint64_t q = 0; q < nq && !st; q++) {
+        for (uint64_t s = 0; s < ns && !st; s++) {
+            const uint64_t q = s % nq;
             if (cold && evict(idx)) {
                 fprintf(stderr, "search_bench: evict: %s\n", strerror(errno));
                 return 1;
@@ -194,9 +205,9 @@ int main(int argc, char **argv) {
             double a = bench_wall(), ca = bench_cpu_now();
             st = tt_search(idx, ctx, qs->vectors + qs->offsets[q] * qs->dim, qs->lens[q], k, &so,
                            hits + q * k, &nh[q]);
-            lat[q] = bench_wall() - a;
-            cpu[q] = bench_cpu_now() - ca;
-            total += lat[q];
+            lat[s] = bench_wall() - a;
+            cpu[s] = bench_cpu_now() - ca;
+            total += lat[s];
         }
         tt_search_ctx_stats(ctx, &ss);
         tt_search_ctx_free(ctx);
@@ -217,12 +228,13 @@ int main(int argc, char **argv) {
             }
         fclose(f);
     }
+    const uint64_t nt = ns; /* latencies measured (the batch's: one per query) */
     double mean = 0;
-    for (uint64_t q = 0; q < nq; q++)
+    for (uint64_t q = 0; q < nt; q++)
         mean += lat[q];
-    mean /= (double)nq;
-    qsort(lat, nq, sizeof *lat, bench_dcmp);
-    qsort(cpu, nq, sizeof *cpu, bench_dcmp);
+    mean /= (double)nt;
+    qsort(lat, nt, sizeof *lat, bench_dcmp);
+    qsort(cpu, nt, sizeof *cpu, bench_dcmp);
     /* What the searches used: the index's calibrated parameters where no flag was given. */
     tt_search_options eff;
     tt_search_options_resolve_index(idx, &so, k, &eff);
@@ -230,11 +242,11 @@ int main(int argc, char **argv) {
     tt_index_get_info(idx, &info);
     const char *io = info.io == TT_IO_URING ? (oo.direct ? "io_uring+O_DIRECT" : "io_uring")
                                             : "mmap";
-    double n = (double)nq;
+    double n = (double)nt;
     printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"pruning\": \"%s\", "
            "\"threshold\": %g, \"prune_ratio\": %g, \"rerank\": \"%s\", \"margin\": %g, "
            "\"ndocs\": %u, \"centroid_groups\": %d, \"io\": \"%s\", \"cold\": %d, "
-           "\"threads\": %d, \"queries\": %llu, "
+           "\"threads\": %d, \"queries\": %llu, \"repeat\": %llu, "
            "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
            "\"cpu_p50_ms\": %.3f, \"cpu_p95_ms\": %.3f, "
            "\"qps\": %.1f, \"bytes_per_query\": %.0f, \"reads_per_query\": %.1f, "
@@ -247,8 +259,9 @@ int main(int argc, char **argv) {
            eff.pruning == TT_PRUNE_RELATIVE ? eff.prune_ratio : 0.0,
            eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", (double)eff.rerank_margin,
            eff.ndocs, eff.centroid_groups, io, cold, threads,
-           (unsigned long long)nq, 1e3 * pct(lat, nq, 50), 1e3 * pct(lat, nq, 95),
-           1e3 * pct(lat, nq, 99), 1e3 * mean, 1e3 * pct(cpu, nq, 50), 1e3 * pct(cpu, nq, 95),
+           (unsigned long long)nq, (unsigned long long)repeat, 1e3 * pct(lat, nt, 50),
+           1e3 * pct(lat, nt, 95), 1e3 * pct(lat, nt, 99), 1e3 * mean, 1e3 * pct(cpu, nt, 50),
+           1e3 * pct(cpu, nt, 95),
            n / total, (double)ss.bytes_read / n,
            (double)ss.reads / n, (double)faults / n, (double)ss.candidates / n,
            1e3 * ss.seconds[0] / n, 1e3 * ss.seconds[1] / n, 1e3 * ss.seconds[2] / n,
