@@ -8,6 +8,7 @@
  *                [--rerank-margin M]
  *                [--score sum|mean] [--run FILE] [--label TEXT] [--no-sketch]
  *                [--no-avx512] [--split auto|on|off] [--centroid-groups N] [--repeat R]
+ *                [--cq-kernel vnni|avx2|sse2|portable]
  *
  * Single thread (default): one context, queries in order, wall time per query. With
  * --cold the residual file is evicted from the page cache before every query (our own
@@ -24,6 +25,8 @@
  * --split chooses stage 4's centroid split (single thread only; default auto).
  * --centroid-groups N as tartan search's (default: the index's calibrated choice); the
  * JSON's "centroids_scored" is stage 1's mean per query (single thread only).
+ * --cq-kernel runs stage 1 on a lower int8 kernel than this CPU's best (with
+ * --no-avx512: what a CPU without AVX-512, or without any AVX, runs).
  * --repeat R (single thread) searches the queries R times over, in order, and takes the
  * percentiles and per-query means over all R x queries searches (the run file holds one
  * pass): a longer measurement at the same per-query cost, less at the mercy of a VM's
@@ -36,6 +39,8 @@
  * Uses the internal index struct only to reach the segments' residual mappings and
  * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
 #include "search/search.h"
+#include "index/index.h"
+#include "quant/cscore.h"
 #include "benchutil.h"
 
 #include <errno.h>
@@ -95,12 +100,13 @@ int main(int argc, char **argv) {
         {"rerank-margin", 1, 0, 'M'},
         {"no-sketch", 0, 0, 'N'}, {"no-avx512", 0, 0, 'A'},
         {"split", 1, 0, 'Y'}, {"centroid-groups", 1, 0, 'G'}, {"lut", 1, 0, 'U'},
-        {"crows", 1, 0, 'O'}, {"repeat", 1, 0, 'E'},
+        {"crows", 1, 0, 'O'}, {"repeat", 1, 0, 'E'}, {"cq-kernel", 1, 0, 'C'},
         {0, 0, 0, 0}};
     const char *index = NULL, *queries = NULL, *runpath = NULL, *label = "", *qids = NULL;
     const char *qlens = NULL;
     uint32_t k = 10;
     int cold = 0, threads = 1, c, avx512 = 1, split = TT_SPLIT_AUTO, lut = 1, crows = 1;
+    int cqk = -2; /* the index's own */
     uint64_t limit = UINT64_MAX, repeat = 1;
     tt_open_options oo;
     tt_search_options so;
@@ -143,6 +149,12 @@ int main(int argc, char **argv) {
         case 't': threads = atoi(optarg); break;
         case 'l': limit = strtoull(optarg, NULL, 10); break;
         case 'E': repeat = strtoull(optarg, NULL, 10); break;
+        case 'C':
+            cqk = !strcmp(optarg, "vnni")   ? TT_CQ_VNNI
+                  : !strcmp(optarg, "avx2") ? TT_CQ_AVX2
+                  : !strcmp(optarg, "sse2") ? TT_CQ_SSE2
+                                            : TT_CQ_PORTABLE;
+            break;
         case 'r': runpath = optarg; break;
         case 'L': label = optarg; break;
         case 'I': qids = optarg; break;
@@ -163,6 +175,10 @@ int main(int argc, char **argv) {
         (st = tt_index_open(&idx, index, &oo)) || (st = tt_queries_check(qs, idx))) {
         fprintf(stderr, "search_bench: %s\n", tt_last_error());
         return 1;
+    }
+    if (cqk != -2 && tt_index_use_cq_kernel(idx, cqk)) {
+        fprintf(stderr, "search_bench: --cq-kernel: %s\n", tt_last_error());
+        return 2;
     }
     uint64_t nq = qs->num_queries < limit ? qs->num_queries : limit;
     if (repeat < 1 || (repeat > 1 && threads > 1)) {

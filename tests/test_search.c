@@ -2499,7 +2499,14 @@ START_TEST(relative_mask_agrees) {
     ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
     const uint32_t K = idx->num_centroids, qlens[] = {32, 4, 7, 17, 40, 64};
     const float ratios[] = {0, 0.5f, 0.9f};
-    for (int t = 0; t < 36; t++) {
+    for (int t = 0; t < 3 * 36; t++) {
+        /* stage 1's kernels: VNNI keeps the probes (and at ratio 0 the mask) as it
+         * scores, AVX2 and SSE2 leave them to the passes */
+        const int kern = t / 36 == 0 ? TT_CQ_VNNI : t / 36 == 1 ? TT_CQ_AVX2 : TT_CQ_SSE2;
+        if (!tt_cq_kernel_ok(kern))
+            continue;
+        if (t % 36 == 0)
+            ck_assert_int_eq(tt_index_use_cq_kernel(idx, kern), TT_OK);
         const uint32_t nq = qlens[t % 6];
         const float ratio = ratios[t / 6 % 3];
         float *Q = query_near(&g_c, (uint64_t)t * 29 % g_c.ndocs, nq, 0.3f, 900 + t);
@@ -2510,7 +2517,7 @@ START_TEST(relative_mask_agrees) {
         o.prune_ratio = ratio;
         o.ndocs = 10; /* nprobe 1 finds that many: stage 1 does not double it */
         tt_search_options_resolve(&o, 10, &r);
-        tt_search_ctx_use_avx512(ctx, t < 18);
+        tt_search_ctx_use_avx512(ctx, t % 36 < 18);
         ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
         ctx->filter = NULL;
         ctx->direct = false;
@@ -2524,8 +2531,9 @@ START_TEST(relative_mask_agrees) {
             for (uint32_t k = 1; k < K; k++)
                 if (ctx->St[(size_t)k * nqp + i] > ctx->St[(size_t)at * nqp + i])
                     at = k;
-            ck_assert_msg(ctx->probe[i] == at, "nq %u, ratio %g, avx512 %d: query vector %u: "
-                          "centroid %u, not %u", nq, (double)ratio, t < 18, i, ctx->probe[i], at);
+            ck_assert_msg(ctx->probe[i] == at, "kernel %d, nq %u, ratio %g, avx512 %d: query "
+                          "vector %u: centroid %u, not %u", kern, nq, (double)ratio, t % 36 < 18,
+                          i, ctx->probe[i], at);
             ck_assert(ctx->probe_s[i] == ctx->St[(size_t)at * nqp + i]);
             th[i] = ctx->probe_s[i] - (1 - ratio) * fabsf(ctx->probe_s[i]);
         }
@@ -2534,8 +2542,9 @@ START_TEST(relative_mask_agrees) {
             bool want = false;
             for (uint32_t i = 0; i < nq; i++)
                 want |= ctx->St[(size_t)k * nqp + i] >= th[i];
-            ck_assert_msg(ctx->keep[k] == want, "nq %u, ratio %g, avx512 %d: centroid %u: %d",
-                          nq, (double)ratio, t < 18, k, ctx->keep[k]);
+            ck_assert_msg(ctx->keep[k] == want, "kernel %d, nq %u, ratio %g, avx512 %d: "
+                          "centroid %u: %d", kern, nq, (double)ratio, t % 36 < 18, k,
+                          ctx->keep[k]);
             kept += want;
         }
         if (ratio > 0.8f) /* the mask decides something */
