@@ -37,7 +37,7 @@
  * scores from the float rows instead of the index's int8 rows (split stage 4).
  *
  * Uses the internal index struct only to reach the segments' residual mappings and
- * descriptors for eviction and warm-up. Build: see bench/search_bench.sh. */
+ * descriptors for eviction and warm-up, and tt_index_use_cq_kernel for --cq-kernel. Build: see bench/search_bench.sh. */
 #include "search/search.h"
 #include "index/index.h"
 #include "quant/cscore.h"
@@ -150,10 +150,15 @@ int main(int argc, char **argv) {
         case 'l': limit = strtoull(optarg, NULL, 10); break;
         case 'E': repeat = strtoull(optarg, NULL, 10); break;
         case 'C':
-            cqk = !strcmp(optarg, "vnni")   ? TT_CQ_VNNI
-                  : !strcmp(optarg, "avx2") ? TT_CQ_AVX2
-                  : !strcmp(optarg, "sse2") ? TT_CQ_SSE2
-                                            : TT_CQ_PORTABLE;
+            cqk = !strcmp(optarg, "vnni")       ? TT_CQ_VNNI
+                  : !strcmp(optarg, "avx2")     ? TT_CQ_AVX2
+                  : !strcmp(optarg, "sse2")     ? TT_CQ_SSE2
+                  : !strcmp(optarg, "portable") ? TT_CQ_PORTABLE
+                                                : -3;
+            if (cqk == -3) {
+                fprintf(stderr, "search_bench: --cq-kernel: vnni, avx2, sse2 or portable\n");
+                return 2;
+            }
             break;
         case 'r': runpath = optarg; break;
         case 'L': label = optarg; break;
@@ -244,13 +249,12 @@ int main(int argc, char **argv) {
             }
         fclose(f);
     }
-    const uint64_t nt = ns; /* latencies measured (the batch's: one per query) */
     double mean = 0;
-    for (uint64_t q = 0; q < nt; q++)
+    for (uint64_t q = 0; q < ns; q++)
         mean += lat[q];
-    mean /= (double)nt;
-    qsort(lat, nt, sizeof *lat, bench_dcmp);
-    qsort(cpu, nt, sizeof *cpu, bench_dcmp);
+    mean /= (double)ns;
+    qsort(lat, ns, sizeof *lat, bench_dcmp);
+    qsort(cpu, ns, sizeof *cpu, bench_dcmp);
     /* What the searches used: the index's calibrated parameters where no flag was given. */
     tt_search_options eff;
     tt_search_options_resolve_index(idx, &so, k, &eff);
@@ -258,7 +262,7 @@ int main(int argc, char **argv) {
     tt_index_get_info(idx, &info);
     const char *io = info.io == TT_IO_URING ? (oo.direct ? "io_uring+O_DIRECT" : "io_uring")
                                             : "mmap";
-    double n = (double)nt;
+    double n = (double)ns;
     printf("{\"label\": \"%s\", \"mode\": %d, \"k\": %u, \"nprobe\": %d, \"pruning\": \"%s\", "
            "\"threshold\": %g, \"prune_ratio\": %g, \"rerank\": \"%s\", \"margin\": %g, "
            "\"ndocs\": %u, \"centroid_groups\": %d, \"io\": \"%s\", \"cold\": %d, "
@@ -275,9 +279,9 @@ int main(int argc, char **argv) {
            eff.pruning == TT_PRUNE_RELATIVE ? eff.prune_ratio : 0.0,
            eff.rerank == TT_RERANK_FIXED ? "fixed" : "adaptive", (double)eff.rerank_margin,
            eff.ndocs, eff.centroid_groups, io, cold, threads,
-           (unsigned long long)nq, (unsigned long long)repeat, 1e3 * pct(lat, nt, 50),
-           1e3 * pct(lat, nt, 95), 1e3 * pct(lat, nt, 99), 1e3 * mean, 1e3 * pct(cpu, nt, 50),
-           1e3 * pct(cpu, nt, 95),
+           (unsigned long long)nq, (unsigned long long)repeat, 1e3 * pct(lat, ns, 50),
+           1e3 * pct(lat, ns, 95), 1e3 * pct(lat, ns, 99), 1e3 * mean, 1e3 * pct(cpu, ns, 50),
+           1e3 * pct(cpu, ns, 95),
            n / total, (double)ss.bytes_read / n,
            (double)ss.reads / n, (double)faults / n, (double)ss.candidates / n,
            1e3 * ss.seconds[0] / n, 1e3 * ss.seconds[1] / n, 1e3 * ss.seconds[2] / n,
