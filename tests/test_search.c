@@ -1818,6 +1818,19 @@ static int build_from(const corpus *c, const char *dir, const char *name, int ke
     return st;
 }
 
+/* PLAID stage 1 of query Q (nq vectors, sum scores) with resolved options r over every
+ * live document (no filter): returns the candidates (ctx->cand). */
+static size_t run_stage1(const tt_index *idx, tt_search_ctx *ctx, const float *Q, uint32_t nq,
+                         const tt_search_options *r) {
+    ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
+    ctx->filter = NULL;
+    ctx->direct = false;
+    ctx->allowed = idx->num_live;
+    size_t n;
+    ck_assert_int_eq(tt_plaid_stage1(ctx, r, &n), TT_OK);
+    return n;
+}
+
 /* nq query vectors near document d's vectors (noise per dimension, normalised). */
 static float *query_near(const corpus *c, uint64_t d, uint32_t nq, float noise, uint64_t seed) {
     tt_rng r;
@@ -2139,12 +2152,7 @@ START_TEST(sketch_stage_scores_match_definition) {
         o.nprobe = (int)idx->num_centroids;
         o.sketch = sketch;
         tt_search_options_resolve(&o, 10, &r);
-        ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
-        ctx->filter = NULL;
-        ctx->direct = false;
-        ctx->allowed = idx->num_live;
-        size_t n;
-        ck_assert_int_eq(tt_plaid_stage1(ctx, &r, &n), TT_OK);
+        const size_t n = run_stage1(idx, ctx, Q, nq, &r);
         ck_assert_uint_eq(n, idx->num_live); /* every document a candidate */
         ck_assert_int_eq(ctx->use_sketch, sketch);
         ck_assert_int_eq(tt_topk_reset(&ctx->top, (uint32_t)n), TT_OK);
@@ -2518,12 +2526,7 @@ START_TEST(relative_mask_agrees) {
         o.ndocs = 10; /* nprobe 1 finds that many: stage 1 does not double it */
         tt_search_options_resolve(&o, 10, &r);
         tt_search_ctx_use_avx512(ctx, t % 36 < 18);
-        ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
-        ctx->filter = NULL;
-        ctx->direct = false;
-        ctx->allowed = idx->num_live;
-        size_t n;
-        ck_assert_int_eq(tt_plaid_stage1(ctx, &r, &n), TT_OK);
+        run_stage1(idx, ctx, Q, nq, &r);
         const uint32_t nqp = ctx->nqp;
         float th[64];
         for (uint32_t i = 0; i < nq; i++) {
@@ -2683,12 +2686,7 @@ static uint32_t stage_scores(tt_index *idx, tt_search_ctx *ctx, const float *Q, 
     o.sketch = sketch;
     tt_search_options_resolve(&o, 10, &r);
     tt_search_ctx_use_avx512(ctx, avx512);
-    ck_assert_int_eq(tt_ctx_set_query(ctx, Q, nq, TT_SCORE_SUM), TT_OK);
-    ctx->filter = NULL;
-    ctx->direct = false;
-    ctx->allowed = idx->num_live;
-    size_t n;
-    ck_assert_int_eq(tt_plaid_stage1(ctx, &r, &n), TT_OK);
+    const size_t n = run_stage1(idx, ctx, Q, nq, &r);
     ck_assert_int_eq(ctx->use_sketch, sketch);
     ck_assert_int_eq(tt_topk_reset(&ctx->top, (uint32_t)n), TT_OK);
     tt_plaid_interaction(ctx, ctx->cand, n, keep);
