@@ -32,30 +32,11 @@ import time
 
 import numpy as np
 
+from codec_bound import lloyd_max, read_tt  # the same tables and file reader as the bound study
+
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def read_tt(path, dtype, offset=64):
-    with open(path, 'rb') as f:
-        f.seek(offset)
-        return np.fromfile(f, dtype=dtype)
-
-
-def lloyd_max(x, b, rounds=25):
-    """Lloyd-Max table of b bits for the values x (one dimension): cutoffs, weights."""
-    nb = 1 << b
-    x = np.sort(x)
-    cut = np.quantile(x, [(i + 1) / nb for i in range(nb - 1)])
-    w = np.quantile(x, [(i + 0.5) / nb for i in range(nb)])
-    for _ in range(rounds):
-        idx = np.searchsorted(cut, x, side='left')
-        s = np.bincount(idx, weights=x, minlength=nb)
-        c = np.bincount(idx, minlength=nb)
-        w = np.where(c > 0, s / np.maximum(c, 1), w)
-        cut = 0.5 * (w[1:] + w[:-1])
-    return cut, w
 
 
 def lloyd_max_1bit(H, rounds=25):
@@ -101,12 +82,12 @@ def main():
         q, d, s = line.split('\t')
         if int(s) > 0:
             rel.setdefault(q, set()).add(d)
-    raw = read_tt(os.path.join(a.index, 'codec.tt'), np.uint8)
+    raw = read_tt(os.path.join(a.index, 'codec.tt'), np.uint8, 1)
     bits_len = (dim + 3) // 4 * 4
     perm = raw[bits_len:bits_len + 4 * dim].view(np.uint32).astype(np.int64)
-    C = read_tt(os.path.join(a.index, 'centroids.tt'), np.float32).reshape(-1, dim)
+    C = read_tt(os.path.join(a.index, 'centroids.tt'), np.float32, dim)
     K = C.shape[0]
-    codes = read_tt(os.path.join(a.index, 'codes.tt'), np.uint16 if K <= 65536 else np.uint32)
+    codes = read_tt(os.path.join(a.index, 'codes.tt'), np.uint16 if K <= 65536 else np.uint32, 1)
     codes = codes.astype(np.int64)
     assert codes.shape[0] == N, (codes.shape, N)
     # Everything in the index's position order: position k holds input dimension perm[k].

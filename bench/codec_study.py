@@ -683,9 +683,10 @@ def main():
         for nb in nbits_list:
             widths = allocate(dist_est["trained"], weights["doc"], nb * dim)
             nbytes = id_bytes + nb * dim / 8
+            dec0 = encode_decode_dims(RT, widths, tables_lm, means)  # once; each mode scales a copy
+            Hdec0 = encode_decode_dims(HT, widths, tables_lm, means)
             for mode in (None, "unbiased", "sqrt", "global"):
-                dec = encode_decode_dims(RT, widths, tables_lm, means)
-                Hdec = encode_decode_dims(HT, widths, tables_lm, means)
+                dec, Hdec = dec0.copy(), Hdec0.copy()
                 if mode == "global":
                     g = global_scale(HT, Hdec, rest_idx)  # from the held-out residuals
                     dec[rest_idx] *= g
@@ -701,6 +702,7 @@ def main():
                        nbytes + (2 if mode in ("unbiased", "sqrt") else 0),
                        scorer.doc_scores(YT=dec), Hdec, width_histogram(widths) + ", " + note)
                 del dec
+            del dec0, Hdec0
 
     if "sweep" in sections:  # how many bytes the adaptive codec needs for a given recall
         HT = np.ascontiguousarray(H.T)
