@@ -17,7 +17,8 @@
 # options for every variant, e.g. --no-debias).
 #
 # Prints one Markdown row per variant: MRR@10 exhaustive and PLAID, recall@K vs exact
-# (exhaustive and PLAID), payload bytes per vector (centroid code + residual), its ratio
+# (exhaustive and PLAID), payload bytes per vector (centroid code + residual + residual
+# scale with --debias vector; file headers included), its ratio
 # to float16 (2 * dim bytes), the centroids' bytes, the whole index's ratio, the build
 # time. Needs /usr/bin/python3 (bench/search_recall.py).
 set -eu
@@ -68,7 +69,7 @@ for v in $VARIANTS; do
     "$B/tartan" search --index "$idx" $Q --mode exhaustive --out "$idx.exh.run" 2>/dev/null
     # shellcheck disable=SC2086
     "$B/tartan" search --index "$idx" $Q $PLAID --out "$idx.plaid.run" 2>/dev/null
-    payload=$(json "$idx.json" "(j['bytes']['codes'] + j['bytes']['residuals']) / j['num_vectors']")
+    payload=$(json "$idx.json" "(j['bytes']['codes'] + j['bytes']['residuals'] + j['bytes'].get('vscale', 0)) / j['num_vectors']")
     f16=$(json "$idx.json" "2 * j['dim']")
     printf '| %s | %s | %s | %s | %s | %s | %s | %.1f | %.2fx | %s | %.2fx | %.1f |\n' \
         "$codec" "$nbits" "$pool" "$(mrr "$idx.exh.run")" "$(mrr "$idx.plaid.run")" \

@@ -136,6 +136,15 @@ enum { TT_KEEP_NONE = 0, TT_KEEP_F16 = 1 };
 enum { TT_CODEC_SHARED = 0, TT_CODEC_PER_DIM = 1, TT_CODEC_ADAPTIVE = 2 };
 enum { TT_ASSIGN_EXACT = 0, TT_ASSIGN_TWO_LEVEL = 1 };
 
+/* tt_build_options.debias, tt_index_info.debias. */
+typedef enum tt_debias {
+    TT_DEBIAS_AUTO = -1,  /* build option only: VECTOR where the adaptive codec gives some
+                           * dimensions 8 bits (outlier dimensions), else TABLE */
+    TT_DEBIAS_NONE = 0,   /* the codec's weights as trained */
+    TT_DEBIAS_TABLE = 1,  /* one scale per codec table (the weights themselves) */
+    TT_DEBIAS_VECTOR = 2  /* one float16 scale per vector (vscale.tt) */
+} tt_debias;
+
 typedef struct tt_build_options {
     uint32_t struct_size;       /* set by tt_build_options_init */
     int nbits;                  /* residual bits per dimension: 1, 2 or 4 (default 2); 3
@@ -177,11 +186,19 @@ typedef struct tt_build_options {
                                  * factor tt_index_add uses. Queries are never pooled. A
                                  * document of n vectors needs about 8 n^2 bytes per thread
                                  * within a quarter of memory_bytes (TT_ENOMEM naming it) */
-    int debias;                 /* 1 (default): scale each codec table's reconstruction
-                                 * weights so that a decoded residual's inner product with
-                                 * its own residual is unbiased over the held-out vectors
-                                 * (doc/format.md, "Debiased weights"); 0: the weights as
-                                 * trained (ColBERTv2's, with lloyd_max_rounds 0) */
+    int debias;                 /* how decoded residuals are kept unbiased (tt_debias).
+                                 * TT_DEBIAS_AUTO (default): TT_DEBIAS_VECTOR when the
+                                 * adaptive codec gives some dimensions 8 bits (the outlier
+                                 * dimensions of LLM hidden states), else TT_DEBIAS_TABLE.
+                                 * TT_DEBIAS_TABLE: each codec table's
+                                 * reconstruction weights scaled so that a decoded residual's
+                                 * inner product with its own residual is unbiased over the
+                                 * held-out vectors (doc/format.md, "Debiased weights");
+                                 * TT_DEBIAS_NONE: the weights as trained (ColBERTv2's, with
+                                 * lloyd_max_rounds 0); TT_DEBIAS_VECTOR (adaptive codec
+                                 * only): the weights as trained and one float16 scale per
+                                 * vector on its positions below 8 bits, 2 bytes a vector in
+                                 * vscale.tt (doc/format.md, "Per-vector residual scales") */
     uint32_t shards;            /* 0 or 1 (default): one index directory. S >= 2 (at most
                                  * 4096, at most the number of documents): a sharded
                                  * index (doc/format.md, "Sharded indexes"): S index
@@ -350,11 +367,14 @@ typedef struct tt_index_info {
                                        * (1: not pooled) */
     uint64_t input_vectors;           /* the documents' vectors before pooling (all rows, as
                                        * num_vectors counts them after) */
-    int debias;                       /* 1: the codec's weights are debiased */
+    int debias;                       /* tt_debias: TT_DEBIAS_TABLE, the codec's weights are
+                                       * debiased; TT_DEBIAS_VECTOR, one scale per vector */
     /* the residual sketch (doc/search.md, "Residual sketch") */
     uint32_t sketch_bytes;            /* per vector, kept in RAM for PLAID's centroid
                                        * stages; 0: none */
     uint64_t bytes_sketch;            /* the sketch.tt files (counted in bytes_index) */
+    uint64_t bytes_vscale;            /* the vscale.tt files, 2 bytes a vector with
+                                       * TT_DEBIAS_VECTOR (counted in bytes_index) */
     /* The generation's other files, counted in bytes_index (and resident_bytes: they
      * are mapped whole); bits_per_dim and ratio_f16/f32 stay those of the dense part,
      * bytes_index minus these three. */

@@ -47,6 +47,21 @@ for i in r3 p3; do
     cmp -s "$WORK/sh.pl" "$WORK/$i.pl" && ok "$i: PLAID run = the 3-shard build's" \
         || bad "$i: PLAID run differs from the 3-shard build's"
 done
+# per-vector residual scales (vscale.tt) go with their vectors: reshards of a sharded
+# --vector-scale build search as the plain build does, and 1 shard has its file
+"$T" build $B --codec adaptive --vector-scale --no-tune --out "$WORK/v" >/dev/null 2>&1 || bad "build --vector-scale"
+"$T" build $B --codec adaptive --vector-scale --shards 3 --out "$WORK/vs" >/dev/null 2>&1 || bad "build --vector-scale --shards 3"
+run "$WORK/v" exhaustive "$WORK/v.ex"
+for s in 1 2; do
+    expect_ok "reshard a --vector-scale index into $s" "$T" reshard --index "$WORK/vs" --shards $s --out "$WORK/vs$s"
+    expect_ok "... which verifies" "$T" verify "$WORK/vs$s"
+    run "$WORK/vs$s" exhaustive "$WORK/vs$s.ex"
+    cmp -s "$WORK/v.ex" "$WORK/vs$s.ex" && ok "vs$s: exhaustive run = the plain --vector-scale build's" \
+        || bad "vs$s: exhaustive run differs"
+done
+cmp -s "$WORK/v/vscale.tt" "$WORK/vs1/vscale.tt" && ok "1 shard: the plain build's residual scales" \
+    || bad "1 shard: vscale.tt differs from the plain build's"
+cmp -s "$WORK/v.ex" "$WORK/ref.ex" && bad "--vector-scale changed no score" || ok "--vector-scale scores differ from the default's"
 # deleted documents are left out
 cp -r "$WORK/p" "$WORK/pd"
 head -40 "$WORK/c.ids.txt" | tail -7 >"$WORK/del.txt"

@@ -444,6 +444,151 @@ static void rewrite_payload(const char *dir, const char *name, uint64_t off, con
     tt_manifest_free(&m);
 }
 
+/* Per-vector residual scales (TT_DEBIAS_VECTOR): vscale.tt holds, for every vector in
+ * row order, float16 of tt_codec_vector_scale of its residual and decoded residual,
+ * recomputed here from the input (normalised, minus its centroid); they are open's,
+ * verify's and info's; a value a scale cannot be (NaN, negative) is refused at open
+ * naming the file; and the option needs the adaptive codec. */
+START_TEST(vector_scales_by_definition) {
+    char *dir = tu_tmpdir(), prefix[512], out[512];
+    snprintf(prefix, sizeof prefix, "%s/c", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    const uint64_t ndocs = 80, len = 6, n = ndocs * len;
+    const uint32_t dim = 32;
+    float *x = malloc(n * dim * sizeof *x);
+    tu_clustered(x, n, dim, 40, 0.35f, 17, NULL);
+    for (uint64_t i = 0; i < n; i++) /* two outlier dimensions: 8 bits each */
+        for (uint32_t j = 0; j < 2; j++)
+            x[i * dim + 7 + 9 * j] *= 40.0f;
+    write_vectors(prefix, x, ndocs, (uint32_t)len, dim);
+    tt_input *in = open_corpus(prefix, NULL);
+    tt_build_options o = small_opts();
+    o.num_centroids = 8;
+    o.nbits = 2;
+    o.debias = TT_DEBIAS_VECTOR;
+    o.codec_tables = TT_CODEC_PER_DIM;
+    ck_assert_int_eq(tt_build(out, in, &o, NULL), TT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), "adaptive"));
+    o.codec_tables = TT_CODEC_ADAPTIVE;
+    ck_assert_msg(tt_build(out, in, &o, NULL) == TT_OK, "%s", tt_last_error());
+    ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_OK);
+
+    tt_index *idx;
+    tt_open_options oo;
+    tt_open_options_init(&oo);
+    oo.io = TT_IO_MMAP; /* the residuals mapped */
+    ck_assert_int_eq(tt_index_open(&idx, out, &oo), TT_OK);
+    tt_index_info info;
+    tt_index_get_info(idx, &info);
+    ck_assert_int_eq(info.debias, TT_DEBIAS_VECTOR);
+    ck_assert_ptr_nonnull(idx->vscale);
+    ck_assert_msg(idx->vscale_k0 == 2, "%u positions of 8 bits", idx->vscale_k0);
+    ck_assert_uint_eq(idx->vscale_k0, tt_codec_n8(&idx->codec));
+    const tt_codec *c = &idx->codec;
+    tt_normalize_rows(x, n, dim);
+    float *rp = malloc(2 * dim * sizeof *rp), *d = rp + dim;
+    uint8_t *pk = malloc(c->bytes_per_vec);
+    uint32_t positive = 0;
+    for (uint64_t v = 0; v < n; v++) {
+        const float *cen = idx->centroids + (uint64_t)tt_index_code(idx, v) * dim;
+        tt_codec_to_positions(c, x + v * dim, rp); /* the index's centroids are, too */
+        for (uint32_t k = 0; k < dim; k++)
+            rp[k] -= cen[k];
+        tt_codec_encode(c, rp, pk);
+        ck_assert_mem_eq(pk, idx->seg[0].res_map + v * idx->res_bytes, c->bytes_per_vec);
+        tt_codec_decode(c, pk, d);
+        const uint16_t want = tt_f32_to_f16(tt_codec_vector_scale(c, rp, d));
+        ck_assert_msg(idx->vscale[v] == want, "vector %llu: scale %04x, by definition %04x",
+                      (unsigned long long)v, idx->vscale[v], want);
+        positive += tt_f16_to_f32(want) > 0;
+    }
+    ck_assert_uint_gt(positive, n * 9 / 10);
+    tt_index_close(idx);
+
+    /* damage that only a value check finds: NaN, then a negative scale */
+    char name[64];
+    tt_manifest m;
+    ck_assert_int_eq(tt_manifest_read(out, &m), TT_OK);
+    snprintf(name, sizeof name, "%s%s", m.seg[0].prefix, TT_F_VSCALE);
+    tt_manifest_free(&m);
+    const uint8_t nan16[2] = {0x00, 0x7e}, neg16[2] = {0x00, 0xbc}; /* LE: NaN, -1 */
+    for (int t = 0; t < 2; t++) {
+        rewrite_payload(out, name, 2 * 33, t ? neg16 : nan16, 2);
+        ck_assert_int_eq(tt_index_open(&idx, out, NULL), TT_ECORRUPT);
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), name));
+        ck_assert_ptr_nonnull(strstr(tt_last_error(), "vector 33"));
+        ck_assert_int_eq(tt_index_verify(out, NULL, NULL), TT_ECORRUPT);
+    }
+    /* and a missing file */
+    char *p = tt_path_join(out, name);
+    ck_assert_int_eq(unlink(p), 0);
+    free(p);
+    ck_assert_int_ne(tt_index_open(&idx, out, NULL), TT_OK);
+    ck_assert_ptr_nonnull(strstr(tt_last_error(), TT_F_VSCALE));
+    free(rp);
+    free(pk);
+    tt_input_free(in);
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* TT_DEBIAS_AUTO (the default) resolves at training: one scale per vector where the
+ * adaptive codec gives some dimensions 8 bits, debiased tables elsewhere (the
+ * per-dimension codec; isotropic vectors), each index file for file the build with
+ * that choice asked for; the index records the choice. */
+START_TEST(debias_auto_resolves) {
+    char *dir = tu_tmpdir(), prefix[512], a[512], e[512];
+    const uint64_t ndocs = 80, len = 6, n = ndocs * len;
+    const uint32_t dim = 32;
+    float *x = malloc(n * dim * sizeof *x);
+    for (int t = 0; t < 3; t++) {
+        const bool outliers = t == 0, adaptive = t < 2;
+        tu_clustered(x, n, dim, 40, 0.35f, 17 + (uint64_t)t, NULL);
+        for (uint64_t i = 0; outliers && i < n; i++) /* as in vector_scales_by_definition */
+            for (uint32_t j = 0; j < 2; j++)
+                x[i * dim + 7 + 9 * j] *= 40.0f;
+        snprintf(prefix, sizeof prefix, "%s/c%d", dir, t);
+        write_vectors(prefix, x, ndocs, (uint32_t)len, dim);
+        tt_input *in = open_corpus(prefix, NULL);
+        tt_build_options o = small_opts();
+        o.num_centroids = 8;
+        o.codec_tables = adaptive ? TT_CODEC_ADAPTIVE : TT_CODEC_PER_DIM;
+        ck_assert_int_eq(o.debias, TT_DEBIAS_AUTO);
+        snprintf(a, sizeof a, "%s/auto%d", dir, t);
+        ck_assert_msg(tt_build(a, in, &o, NULL) == TT_OK, "%s", tt_last_error());
+        const int want = outliers ? TT_DEBIAS_VECTOR : TT_DEBIAS_TABLE;
+        o.debias = want;
+        snprintf(e, sizeof e, "%s/explicit%d", dir, t);
+        ck_assert_int_eq(tt_build(e, in, &o, NULL), TT_OK);
+        tt_index *idx;
+        ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
+        ck_assert_msg(idx->info.debias == want, "case %d: debias %d, %u positions of 8 bits", t,
+                      (int)idx->info.debias, tt_codec_n8(&idx->codec));
+        ck_assert_msg((tt_codec_n8(&idx->codec) > 0) == outliers, "case %d", t);
+        tt_index_close(idx);
+        tt_manifest ma, me;
+        ck_assert_int_eq(tt_manifest_read(a, &ma), TT_OK);
+        ck_assert_int_eq(tt_manifest_read(e, &me), TT_OK);
+        ck_assert_uint_eq(ma.n, me.n);
+        for (uint32_t i = 0; i < ma.n; i++) {
+            const tt_manifest_entry *f = tt_manifest_find(&me, ma.e[i].name);
+            ck_assert_msg(f != NULL, "case %d: %s only in the auto build", t, ma.e[i].name);
+            if (strcmp(ma.e[i].name, TT_F_META)) /* meta.tt: build times */
+                ck_assert_msg(f->payload_hash == ma.e[i].payload_hash, "case %d: %s differs", t,
+                              ma.e[i].name);
+        }
+        tt_manifest_free(&ma);
+        tt_manifest_free(&me);
+        tt_input_free(in);
+    }
+    free(x);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Values the formats can carry but an index must not: a non-finite centroid is refused
  * at open, a non-finite original by verify and by exact search, a value float16 cannot
  * hold by the build (issue B10); ids are stable strings, also for an index built
@@ -1096,6 +1241,8 @@ int main(void) {
     tcase_add_test(tc, flipped_byte_in_every_file);
     tcase_add_test(tc, bad_inputs_leave_nothing);
     tcase_add_test(tc, non_finite_values_and_ids);
+    tcase_add_test(tc, vector_scales_by_definition);
+    tcase_add_test(tc, debias_auto_resolves);
     tcase_add_test(tc, float64_input);
     tcase_add_test(tc, memory_input);
     tcase_add_test(tc, build_nanofiqa);

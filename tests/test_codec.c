@@ -689,6 +689,94 @@ END_TEST
  * order). Outlier dimensions (large spread, large importance): they get the 8 bits and
  * the first positions, in dimension order. Either way the widths add up to exactly
  * nbits * dim. */
+/* Per-vector residual scales (debias 2): the 8-bit positions come first and are left
+ * alone; over the rest the scaled decode keeps the vector's own inner product
+ * (<s d_R, r_R> = |r_R|^2) unless the cap 2 |r_R| / |d_R| binds, which it does for a
+ * residual far smaller than its decode (or one whose decode is far from it in angle:
+ * cos(r_R, d_R) < 1/2); a residual with <r_R, d_R> <= 0 gets 0. (The scale is not the
+ * one of least squared error, rd / dd: it lengthens the decode, |s d_R| = |r_R| / cos.)
+ * tt_codec_scale multiplies exactly the positions after the 8-bit ones. */
+START_TEST(vector_scale_by_definition) {
+    const uint64_t n = 1500;
+    const uint32_t dim = 48;
+    tt_rng r;
+    tt_rng_seed(&r, 23);
+    float *x = malloc(n * dim * sizeof *x), imp[48];
+    for (uint32_t j = 0; j < dim; j++)
+        imp[j] = j < 3 ? 40.0f : 1.0f;
+    for (uint64_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < dim; j++) /* 3 outlier dimensions: 8 bits each */
+            x[i * dim + j] = (float)(gauss(&r) * (j < 3 ? 3.0 : 0.1));
+    for (int nbits = 1; nbits <= 2; nbits++) {
+        tt_codec c = train_kind(x, n, dim, TT_CODEC_ADAPTIVE, nbits, 25, imp);
+        const uint32_t k0 = tt_codec_n8(&c);
+        uint32_t n8 = 0;
+        for (uint32_t k = 0; k < dim; k++)
+            n8 += c.bits[k] == 8;
+        ck_assert_uint_eq(k0, n8);
+        ck_assert_uint_eq(k0, 3);
+        float rp[48], d[48], e[48];
+        uint8_t p[48];
+        uint32_t capped = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            tt_codec_to_positions(&c, x + i * dim, rp);
+            tt_codec_encode(&c, rp, p);
+            tt_codec_decode(&c, p, d);
+            const float s = tt_codec_vector_scale(&c, rp, d);
+            double rr = 0, rd = 0, dd = 0;
+            for (uint32_t k = k0; k < dim; k++) {
+                rr += (double)rp[k] * rp[k];
+                rd += (double)rp[k] * d[k];
+                dd += (double)d[k] * d[k];
+            }
+            ck_assert(rd > 0);
+            const double cap = 2 * sqrt(rr / dd);
+            ck_assert_msg(s > 0 && s <= cap * (1 + 1e-6), "vector %llu: s %g, cap %g",
+                          (unsigned long long)i, (double)s, cap);
+            if (s < cap * (1 - 1e-6))
+                ck_assert_double_eq_tol(s * rd, rr, 1e-5 * rr);
+            else
+                capped++;
+            /* the 8-bit positions do not enter it */
+            float moved[48];
+            memcpy(moved, rp, sizeof moved);
+            moved[0] += 1.0f;
+            ck_assert_float_eq(tt_codec_vector_scale(&c, moved, d), s);
+            memcpy(e, d, sizeof e);
+            tt_codec_scale(&c, s, e);
+            for (uint32_t k = 0; k < dim; k++)
+                ck_assert_float_eq(e[k], k < k0 ? d[k] : d[k] * s);
+        }
+        /* 1 bit leaves 21 of these 45 positions at 0 bits: 7% of them are capped */
+        ck_assert_msg(capped < n / (nbits == 1 ? 10 : 100), "%d bits: %u capped", nbits,
+                      capped);
+        /* a residual far smaller than its decode: the cap binds (5 is not an 8-bit
+         * position; the tiny value keeps the bucket zero has) */
+        memset(rp, 0, sizeof rp);
+        tt_codec_encode(&c, rp, p);
+        tt_codec_decode(&c, p, d);
+        ck_assert_float_ne(d[5], 0.0f);
+        rp[5] = d[5] > 0 ? 1e-4f : -1e-4f;
+        tt_codec_encode(&c, rp, p);
+        tt_codec_decode(&c, p, d);
+        double dd = 0;
+        for (uint32_t k = k0; k < dim; k++)
+            dd += (double)d[k] * d[k];
+        const float s = tt_codec_vector_scale(&c, rp, d);
+        ck_assert_double_eq_tol(s, 2 * 1e-4 / sqrt(dd), 1e-3 * s);
+        ck_assert_double_lt(s, 1e-8 / (1e-4 * fabs(d[5]))); /* below rr / rd */
+        /* no alignment at all: 0 */
+        memset(rp, 0, sizeof rp);
+        ck_assert_float_eq(tt_codec_vector_scale(&c, rp, d), 0.0f);
+        for (uint32_t k = k0; k < dim; k++)
+            rp[k] = -d[k];
+        ck_assert_float_eq(tt_codec_vector_scale(&c, rp, d), 0.0f);
+        tt_codec_free(&c);
+    }
+    free(x);
+}
+END_TEST
+
 START_TEST(adaptive_allocation) {
     const uint64_t n = 3000;
     const uint32_t dim = 64;
@@ -958,6 +1046,7 @@ int main(void) {
     tcase_add_test(tc, debias_makes_self_products_unbiased);
     tcase_add_test(tc, lloyd_max_never_increases_error);
     tcase_add_test(tc, adaptive_encode_lut_and_init);
+    tcase_add_test(tc, vector_scale_by_definition);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -303,6 +303,33 @@ static void decode_add_paths(tt_resdec *d, const uint8_t *packed, uint32_t n, co
         tt_resdec_decode_add16(d, packed, n, H, codes, o4);
         ck_assert_mem_eq(o4, o3, bytes);
     }
+    /* With per-vector residual scales (debias 2), from float16 rows, float32 rows or
+     * none, on every path: c + r before k0, fmaf(s, r, c) from k0 on, bit for bit. */
+    uint16_t *sc = malloc(n * sizeof *sc);
+    for (uint32_t v = 0; v < n; v++) /* a zero scale among them */
+        sc[v] = tt_f32_to_f16(v == 1 ? 0.0f : 0.5f + 0.37f * (float)v);
+    d->avx512 = d->avx2 = 0;
+    tt_resdec_decode(d, packed, n, o3); /* the residuals */
+    for (uint32_t k0 = 0; k0 <= TT_MIN(3u, d->dim); k0 += 3)
+        for (int from = 0; from < 3; from++) {
+            for (int path = 0; path < 3; path++) {
+                d->avx512 = path == 2 ? a512 : 0;
+                d->avx2 = path >= 1 ? a2 : 0;
+                memset(o4, 0, bytes);
+                tt_resdec_decode_scaled(d, packed, n, from == 1 ? Cr : NULL, from == 0 ? H : NULL,
+                                        codes, k0, sc, o4);
+                for (uint32_t v = 0; v < n; v++)
+                    for (uint32_t k = 0; k < d->dim; k++) {
+                        const float c = from == 2 ? 0.0f : Cr[(size_t)codes[v] * d->dim + k];
+                        const float r = o3[(size_t)v * d->dim + k];
+                        const float want = k < k0 ? c + r : fmaf(tt_f16_to_f32(sc[v]), r, c);
+                        ck_assert_msg(o4[(size_t)v * d->dim + k] == want,
+                                      "path %d, from %d, k0 %u: vector %u position %u", path,
+                                      from, k0, v, k);
+                    }
+            }
+        }
+    free(sc);
     d->avx512 = a512;
     d->avx2 = a2;
     free(Cr);
@@ -1715,6 +1742,8 @@ static char *g_tmp;              /* scratch directory of the whole run */
 static char g_idx[4200];         /* synthetic index, with f16 originals */
 static char g_idx_plain[4200];   /* small synthetic index without originals */
 static char g_idx_ad[4200];      /* adaptive codec over vectors with outlier dimensions */
+static char g_idx_vs[4200];      /* the same with one residual scale per vector (debias 2) */
+static int g_build_debias = TT_DEBIAS_TABLE; /* build_from's debias */
 static char g_idx_ad3[4200];     /* the same with 3 outliers: a 3-byte residual sketch */
 static corpus g_c, g_ca, g_ca3;
 static float *g_gq;              /* G_GROUPS group queries of 32 vectors */
@@ -1813,6 +1842,7 @@ static int build_from(const corpus *c, const char *dir, const char *name, int ke
     o.keep_originals = keep;
     o.num_centroids = ncent;
     o.codec_tables = codec;
+    o.debias = g_build_debias;
     st = tt_build(out, in, &o, NULL);
     tt_input_free(in);
     return st;
@@ -2127,6 +2157,76 @@ START_TEST(adaptive_scores_match_reference) {
     ck_assert_uint_eq(sum, 2ull * idx->dim);
     tt_index_close(idx);
     check_scores(g_idx_ad, &g_ca, 7);
+}
+END_TEST
+
+/* MaxSim of query rows Qpos (nq x dim, position order) with document d of an index with
+ * per-vector residual scales, from the definition: c + r^ with the positions from
+ * vscale_k0 on times the vector's scale. */
+static double vscale_reference(const tt_index *idx, const float *Qpos, uint32_t nq, uint64_t d) {
+    const uint32_t dim = idx->dim;
+    double total = 0;
+    for (uint32_t a = 0; a < nq; a++) {
+        double best = -INFINITY;
+        for (uint64_t v = idx->doc_vec0[d]; v < idx->doc_vec0[d + 1]; v++) {
+            const uint8_t *p = idx->seg[0].res_map + v * idx->res_bytes;
+            const float *c = idx->centroids + (uint64_t)tt_index_code(idx, v) * dim;
+            const double sv = tt_f16_to_f32(idx->vscale[v]);
+            double x = 0;
+            for (uint32_t k = 0; k < dim; k++) {
+                const double r = tt_codec_value(&idx->codec, p, k) * (k >= idx->vscale_k0 ? sv : 1);
+                x += (double)Qpos[(size_t)a * dim + k] * (c[k] + r);
+            }
+            best = x > best ? x : best;
+        }
+        total += best;
+    }
+    return total;
+}
+
+/* Per-vector residual scales (debias 2): every scale is finite and >= 0, most are
+ * positive (that they are the encoder's: test_build); exhaustive search and PLAID (stage 4 split or not, through the lookup tables or
+ * not) return scores equal to the definition's, for 4- and 32-vector queries. */
+START_TEST(vscale_scores_match_reference) {
+    tt_index *idx = open_idx(g_idx_vs, TT_IO_MMAP, 0);
+    ck_assert_ptr_nonnull(idx->vscale);
+    ck_assert_uint_eq(idx->vscale_k0, 4);
+    uint32_t positive = 0;
+    for (uint64_t v = 0; v < idx->num_vectors; v++) {
+        const float x = tt_f16_to_f32(idx->vscale[v]);
+        ck_assert(x >= 0 && x < 100);
+        positive += x > 0;
+    }
+    ck_assert_uint_gt(positive, idx->num_vectors / 2);
+    tt_search_ctx *ctx;
+    ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+    const uint32_t dim = idx->dim;
+    for (int t = 0; t < 10; t++) {
+        const uint32_t nq = t % 2 ? 32 : 4;
+        float *Q = query_near(&g_ca, (uint64_t)t * 11 % g_ca.ndocs, nq, 0.3f, 300 + t);
+        float *Qpos = malloc((size_t)nq * dim * sizeof *Qpos);
+        for (uint32_t a = 0; a < nq; a++)
+            tt_codec_to_positions(&idx->codec, Q + a * dim, Qpos + a * dim);
+        tt_search_options o;
+        tt_search_options_init(&o);
+        if (t < 2)
+            o.mode = TT_MODE_EXHAUSTIVE;
+        tt_search_ctx_use_split(ctx, t / 2 % 2 ? TT_SPLIT_ON : TT_SPLIT_OFF);
+        tt_search_ctx_use_lut(ctx, t / 4 % 2 == 0);
+        tt_hit hits[10];
+        uint32_t n;
+        ck_assert_int_eq(tt_search(idx, ctx, Q, nq, 10, &o, hits, &n), TT_OK);
+        ck_assert_uint_eq(n, 10);
+        for (uint32_t h = 0; h < n; h++) {
+            const double ref = vscale_reference(idx, Qpos, nq, hits[h].doc);
+            ck_assert_msg(fabs(hits[h].score - ref) <= 1e-4 * (1 + fabs(ref)),
+                          "t %d, nq %u, rank %u: %.7g vs %.7g", t, nq, h, hits[h].score, ref);
+        }
+        free(Q);
+        free(Qpos);
+    }
+    tt_search_ctx_free(ctx);
+    tt_index_close(idx);
 }
 END_TEST
 
@@ -3078,13 +3178,19 @@ int main(void) {
                                               (float)(1.5 + 0.5 * (tt_rng_uniform(&r) - 0.5));
         tt_normalize_rows(ca->x, ca->nvec, 64);
     }
-    if (build_from(&g_c, g_tmp, "idx", TT_KEEP_F16, 1024, TT_CODEC_PER_DIM, g_idx, sizeof g_idx) ||
-        build_from(&head, g_tmp, "plain", TT_KEEP_NONE, 64, TT_CODEC_PER_DIM, g_idx_plain,
-                   sizeof g_idx_plain) ||
-        build_from(&g_ca, g_tmp, "adaptive", TT_KEEP_F16, 64, TT_CODEC_ADAPTIVE, g_idx_ad,
-                   sizeof g_idx_ad) ||
-        build_from(&g_ca3, g_tmp, "adaptive3", TT_KEEP_NONE, 32, TT_CODEC_ADAPTIVE, g_idx_ad3,
-                   sizeof g_idx_ad3)) {
+    int bst = build_from(&g_c, g_tmp, "idx", TT_KEEP_F16, 1024, TT_CODEC_PER_DIM, g_idx,
+                         sizeof g_idx) ||
+              build_from(&head, g_tmp, "plain", TT_KEEP_NONE, 64, TT_CODEC_PER_DIM, g_idx_plain,
+                         sizeof g_idx_plain) ||
+              build_from(&g_ca, g_tmp, "adaptive", TT_KEEP_F16, 64, TT_CODEC_ADAPTIVE, g_idx_ad,
+                         sizeof g_idx_ad) ||
+              build_from(&g_ca3, g_tmp, "adaptive3", TT_KEEP_NONE, 32, TT_CODEC_ADAPTIVE,
+                         g_idx_ad3, sizeof g_idx_ad3);
+    g_build_debias = TT_DEBIAS_VECTOR; /* g_idx_vs: one residual scale per vector */
+    bst = bst || build_from(&g_ca, g_tmp, "vscale", TT_KEEP_NONE, 64, TT_CODEC_ADAPTIVE,
+                            g_idx_vs, sizeof g_idx_vs);
+    g_build_debias = TT_DEBIAS_TABLE;
+    if (bst) {
         fprintf(stderr, "building the test index failed: %s\n", tt_last_error());
         tu_rmrf(g_tmp);
         return EXIT_FAILURE;
@@ -3095,6 +3201,7 @@ int main(void) {
     tcase_add_test(tc, recall_vs_exhaustive);
     tcase_add_loop_test(tc, split_stage4_agrees, 0, 2);
     tcase_add_loop_test(tc, lut_stage4_agrees, 0, 6);
+    tcase_add_test(tc, vscale_scores_match_reference);
     tcase_add_test(tc, pruning_scale_free);
     tcase_add_test(tc, rerank_adaptive_depth);
     tcase_add_test(tc, scores_match_reference);

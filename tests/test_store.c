@@ -245,15 +245,18 @@ static void assert_same_results(const char *live_dir, const char *ref_dir, const
 }
 
 /* After a compaction: the segment files hold what the reference build's do (with the
- * lengths before pooling when pooled). */
-static void assert_same_files(const char *live_dir, const char *ref_dir, bool pooled) {
+ * lengths before pooling when pooled, the residual scales when it has them). */
+static void assert_same_files(const char *live_dir, const char *ref_dir, bool pooled,
+                              bool vscale) {
     static const char *const kinds[] = {"CODE", "RESI", "IVF_", "DOCL", "IDS_", "IDMP", "ORIG",
-                                        "INLN"};
+                                        "INLN", "VSCL"};
     tt_manifest a, b;
     ck_assert_int_eq(tt_manifest_read(live_dir, &a), TT_OK);
     ck_assert_int_eq(tt_manifest_read(ref_dir, &b), TT_OK);
     ck_assert_uint_eq(a.nseg, 1);
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] - !pooled; k++) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        if ((!pooled && !strcmp(kinds[k], "INLN")) || (!vscale && !strcmp(kinds[k], "VSCL")))
+            continue;
         const tt_manifest_entry *x = NULL, *y = NULL;
         for (uint32_t i = 0; i < a.n; i++)
             if (!memcmp(a.e[i].kind, kinds[k], 4))
@@ -286,8 +289,9 @@ static void assert_clean(const char *dir) {
     tt_manifest_free(&m);
 }
 
-/* _i: bit 0 the codec kind (per-dim, adaptive), bits 1.. the pool factor minus 1 of the
- * build (and so of every add). */
+/* _i: bit 0 the codec kind (per-dim, adaptive), bit 1 the pool factor minus 1 of the
+ * build (and so of every add); 4: adaptive with one residual scale per vector (debias
+ * 2), which every add, compaction and reference build carries. */
 START_TEST(random_changes_match_model) {
     char *dir = tu_tmpdir(), base[600], live[600], ref[600], cb[600], prefix[600];
     snprintf(base, sizeof base, "%s/base", dir);
@@ -302,9 +306,11 @@ START_TEST(random_changes_match_model) {
     tt_input *in = batch_input(&b0, base, true);
     tt_build_options o;
     small_options(&o, 16, true);
-    const bool adaptive = _i & 1;
-    const int pool = 1 + (_i >> 1);
+    const bool vscale = _i == 4, adaptive = (_i & 1) || vscale;
+    const int pool = 1 + (_i >> 1 & 1);
     o.codec_tables = adaptive ? TT_CODEC_ADAPTIVE : TT_CODEC_PER_DIM;
+    if (vscale)
+        o.debias = TT_DEBIAS_VECTOR;
     o.pool_factor = pool;
     ck_assert_int_eq(tt_build(live, in, &o, NULL), TT_OK);
     ck_assert_int_eq(tt_build(cb, in, &o, NULL), TT_OK); /* the same codebook, kept apart */
@@ -407,7 +413,7 @@ START_TEST(random_changes_match_model) {
         build_reference(&m, dir, ref, cb, pool);
         assert_same_results(live, ref, Q, nqv, nq, when);
         if (op >= 8)
-            assert_same_files(live, ref, pool > 1);
+            assert_same_files(live, ref, pool > 1, vscale);
         ck_assert_msg(tt_index_verify(live, NULL, NULL) == TT_OK, "%s: %s", when,
                       tt_last_error());
         assert_clean(live);
@@ -419,6 +425,8 @@ START_TEST(random_changes_match_model) {
             live_docs += m.d[i].live;
         ck_assert_uint_eq(idx->num_live, live_docs);
         ck_assert_uint_eq(idx->info.pool_factor, pool);
+        ck_assert_int_eq(idx->info.debias, vscale ? TT_DEBIAS_VECTOR : TT_DEBIAS_TABLE);
+        ck_assert(vscale == (idx->vscale != NULL));
         tt_index_close(idx);
     }
     free(Q);
@@ -808,7 +816,7 @@ int main(void) {
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, random_changes_match_model, 0, 4);
+    tcase_add_loop_test(tc, random_changes_match_model, 0, 5);
     tcase_add_test(tc, retrain_without_originals_keeps_baseline);
     tcase_add_test(tc, pooled_adds_and_compaction);
     tcase_add_test(tc, failed_changes_leave_nothing);

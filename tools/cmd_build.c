@@ -37,9 +37,14 @@ static void usage(FILE *f) {
         "                       on isotropic vectors the same as per-dim)\n"
         "  --lloyd-max-rounds N refine the bucket tables with up to N Lloyd-Max rounds\n"
         "                       (default 100; 0: ColBERTv2's quantile tables)\n"
-        "  --no-debias          keep the tables' weights as trained (default: scaled so\n"
-        "                       that decoded residuals keep their inner product with the\n"
-        "                       original; with --lloyd-max-rounds 0, ColBERTv2's tables)\n"
+        "  --debias auto|table|vector|none  how decoded residuals keep their inner\n"
+        "                       product with the original: table (each table's weights\n"
+        "                       scaled), vector (one float16 scale per vector, 2 bytes,\n"
+        "                       adaptive codec), none (weights as trained; with\n"
+        "                       --lloyd-max-rounds 0, ColBERTv2's tables); auto (default):\n"
+        "                       vector where the codec gives some dimensions 8 bits\n"
+        "                       (outlier dimensions), else table (doc/format.md)\n"
+        "  --no-debias, --vector-scale  --debias none, --debias vector\n"
         "  --assign two-level|exact  nearest-centroid search for encoding (default two-level)\n"
         "  --threads T          worker threads (default: all CPUs)\n"
         "  --memory SIZE        the build's working-memory budget, e.g. 512M, 4G (default\n"
@@ -192,6 +197,7 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
         {"encoder-timeout", required_argument, 0, 'T'}, {"pool-factor", required_argument, 0, 'P'},
         {"pool-global", required_argument, 0, 1301},
         {"lloyd-max-rounds", required_argument, 0, 'L'}, {"no-debias", no_argument, 0, 'D'},
+        {"vector-scale", no_argument, 0, 'V'},   {"debias", required_argument, 0, 1302},
         {"metadata", required_argument, 0, 'M'},
         {"no-tune", no_argument, 0, 'U'},        {"target-recall", required_argument, 0, 'R'},
         {"shards", required_argument, 0, 'Z'},
@@ -247,7 +253,22 @@ int cmd_build_group(int argc, char **argv, const tt_build_group *group) {
             o.lloyd_max_rounds = (int)u;
             break;
         case 'D':
-            o.debias = 0;
+            o.debias = TT_DEBIAS_NONE;
+            break;
+        case 'V':
+            o.debias = TT_DEBIAS_VECTOR;
+            break;
+        case 1302:
+            if (!strcmp(optarg, "auto"))
+                o.debias = TT_DEBIAS_AUTO;
+            else if (!strcmp(optarg, "table"))
+                o.debias = TT_DEBIAS_TABLE;
+            else if (!strcmp(optarg, "vector"))
+                o.debias = TT_DEBIAS_VECTOR;
+            else if (!strcmp(optarg, "none"))
+                o.debias = TT_DEBIAS_NONE;
+            else
+                return cli_usage_error("build", "--debias must be auto, table, vector or none");
             break;
         case 'a':
             if (!strcmp(optarg, "exact"))

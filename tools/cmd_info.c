@@ -16,6 +16,11 @@ static uint64_t dense_bytes(const tt_index_info *in) {
     return in->bytes_index - in->bytes_sparse - in->bytes_metadata - in->bytes_tune;
 }
 
+/* "table", "vector" or null (tt_debias). */
+static const char *debias_json(int debias) {
+    return debias == TT_DEBIAS_TABLE ? "\"table\"" : debias == TT_DEBIAS_VECTOR ? "\"vector\"" : "null";
+}
+
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
     cli_json_string(stdout, dir);
@@ -33,7 +38,7 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            "  \"input_vectors\": %llu,\n  \"sketch_bytes\": %u,\n",
            (unsigned long long)in->num_docs, (unsigned long long)in->num_vectors, in->dim,
            in->nbits, in->num_centroids, in->normalized ? "true" : "false",
-           codec_name(in->codec_tables), in->lloyd_max_rounds, in->debias ? "true" : "false",
+           codec_name(in->codec_tables), in->lloyd_max_rounds, debias_json(in->debias),
            in->dims_by_width[0],
            in->dims_by_width[1], in->dims_by_width[2], in->dims_by_width[3], in->dims_by_width[4],
            in->dims_by_width[8], in->has_ids ? "true" : "false",
@@ -41,14 +46,14 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            in->pool_threshold, (unsigned long long)in->input_vectors, in->sketch_bytes);
     printf("  \"bytes\": {\"meta\": %llu, \"centroids\": %llu, \"codec\": %llu, \"doclens\": %llu, "
            "\"codes\": %llu, \"residuals\": %llu, \"ivf\": %llu, \"ids\": %llu, \"manifest\": %llu, "
-           "\"sketch\": %llu, \"sparse\": %llu, \"metadata\": %llu, \"tune\": %llu, "
-           "\"index\": %llu, \"originals\": %llu},\n",
+           "\"sketch\": %llu, \"vscale\": %llu, \"sparse\": %llu, \"metadata\": %llu, "
+           "\"tune\": %llu, \"index\": %llu, \"originals\": %llu},\n",
            (unsigned long long)in->bytes_meta, (unsigned long long)in->bytes_centroids,
            (unsigned long long)in->bytes_codec, (unsigned long long)in->bytes_doclens,
            (unsigned long long)in->bytes_codes, (unsigned long long)in->bytes_residuals,
            (unsigned long long)in->bytes_ivf, (unsigned long long)in->bytes_ids,
            (unsigned long long)in->bytes_manifest, (unsigned long long)in->bytes_sketch,
-           (unsigned long long)in->bytes_sparse,
+           (unsigned long long)in->bytes_vscale, (unsigned long long)in->bytes_sparse,
            (unsigned long long)in->bytes_metadata, (unsigned long long)in->bytes_tune,
            (unsigned long long)in->bytes_index, (unsigned long long)in->bytes_originals);
     printf("  \"bits_per_dim\": %.4f,\n  \"uncompressed_f16_bytes\": %llu,\n"
@@ -191,7 +196,10 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     if (in->lloyd_max_rounds)
         snprintf(tables, sizeof tables, "tables refined by up to %d Lloyd-Max rounds",
                  in->lloyd_max_rounds);
-    printf("             %s%s\n", tables, in->debias ? ", weights debiased" : "");
+    printf("             %s%s\n", tables,
+           in->debias == TT_DEBIAS_TABLE    ? ", weights debiased"
+           : in->debias == TT_DEBIAS_VECTOR ? ", one residual scale per vector (2 bytes)"
+                                            : "");
     if (in->sketch_bytes)
         printf("sketch       %u bytes per vector (the 8-bit positions' codes) in RAM for "
                "PLAID's centroid stages\n", in->sketch_bytes);
@@ -226,6 +234,8 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
     row("codes", in->bytes_codes, in->bytes_index);
     if (in->bytes_sketch)
         row("sketch", in->bytes_sketch, in->bytes_index);
+    if (in->bytes_vscale)
+        row("scales", in->bytes_vscale, in->bytes_index);
     row("ivf", in->bytes_ivf, in->bytes_index);
     row("centroids", in->bytes_centroids, in->bytes_index);
     row("doclens", in->bytes_doclens, in->bytes_index);

@@ -89,7 +89,8 @@ static PyObject *set_error_classes(PyObject *self, PyObject *args) {
 
 /* Options arrive as a dict {name: value} already checked for names by __init__.py;
  * here each is read into its struct field, with the type checked. */
-enum { OPT_INT, OPT_U32, OPT_U64, OPT_DOUBLE, OPT_FLOAT, OPT_BOOL, OPT_STR, OPT_CHOICE };
+enum { OPT_INT, OPT_U32, OPT_U64, OPT_DOUBLE, OPT_FLOAT, OPT_BOOL, OPT_STR, OPT_CHOICE,
+       OPT_BOOL_CHOICE /* OPT_CHOICE that also takes False and True, as values[0], [1] */ };
 
 typedef struct {
     const char *name;
@@ -125,6 +126,12 @@ static int set_opt(void *base, const optspec *sp, PyObject *v) {
         *(const char **)p = s;
         return 0;
     }
+    case OPT_BOOL_CHOICE:
+        if (PyBool_Check(v)) {
+            *(int *)p = sp->values[v == Py_True];
+            return 0;
+        }
+        /* fall through */
     case OPT_CHOICE: {
         const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
         if (s)
@@ -240,6 +247,9 @@ static const char *const codec_names[] = {"adaptive", "per-dim", "shared", NULL}
 static const int codec_values[] = {TT_CODEC_ADAPTIVE, TT_CODEC_PER_DIM, TT_CODEC_SHARED};
 static const char *const keep_names[] = {"none", "f16", NULL};
 static const int keep_values[] = {TT_KEEP_NONE, TT_KEEP_F16};
+static const char *const debias_names[] = {"none", "table", "vector", "auto", NULL};
+static const int debias_values[] = {TT_DEBIAS_NONE, TT_DEBIAS_TABLE, TT_DEBIAS_VECTOR,
+                                    TT_DEBIAS_AUTO};
 static const char *const assign_names[] = {"two-level", "exact", NULL};
 static const int assign_values[] = {TT_ASSIGN_TWO_LEVEL, TT_ASSIGN_EXACT};
 
@@ -263,7 +273,7 @@ static const optspec build_spec[] = {
     {"lloyd_max_rounds", OPT_INT, OFF(tt_build_options, lloyd_max_rounds), NULL, NULL},
     {"pool_factor", OPT_INT, OFF(tt_build_options, pool_factor), NULL, NULL},
     {"pool_global", OPT_DOUBLE, OFF(tt_build_options, pool_global), NULL, NULL},
-    {"debias", OPT_BOOL, OFF(tt_build_options, debias), NULL, NULL},
+    {"debias", OPT_BOOL_CHOICE, OFF(tt_build_options, debias), debias_names, debias_values},
     {"metadata", OPT_STR, OFF(tt_build_options, metadata), NULL, NULL},
     {NULL, 0, 0, NULL, NULL}};
 
@@ -1800,16 +1810,20 @@ static PyObject *Index_info(IndexObject *self, PyObject *unused) {
     /* The rest of tt_index_info, under the names `tartan info --json` uses where it has
      * one (its "bytes" object's members become bytes_<name>). */
     more = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:K,s:K,"
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:z,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:K,s:K,"
         "s:I,s:I,s:d,s:K,s:d}",
         "bytes_meta", (unsigned long long)i->bytes_meta, "bytes_codec",
         (unsigned long long)i->bytes_codec, "bytes_doclens", (unsigned long long)i->bytes_doclens,
         "bytes_manifest", (unsigned long long)i->bytes_manifest, "bytes_idmap",
         (unsigned long long)i->bytes_idmap, "bytes_tombs", (unsigned long long)i->bytes_tombs,
-        "bytes_sketch", (unsigned long long)i->bytes_sketch, "bytes_sparse",
+        "bytes_sketch", (unsigned long long)i->bytes_sketch, "bytes_vscale",
+        (unsigned long long)i->bytes_vscale, "bytes_sparse",
         (unsigned long long)i->bytes_sparse, "bytes_metadata",
         (unsigned long long)i->bytes_metadata, "bytes_tune", (unsigned long long)i->bytes_tune,
-        "sketch_bytes", i->sketch_bytes, "debias", i->debias ? Py_True : Py_False,
+        "sketch_bytes", i->sketch_bytes, "debias",
+        i->debias == TT_DEBIAS_TABLE    ? "table"
+        : i->debias == TT_DEBIAS_VECTOR ? "vector"
+                                        : NULL,
         "dims_by_width", "0", i->dims_by_width[0], "1", i->dims_by_width[1], "2",
         i->dims_by_width[2], "3", i->dims_by_width[3], "4", i->dims_by_width[4], "8",
         i->dims_by_width[8], "train_vectors",

@@ -395,7 +395,11 @@ def build(path: Union[str, os.PathLike], vectors: Any, doclens: Any = None, ids:
     memory (bytes), seed, normalize, keep_originals ("none"/"f16"), codec
     ("adaptive"/"per-dim"/"shared"), assign, sample_factor, min_train_per_centroid,
     max_train_per_centroid, kmeans_iters, force, encoder, codebook, lloyd_max_rounds,
-    pool_factor, pool_global (one cut for the collection, doc/pooling.md), debias.
+    pool_factor, pool_global (one cut for the collection, doc/pooling.md), debias ("auto",
+    the default: "vector" where the adaptive codec gives some dimensions 8 bits, else
+    "table"; "table" or True: debiased tables; "vector": one residual scale per vector,
+    adaptive codec only; "none" or False: the tables as trained; as `tartan build
+    --debias`).
 
     metadata: the documents' metadata for filtered search (doc/metadata.md): a JSON Lines
     path (as `tartan build --metadata`), or a sequence of dicts, one per document in

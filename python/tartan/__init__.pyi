@@ -86,7 +86,7 @@ def build(
     lloyd_max_rounds: int = ...,
     pool_factor: int = ...,
     pool_global: float = ...,
-    debias: bool = ...,
+    debias: Union[bool, Literal["auto", "none", "table", "vector"]] = ...,
 ) -> Dict[str, Any]: ...
 
 def tune(

@@ -131,6 +131,25 @@ class TestSearch(Base):
         with self.assertRaises(ValueError):
             tartan.build(d + "x", docs_of(x, lens), centroids=4, pool_global=2.0, pool_factor=2)
 
+    def test_debias_choices(self):
+        """build(debias=...): True/"table" (the default), False/"none", "vector" (one
+        residual scale per vector, 2 bytes each in vscale.tt, adaptive codec only)."""
+        x, lens = synthetic(ndocs=60, dim=8, seed=6)
+        want = {True: "table", "table": "table", False: None, "none": None, "vector": "vector",
+                "auto": "table"}  # no outlier dimensions here: no 8-bit positions
+        for i, (arg, name) in enumerate(want.items()):
+            d = os.path.join(self.tmp, "debias%d" % i)
+            tartan.build(d, docs_of(x, lens), centroids=4, threads=1, tune=False, debias=arg)
+            with tartan.Index(d) as ix:
+                info = ix.info()
+            self.assertEqual(info["debias"], name, arg)
+            self.assertEqual(info["bytes_vscale"], 64 + 2 * int(np.sum(lens)) if name == "vector" else 0)
+        self.assertRaisesRegex(ValueError, "'none', 'table', 'vector', 'auto'", tartan.build,
+                               os.path.join(self.tmp, "debias-x"), docs_of(x, lens), debias="row")
+        self.assertRaisesRegex(tartan.InvalidArgumentError, "adaptive", tartan.build,
+                               os.path.join(self.tmp, "debias-y"), docs_of(x, lens), centroids=4,
+                               codec="per-dim", debias="vector")
+
     def test_padding_when_k_exceeds_documents(self):
         d = os.path.join(self.tmp, "tiny")
         x, lens = synthetic(ndocs=40, dim=8, seed=3)

@@ -43,7 +43,7 @@ void tt_build_options_init(tt_build_options *o) {
     o->kmeans_iters = 4;
     o->lloyd_max_rounds = 100;
     o->pool_factor = 1;
-    o->debias = 1;
+    o->debias = TT_DEBIAS_AUTO;
 }
 
 int tt_build_cancelled(const builder *b) {
@@ -174,7 +174,7 @@ int tt_build_write_meta(builder *b, double seconds) {
                      TT_MAX(o->pool_factor, 1),
                      (unsigned long long)(b->in->input_lens ? b->in->input_vectors
                                                             : b->in->num_vectors),
-                     o->debias ? 1 : 0);
+                     b->debias);
     if (n >= 0 && (size_t)n < sizeof text && b->pool_global > 0)
         n += snprintf(text + n, sizeof text - (size_t)n, "pool_global=%.17g\npool_threshold=%.17g\n",
                       b->pool_global, b->pool_threshold);
@@ -329,8 +329,12 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
             return tt_err(TT_EINVAL, "pool by a factor (%d) or by one cut (%g), not both",
                           o->pool_factor, o->pool_global);
     }
-    if (o->debias != 0 && o->debias != 1)
-        return tt_err(TT_EINVAL, "debias must be 0 or 1 (got %d)", o->debias);
+    if (o->debias < TT_DEBIAS_AUTO || o->debias > TT_DEBIAS_VECTOR)
+        return tt_err(TT_EINVAL, "debias must be -1 (auto), 0 (none), 1 (per table) or 2 (per "
+                                 "vector), not %d", o->debias);
+    if (o->debias == TT_DEBIAS_VECTOR && o->codec_tables != TT_CODEC_ADAPTIVE)
+        return tt_err(TT_EINVAL, "a per-vector residual scale (debias 2) needs the adaptive "
+                                 "codec");
     if (o->shards > TT_MAX_SHARDS)
         return tt_err(TT_EINVAL, "at most %u shards (got %u)", TT_MAX_SHARDS, o->shards);
 
@@ -371,6 +375,7 @@ int tt_build(const char *out_dir, tt_input *in, const tt_build_options *o,
                       "below the group's size, a sync function, and no codebook option");
     }
     b.o = o;
+    b.debias = o->debias;
     b.dim = in->dim;
     b.nbits = (uint32_t)o->nbits;
     b.threads = o->threads ? o->threads : tt_default_threads();

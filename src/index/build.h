@@ -23,6 +23,8 @@ typedef struct builder {
     const char *wdir;           /* where the segment's files go: tmp, or the index (add) */
     char prefix[TT_SEGMENT_PREFIX_LEN]; /* their names' prefix: "" or "g<generation>." */
     uint32_t dim, K, nbits;
+    int debias;                 /* tt_debias: o->debias, TT_DEBIAS_AUTO resolved by training
+                                 * (train.c), or the codebook's */
     int threads;
     uint64_t chunk_vectors;     /* vectors per encode chunk */
     float *centroids;
@@ -68,15 +70,17 @@ int tt_prepare_vectors(const tt_input *in, uint32_t dim, int normalize, int f16_
  * tt_codec_sketch_bytes of the codec), and, with originals, originals.tt (encode.c; a
  * compaction's copy). */
 typedef struct tt_vec_files {
-    tt_fwriter codes, residuals, originals, sketch;
+    tt_fwriter codes, residuals, originals, sketch, vscale;
     char nc[TT_MANIFEST_NAME_LEN], nr[TT_MANIFEST_NAME_LEN], no[TT_MANIFEST_NAME_LEN],
-        ns[TT_MANIFEST_NAME_LEN];
+        ns[TT_MANIFEST_NAME_LEN], nv[TT_MANIFEST_NAME_LEN];
     bool with_originals;
+    bool vs;                    /* vscale.tt: one float16 per vector (debias 2); set before
+                                 * tt_vec_files_open */
     uint32_t sb;                /* sketch bytes per vector; set before tt_vec_files_open */
 } tt_vec_files;
 #define TT_VEC_FILES_INIT                                                                   \
     {.codes = {.fd = -1}, .residuals = {.fd = -1}, .originals = {.fd = -1},                 \
-     .sketch = {.fd = -1}}
+     .sketch = {.fd = -1}, .vscale = {.fd = -1}}
 /* Opens them in b->wdir under the segment's prefix (f initialised with
  * TT_VEC_FILES_INIT). Whatever happens, tt_vec_files_abort releases them after. */
 int tt_vec_files_open(builder *b, tt_vec_files *f, bool with_originals);

@@ -14,6 +14,7 @@ typedef struct encode_job {
     const uint32_t *ids;
     uint8_t *packed;
     uint16_t *orig;
+    uint16_t *vscale; /* debias 2: each vector's scale (float16), or NULL */
     float *scratch; /* 3 * dim floats per thread */
     double *err;    /* per thread: squared reconstruction error (b->measure) */
     uint64_t n;
@@ -34,8 +35,11 @@ static void encode_worker(void *arg, int t, int nt) {
         tt_codec_to_positions(&b->codec, r, rp);
         uint8_t *packed = j->packed + i * b->codec.bytes_per_vec;
         tt_codec_encode(&b->codec, rp, packed);
-        if (b->measure) { /* what the codec loses on these vectors: drift's measure */
+        if (j->vscale || b->measure)
             tt_codec_decode(&b->codec, packed, back);
+        if (j->vscale)
+            j->vscale[i] = tt_f32_to_f16(tt_codec_vector_scale(&b->codec, rp, back));
+        if (b->measure) { /* what the codec loses on these vectors (unscaled): drift's */
             for (uint32_t d = 0; d < dim; d++) {
                 double e = (double)back[d] - rp[d];
                 err += e * e;
@@ -79,7 +83,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
     float *x = NULL;
     uint32_t *ids = NULL;
     uint8_t *packed = NULL, *codes = NULL;
-    uint16_t *orig = NULL;
+    uint16_t *orig = NULL, *vscale = NULL;
     float *scratch = NULL;
     int st;
     double t0 = tt_now();
@@ -92,12 +96,16 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
     codes = tt_alloc(chunk, b->code_bytes, "encode buffer");
     if (o->keep_originals == TT_KEEP_F16)
         orig = tt_alloc(chunk, (uint64_t)dim * 2, "encode buffer");
+    const bool vs = b->debias == TT_DEBIAS_VECTOR;
+    if (vs)
+        vscale = tt_alloc(chunk, 2, "encode buffer");
     if (!scratch || !err || !x || !ids || !packed || !codes ||
-        (o->keep_originals == TT_KEEP_F16 && !orig)) {
+        (o->keep_originals == TT_KEEP_F16 && !orig) || (vs && !vscale)) {
         st = TT_ENOMEM;
         goto done;
     }
     vf.sb = tt_codec_sketch_bytes(&b->codec);
+    vf.vs = vscale != NULL;
     if ((st = tt_vec_files_open(b, &vf, orig != NULL)))
         goto done;
 
@@ -106,7 +114,7 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
         if ((st = tt_input_read(in, v0, n, x)) || (st = tt_build_prepare_vectors(b, x, v0, n)) ||
             (st = tt_assign(b->assigner, x, n, ids, b->threads)))
             goto done;
-        encode_job job = {b, x, ids, packed, orig, scratch, err, n};
+        encode_job job = {b, x, ids, packed, orig, vscale, scratch, err, n};
         tt_parallel(b->threads, encode_worker, &job);
         if (b->measure) {
             for (int t = 0; t < b->threads; t++)
@@ -128,6 +136,12 @@ int tt_build_encode(builder *b, uint64_t *codes_size) {
             goto done;
         if (orig && (st = tt_fw_write(&vf.originals, orig, (size_t)(n * dim * 2))))
             goto done;
+        if (vscale) {
+            for (uint64_t i = 0; i < n; i++)
+                tt_wr16(&vscale[i], vscale[i]); /* little-endian on disk */
+            if ((st = tt_fw_write(&vf.vscale, vscale, (size_t)(n * 2))))
+                goto done;
+        }
         if ((st = tt_build_progress(b, "encode", v0 + n, N)))
             goto done;
     }
@@ -139,6 +153,7 @@ done:
     free(packed);
     free(codes);
     free(orig);
+    free(vscale);
     free(scratch);
     free(err);
     b->st.seconds_encode = tt_now() - t0;

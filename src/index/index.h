@@ -26,6 +26,7 @@ typedef struct tt_segment {
 
     tt_fmap f_doclens, f_codes, f_residuals, f_ivf, f_ids, f_idmap, f_originals;
     tt_fmap f_sketch;          /* sketch.tt, when the codec has a sketch (resident) */
+    tt_fmap f_vscale;          /* vscale.tt, with debias 2 (resident) */
 
     /* IVF: for centroid c, ivf_len[c] local rows, delta-varint coded at
      * ivf_data[ivf_off[c] .. ivf_off[c+1]) (ascending, first delta from 0). */
@@ -92,6 +93,12 @@ struct tt_index {
     const uint8_t *sketch;
     uint8_t *sketch_owned;
     uint32_t sketch_bytes;
+    /* With debias 2: each vector's residual scale (float16, little-endian), in RAM like
+     * the codes; the positions from vscale_k0 on are scaled (the first are the 8-bit
+     * ones). NULL otherwise. */
+    const uint16_t *vscale;
+    uint16_t *vscale_owned;
+    uint32_t vscale_k0;
     uint64_t *deleted;         /* num_docs bits, or NULL when no document is deleted */
 
     /* Residuals: segment s holds num_vectors * res_bytes at file offset TT_HEADER_SIZE

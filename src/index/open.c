@@ -179,10 +179,13 @@ static int load_meta(tt_index *idx, uint64_t *meta_docs, uint64_t *meta_vectors)
         !(in->pool_threshold >= 0 && in->pool_threshold < INFINITY))
         return tt_err(TT_ECORRUPT, "%s: pool_global %g or pool_threshold %g out of range",
                       m->path, in->pool_global, in->pool_threshold);
-    /* Debiased weights: absent before tartan 0.2 (0). */
-    in->debias = 0;
+    /* Debiased weights: absent before tartan 0.2 (0). Per-vector scales: adaptive only. */
+    in->debias = TT_DEBIAS_NONE;
     if (tt_meta_get(m, "debias", (char[2]){0}, 2))
-        U64("debias", 0, 1, in->debias);
+        U64("debias", 0, 2, in->debias);
+    if (in->debias == TT_DEBIAS_VECTOR && in->codec_tables != TT_CODEC_ADAPTIVE)
+        return tt_err(TT_ECORRUPT, "%s: per-vector residual scales (debias 2) with a codec "
+                      "that is not adaptive", m->path);
 #undef U64
     tt_meta_get(m, "encoder", in->encoder, sizeof in->encoder);
     tt_meta_get(m, "created", in->created, sizeof in->created);
@@ -449,6 +452,13 @@ static int open_segment(tt_index *idx, tt_segment *sg) {
             (st = expect_size(&sg->f_sketch, sg->num_vectors, sb, sbytes)))
             return st;
     }
+    if (idx->info.debias == TT_DEBIAS_VECTOR) {
+        seg_name(sg, TT_F_VSCALE, name, sizeof name);
+        /* mapped and checked here, copied into one array for the index (join_segments) */
+        if ((st = open_file(idx, &sg->f_vscale, name, "VSCL", TT_MAP_WHOLE, RESIDENT_MAPPED)) ||
+            (st = expect_size(&sg->f_vscale, sg->num_vectors, 2, sg->num_vectors * 2)))
+            return st;
+    }
     uint64_t rbytes;
     if (!tt_mul_ok(sg->num_vectors, idx->res_bytes, &rbytes))
         return tt_err(TT_ECORRUPT, "%s: residual size overflows", idx->dir);
@@ -628,6 +638,24 @@ static int join_segments(tt_index *idx) {
         }
         idx->sketch = idx->sketch_owned;
     }
+    if (idx->info.debias == TT_DEBIAS_VECTOR) {
+        idx->vscale_k0 = tt_codec_n8(&idx->codec);
+        if (!(idx->vscale_owned = tt_alloc(N ? N : 1, 2, "residual scales")))
+            return TT_ENOMEM;
+        for (uint32_t s = 0; s < idx->nseg; s++) {
+            const tt_segment *sg = &idx->seg[s];
+            const uint8_t *p = sg->f_vscale.payload;
+            for (uint64_t v = 0; v < sg->num_vectors; v++) {
+                const uint16_t h = tt_rd16(p + 2 * v);
+                const float x = tt_f16_to_f32(h);
+                if (!(x >= 0 && x < INFINITY))
+                    return tt_err(TT_ECORRUPT, "%s: vector %llu has residual scale %g",
+                                  sg->f_vscale.path, (unsigned long long)v, (double)x);
+                idx->vscale_owned[sg->vec0 + v] = h;
+            }
+        }
+        idx->vscale = idx->vscale_owned;
+    }
     idx->doc_vec0 = tt_alloc(D + 1, sizeof *idx->doc_vec0, "document offsets");
     if (!idx->doc_vec0)
         return TT_ENOMEM;
@@ -727,6 +755,7 @@ static void fill_info(tt_index *idx) {
         in->bytes_doclens += sg->f_doclens.size;
         in->bytes_codes += sg->f_codes.size;
         in->bytes_sketch += sg->f_sketch.size;
+        in->bytes_vscale += sg->f_vscale.size;
         in->bytes_residuals += sg->f_residuals.size;
         in->bytes_ivf += sg->f_ivf.size;
         in->bytes_ids += sg->f_ids.size;
@@ -748,7 +777,8 @@ static void fill_info(tt_index *idx) {
                          64ull * (idx->man.n + idx->man.nseg);
     /* The dense part: what compresses the vectors, and what the ratios are of. */
     uint64_t dense = in->bytes_meta + in->bytes_centroids + in->bytes_codec + in->bytes_doclens +
-                     in->bytes_codes + in->bytes_sketch + in->bytes_residuals + in->bytes_ivf +
+                     in->bytes_codes + in->bytes_sketch + in->bytes_vscale +
+                     in->bytes_residuals + in->bytes_ivf +
                      in->bytes_ids + in->bytes_idmap + in->bytes_tombs + in->bytes_manifest;
     /* The generation's other files: sparse postings, metadata, calibration. */
     in->bytes_sparse = idx->sparse_bytes;
@@ -875,7 +905,7 @@ static int open_once(tt_index *idx, const char *dir, const tt_open_options *opt,
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
                          &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse,
-                         &sg->f_sketch};
+                         &sg->f_sketch, &sg->f_vscale};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             fs[i]->fd = -1;
         sg->res_fd_direct = -1;
@@ -1028,7 +1058,7 @@ void tt_index_close(tt_index *idx) {
         tt_segment *sg = &idx->seg[s];
         tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
                          &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sparse,
-                         &sg->f_sketch};
+                         &sg->f_sketch, &sg->f_vscale};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             if (fs[i]->path || fs[i]->fd >= 0)
                 tt_fmap_close(fs[i]);
@@ -1048,6 +1078,7 @@ void tt_index_close(tt_index *idx) {
     free(idx->doclens_owned);
     free(idx->codes_owned);
     free(idx->sketch_owned);
+    free(idx->vscale_owned);
     free(idx->deleted);
     free(idx->dir);
     free(idx);
@@ -1161,7 +1192,8 @@ const char *tt_index_file_at(const tt_index *idx, const void *addr) {
     for (uint32_t s = 0; idx->seg && s < idx->nseg; s++) {
         const tt_segment *sg = &idx->seg[s];
         const tt_fmap *fs[] = {&sg->f_doclens, &sg->f_codes, &sg->f_residuals, &sg->f_ivf,
-                               &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sketch};
+                               &sg->f_ids, &sg->f_idmap, &sg->f_originals, &sg->f_sketch,
+                               &sg->f_vscale};
         for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
             if (fs[i]->base && a >= fs[i]->base && (uint64_t)(a - fs[i]->base) < fs[i]->size)
                 return fs[i]->path;

@@ -121,6 +121,9 @@ int tt_vec_files_open(builder *b, tt_vec_files *f, bool with_originals) {
         (st = tt_fw_open(&f->originals, b->wdir, tt_build_name(b, TT_F_ORIGINALS, f->no),
                          "ORIG")))
         return st;
+    if (f->vs && (st = tt_fw_open(&f->vscale, b->wdir, tt_build_name(b, TT_F_VSCALE, f->nv),
+                                  "VSCL")))
+        return st;
     return TT_OK;
 }
 
@@ -150,6 +153,9 @@ int tt_vec_files_finish(builder *b, tt_vec_files *f, uint64_t n, uint32_t code_b
     if (f->with_originals && ((st = tt_fw_finish(&f->originals, n, dim, 1, &size)) ||
                               (st = tt_build_add_manifest(b, &f->originals, f->no, size))))
         return st;
+    if (f->vs && ((st = tt_fw_finish(&f->vscale, n, 2, 0, &size)) ||
+                  (st = tt_build_add_manifest(b, &f->vscale, f->nv, size))))
+        return st;
     return TT_OK;
 }
 
@@ -158,6 +164,7 @@ void tt_vec_files_abort(tt_vec_files *f) {
     tt_fw_abort(&f->residuals);
     tt_fw_abort(&f->originals);
     tt_fw_abort(&f->sketch);
+    tt_fw_abort(&f->vscale);
 }
 
 int tt_build_segment(builder *b) {

@@ -276,10 +276,23 @@ static int train(builder *b, plan *pl, const tt_build_group *g) {
     free(ids);
     st = tt_build_progress(b, "codec", 0, 1);
     if (!st) {
+        /* TT_DEBIAS_AUTO: one scale per vector where the adaptive codec gives some
+         * positions 8 bits (outlier dimensions), else debiased tables; the adaptive
+         * tables are trained without debiasing first and, for the latter, again with it. */
+        if (b->debias == TT_DEBIAS_AUTO && o->codec_tables != TT_CODEC_ADAPTIVE)
+            b->debias = TT_DEBIAS_TABLE;
         tt_codec_params cp = {.kind = o->codec_tables, .nbits = (int)b->nbits,
                               .lloyd_rounds = o->lloyd_max_rounds, .importance = importance,
-                              .debias = o->debias ? 1 : 0};
+                              .debias = b->debias == TT_DEBIAS_TABLE};
         st = tt_codec_train_ex(&b->codec, res, nheld, b->dim, &cp);
+        if (!st && b->debias == TT_DEBIAS_AUTO) {
+            b->debias = tt_codec_n8(&b->codec) > 0 ? TT_DEBIAS_VECTOR : TT_DEBIAS_TABLE;
+            if (b->debias == TT_DEBIAS_TABLE) {
+                tt_codec_free(&b->codec);
+                cp.debias = 1;
+                st = tt_codec_train_ex(&b->codec, res, nheld, b->dim, &cp);
+            }
+        }
     }
     free(importance);
     if (!st) { /* measured reconstruction error, reported by tt_index_get_info */
@@ -370,5 +383,6 @@ int tt_build_codebook_from(builder *b, const tt_index *src) {
     b->st.train_vectors = src->info.train_vectors;
     b->st.heldout_vectors = src->info.heldout_vectors;
     b->st.heldout_mse = src->info.heldout_mse;
+    b->debias = (int)src->info.debias;
     return tt_build_make_assigner(b);
 }

@@ -57,7 +57,7 @@ DIR *tt_dir_list(int dfd) {
 static const char *const index_kinds[] = {"meta", "centroids", "codec", "doclens", "codes",
                                           "residuals", "ivf", "ids", "idmap", "originals",
                                           "tombs", "inlens", "tune", "sparse", "metadata",
-                                          "sketch", "vocab"};
+                                          "sketch", "vocab", "vscale"};
 
 bool tt_is_index_file(const char *name) {
     if (!strcmp(name, "MANIFEST") || !strcmp(name, "MANIFEST.tmp") || !strcmp(name, "LOCK"))

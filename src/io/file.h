@@ -40,6 +40,7 @@
 #define TT_F_INLENS "inlens.tt"        /* vectors per document before token pooling */
 #define TT_F_SPARSE "sparse.tt"        /* sparse postings (src/sparse/) */
 #define TT_F_SKETCH "sketch.tt"        /* residual sketch: a prefix of every packed residual */
+#define TT_F_VSCALE "vscale.tt"        /* one float16 residual scale per vector (debias 2) */
 #define TT_F_MANIFEST "MANIFEST"
 #define TT_F_LOCK "LOCK"
 

@@ -180,6 +180,33 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
     return codec_fill(c, cutoffs, weights);
 }
 
+uint32_t tt_codec_n8(const tt_codec *c) {
+    uint32_t n = 0;
+    while (n < c->dim && c->bits[n] == 8)
+        n++;
+    return n;
+}
+
+void tt_codec_scale(const tt_codec *c, float s, float *d) {
+    for (uint32_t k = tt_codec_n8(c); k < c->dim; k++)
+        d[k] *= s;
+}
+
+float tt_codec_vector_scale(const tt_codec *c, const float *r, const float *d) {
+    double rr = 0, rd = 0, dd = 0;
+    for (uint32_t k = tt_codec_n8(c); k < c->dim; k++) {
+        rr += (double)r[k] * r[k];
+        rd += (double)r[k] * d[k];
+        dd += (double)d[k] * d[k];
+    }
+    if (!(rd > 0))
+        return 0.0f;
+    /* A residual far smaller than its decoded value (a vector that is nearly its own
+     * centroid) has a tiny <r, d>: the scaled decode may not outgrow twice |r|. */
+    const double cap = 2 * sqrt(rr / dd);
+    return (float)TT_MIN(rr / rd, cap);
+}
+
 uint32_t tt_codec_sketch_bytes(const tt_codec *c) {
     if (c->kind != TT_CODEC_ADAPTIVE || !c->bits)
         return 0;

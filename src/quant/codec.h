@@ -140,6 +140,17 @@ int tt_codec_init_adaptive(tt_codec *c, uint32_t dim, uint32_t nbits, const uint
 #define TT_SKETCH_MAX 16
 uint32_t tt_codec_sketch_bytes(const tt_codec *c);
 
+/* The positions of 8 bits: the first ones (widths are non-increasing); a per-vector
+ * scale (debias 2) applies to the positions after them. */
+uint32_t tt_codec_n8(const tt_codec *c);
+/* A decoded residual d (position order) scaled by its vector's scale s (debias 2): the
+ * positions after the 8-bit ones times s. */
+void tt_codec_scale(const tt_codec *c, float s, float *d);
+/* One vector's residual scale (debias 2): s = |r_R|^2 / <r_R, d_R> over the positions R
+ * after the 8-bit ones (r its residual, d its decoded residual, both in position order),
+ * so that <s d_R, r_R> = |r_R|^2, at most 2 |r_R| / |d_R|; 0 if <r_R, d_R> <= 0. */
+float tt_codec_vector_scale(const tt_codec *c, const float *r, const float *d);
+
 /* A copy of src (any kind). TT_ENOMEM. */
 int tt_codec_clone(tt_codec *dst, const tt_codec *src);
 /* Frees the tables (c may be NULL or zeroed); the struct itself is the caller's. */

@@ -4,6 +4,7 @@
 
 #include "common/simd.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* Largest per-byte-position decode table (per-dimension codecs): 512 KiB, so that it
@@ -507,6 +508,56 @@ void tt_resdec_decode_add16(const tt_resdec *d, const uint8_t *packed, uint64_t 
 
 void tt_resdec_decode(const tt_resdec *d, const uint8_t *packed, uint64_t n, float *out) {
     tt_resdec_decode_add(d, packed, n, NULL, NULL, out);
+}
+
+/* o = the residual, in place: o[k] += c[k] for k < k0, o[k] = s o[k] + c[k] after (c16
+ * or c: the centroid row; neither: 0). The AVX2 loop writes the same floats: a fused
+ * multiply-add rounds once, so the portable one uses fmaf. */
+static void scale_add_row(float *o, uint32_t k0, uint32_t dim, float s, const uint16_t *c16,
+                          const float *c) {
+    for (uint32_t k = 0; k < dim; k++) {
+        const float ck = c16 ? tt_f16_to_f32(c16[k]) : c ? c[k] : 0.0f;
+        o[k] = k < k0 ? o[k] + ck : fmaf(s, o[k], ck);
+    }
+}
+
+#ifdef TT_AVX2
+AVX2_FN static void scale_add_row_avx2(float *o, uint32_t k0, uint32_t dim, float s,
+                                       const uint16_t *c16, const float *c) {
+    uint32_t k = 0;
+    for (; k < k0; k++) /* the 8-bit positions: a few */
+        o[k] += c16 ? tt_f16_to_f32(c16[k]) : c ? c[k] : 0.0f;
+    const __m256 vs = _mm256_set1_ps(s);
+    for (; k + 8 <= dim; k += 8) {
+        const __m256 ck = c16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c16 + k)))
+                          : c ? _mm256_loadu_ps(c + k)
+                              : _mm256_setzero_ps();
+        _mm256_storeu_ps(o + k, _mm256_fmadd_ps(vs, _mm256_loadu_ps(o + k), ck));
+    }
+    for (; k < dim; k++)
+        o[k] = fmaf(s, o[k], c16 ? tt_f16_to_f32(c16[k]) : c ? c[k] : 0.0f);
+}
+#endif
+
+void tt_resdec_decode_scaled(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                             const float *centroids, const uint16_t *centroids16,
+                             const uint32_t *codes, uint32_t k0, const uint16_t *scales,
+                             float *out) {
+    const uint32_t dim = d->dim;
+    for (uint64_t v = 0; v < n; v++) {
+        float *o = out + v * dim;
+        decode_add_one(d, packed + v * d->bytes_per_vec, NULL, o);
+        const float s = tt_f16_to_f32(scales[v]);
+        const uint16_t *c16 = centroids16 ? centroids16 + (uint64_t)codes[v] * dim : NULL;
+        const float *c = !c16 && centroids ? centroids + (uint64_t)codes[v] * dim : NULL;
+#ifdef TT_AVX2
+        if (d->avx2) {
+            scale_add_row_avx2(o, k0, dim, s, c16, c);
+            continue;
+        }
+#endif
+        scale_add_row(o, k0, dim, s, c16, c);
+    }
 }
 
 /* Positions j0..n of one vector's run (p at the run's first byte) decoded into o[j],

@@ -64,6 +64,14 @@ void tt_resdec_decode_add(const tt_resdec *d, const uint8_t *packed, uint64_t n,
  * their float32 values. */
 void tt_resdec_decode_add16(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                             const uint16_t *centroids, const uint32_t *codes, float *out);
+/* With per-vector residual scales (debias 2): vector v's positions from k0 on scaled by
+ * scales[v] (float16, host order), out_v[k] = c_v[k] + r_v[k] for k < k0 and c_v[k] +
+ * s_v r_v[k] after; c_v the row codes[v] of centroids16 (float16) if not NULL, else of
+ * centroids (float32), else 0 (the scaled residuals alone: codes unused). */
+void tt_resdec_decode_scaled(const tt_resdec *d, const uint8_t *packed, uint64_t n,
+                             const float *centroids, const uint16_t *centroids16,
+                             const uint32_t *codes, uint32_t k0, const uint16_t *scales,
+                             float *out);
 
 /* Inner products of n packed residuals with the query rows, without writing the
  * residuals out: out[v * nqp + i] = <Qp_i, r_v> for i < nqp (Qp: nqp rows of dim

@@ -124,7 +124,7 @@ static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uin
             for (uint32_t t = 0; t < len; t++)
                 c->gcodes[t] = tt_index_code(idx, v0 + t);
             tt_score_decode_add(c, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
-                                c->gcodes, dst);
+                                c->gcodes, v0, dst);
         }
         c->glens[c->gn] = len;
         c->gdocs[c->gn] = d;

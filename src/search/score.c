@@ -101,9 +101,39 @@ static int split_begin(tt_search_ctx *c) {
     return st;
 }
 
-void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t n,
-                         const uint32_t *codes, float *out) {
+/* Per-vector residual scales (debias 2, idx->vscale): the positions from vscale_k0 on
+ * of each decoded residual are multiplied by its vector's scale (decoding:
+ * tt_resdec_decode_scaled). vscale_products turns the products out[j * nqp + i] =
+ * <q_i, r^_j> of n packed residuals of vectors v0.. into the scaled residuals' ones: the
+ * 8-bit positions' part (their codes are the first bytes of a packed vector) as it is,
+ * the rest times the scale. */
+static void vscale_products(const tt_search_ctx *c, const uint8_t *packed, uint64_t v0,
+                            uint64_t n, float *out) {
     const tt_index *idx = c->idx;
+    const uint32_t dim = idx->dim, k0 = idx->vscale_k0, nqp = c->nqp;
+    const uint64_t rb = idx->res_bytes;
+    const tt_codec *cd = &idx->codec;
+    for (uint64_t j = 0; j < n; j++) {
+        const float s = tt_f16_to_f32(idx->vscale[v0 + j]);
+        const uint8_t *p = packed + j * rb;
+        for (uint32_t i = 0; i < nqp; i++) {
+            float part8 = 0;
+            for (uint32_t k = 0; k < k0; k++)
+                part8 += c->Qp[(size_t)i * dim + k] * cd->weights[cd->woff[k] + p[k]];
+            float *o = out + j * nqp + i;
+            *o = part8 + s * (*o - part8);
+        }
+    }
+}
+
+void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t n,
+                         const uint32_t *codes, uint64_t v0, float *out) {
+    const tt_index *idx = c->idx;
+    if (idx->vscale) {
+        tt_resdec_decode_scaled(&c->dec, packed, n, idx->centroids, idx->centroids16, codes,
+                                idx->vscale_k0, idx->vscale + v0, out);
+        return;
+    }
     if (idx->centroids16)
         tt_resdec_decode_add16(&c->dec, packed, n, idx->centroids16, codes, out);
     else
@@ -165,18 +195,26 @@ static void score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
             for (uint32_t j = 0; j < len; j++)
                 c->rcodes[r0 + j] = tt_index_code(idx, v0 + j);
             /* <q, r> straight into QR where the kernel can, else decoded for the sgemm */
-            if (!c->split_dot)
-                tt_resdec_decode(&c->dec, ptr[t], len, rows);
-            else if (c->lut_pass)
+            if (!c->split_dot) {
+                if (idx->vscale)
+                    tt_resdec_decode_scaled(&c->dec, ptr[t], len, NULL, NULL, NULL,
+                                            idx->vscale_k0, idx->vscale + v0, rows);
+                else
+                    tt_resdec_decode(&c->dec, ptr[t], len, rows);
+                continue;
+            }
+            if (c->lut_pass)
                 tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR + r0 * c->nqp);
             else
                 tt_resdec_dot(&c->dec, ptr[t], len, c->Qp, c->nqp, c->R,
                               c->QR + r0 * c->nqp);
+            if (idx->vscale)
+                vscale_products(c, ptr[t], v0, len, c->QR + r0 * c->nqp);
             continue;
         }
         for (uint32_t j = 0; j < len; j++)
             c->gcodes[j] = tt_index_code(idx, v0 + j);
-        tt_score_decode_add(c, ptr[t], len, c->gcodes, rows);
+        tt_score_decode_add(c, ptr[t], len, c->gcodes, v0, rows);
     }
 }
 
@@ -307,6 +345,8 @@ static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
         for (uint32_t j = 0; j < len; j++)
             c->rcodes[j] = tt_index_code(idx, v0 + j);
         tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR);
+        if (idx->vscale)
+            vscale_products(c, ptr[t], v0, len, c->QR);
         float s;
         tt_maxsim_group_split(c->Qp, NULL, c->nq, c->nqp, idx->dim, NULL, &len, 1, c->rcodes, c->St,
                               c->QR, &s);
@@ -400,6 +440,6 @@ int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out) {
         return st;
     for (uint32_t j = 0; j < len; j++)
         c->gcodes[j] = tt_index_code(idx, v0 + j);
-    tt_score_decode_add(c, c->rptr[0], len, c->gcodes, out);
+    tt_score_decode_add(c, c->rptr[0], len, c->gcodes, v0, out);
     return TT_OK;
 }

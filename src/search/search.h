@@ -208,9 +208,9 @@ int tt_score_docs(tt_search_ctx *c, const uint64_t *docs, size_t n);
 int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
 /* n packed vectors decoded with their centroids codes[v] added (c + r) into out: from
  * the float16 centroids where the index has them, else the float32 ones (the same
- * floats either way). */
+ * floats either way); v0: the first vector's row (for its residual scale, debias 2). */
 void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t n,
-                         const uint32_t *codes, float *out);
+                         const uint32_t *codes, uint64_t v0, float *out);
 /* The decompressed vectors c + r of document doc (doclens[doc] * dim floats, in the
  * codec's position order) into out; for calibration's pseudo-queries (src/tune/). */
 int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);

@@ -1,12 +1,12 @@
 /* tt_index_compact: every segment merged into one, deleted documents left out, the IVF
- * rebuilt. Without retraining, the live documents' codes, residuals, originals, ids and
- * lengths before token pooling are copied as they are, in row order: a vector's encoding
- * depends only on it and the codebook, so this is what a build over the same documents
- * with this codebook writes (tests/test_store.c compares the two file by file). With
- * retraining, a new codebook is trained on a sample of the live documents (their kept
- * originals, else their decompressed vectors) and every live document re-encoded with
- * it, through the build's own pipeline (which never pools again: pooled vectors are
- * re-encoded as they are). Both stream segment by segment: what stays in memory is per
+ * rebuilt. Without retraining, the live documents' codes, residuals, originals, residual
+ * scales, ids and lengths before token pooling are copied as they are, in row order: a
+ * vector's encoding depends only on it and the codebook, so this is what a build over the
+ * same documents with this codebook writes (tests/test_store.c compares the two file by
+ * file). With retraining, a new codebook is trained on a sample of the live documents
+ * (their kept originals, else their decompressed vectors) and every live document
+ * re-encoded with it, through the build's own pipeline (which never pools again: pooled
+ * vectors are re-encoded as they are). Both stream segment by segment: what stays in memory is per
  * document (lengths, ids, offsets) and per centroid, never the vectors. */
 #include "store/store.h"
 
@@ -16,12 +16,12 @@
 void tt_store_seg_files_init(seg_files *f) {
     memset(f, 0, sizeof *f);
     f->doclens.fd = f->codes.fd = f->residuals.fd = f->ids.fd = f->originals.fd = -1;
-    f->inlens.fd = -1;
+    f->inlens.fd = f->vscale.fd = -1;
 }
 
 void tt_store_seg_files_close(seg_files *f) {
     tt_fmap *all[] = {&f->doclens, &f->codes, &f->residuals, &f->ids, &f->originals,
-                      &f->inlens};
+                      &f->inlens, &f->vscale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->path || all[i]->fd >= 0)
             tt_fmap_close(all[i]);
@@ -97,6 +97,12 @@ int tt_store_seg_files_open(tt_store *s, const tt_index *cb, const tt_manifest_s
             return st;
         if (f->originals.h.payload_bytes != 2ull * cb->dim * N)
             return tt_err(TT_ECORRUPT, "%s: wrong size", f->originals.path);
+    }
+    if (cb->info.debias == TT_DEBIAS_VECTOR) {
+        if ((st = seg_file(s, m, &f->vscale, TT_F_VSCALE, "VSCL", true)))
+            return st;
+        if (f->vscale.h.payload_bytes != 2 * N)
+            return tt_err(TT_ECORRUPT, "%s: wrong size", f->vscale.path);
     }
     return TT_OK;
 }
@@ -215,6 +221,7 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
     const uint32_t cw = cb->code_bytes, rb = cb->res_bytes, ob = 2 * cb->dim;
     const bool orig = cb->info.keep_originals;
     vf.sb = tt_codec_sketch_bytes(&cb->codec);
+    vf.vs = cb->info.debias == TT_DEBIAS_VECTOR;
     if ((st = tt_vec_files_open(b, &vf, orig)))
         goto done;
     uint32_t maxlen = 0;
@@ -248,6 +255,9 @@ static int copy_segments(tt_store *s, const tt_index *cb, const live_set *l, bui
                                                    rb)) ||
                 (orig && (st = tt_fw_write(&vf.originals, f.originals.payload + v * ob,
                                            (size_t)(len * ob)))))
+                break;
+            if (vf.vs && (st = tt_fw_write(&vf.vscale, f.vscale.payload + v * 2,
+                                           (size_t)(len * 2))))
                 break;
             tt_build_ivf_count(b, ids, l->doc_vec0[d], len);
             if ((d & 4095) == 0 && (st = tt_build_progress(b, "compact", d, l->ndocs)))
@@ -306,6 +316,10 @@ static int read_live(void *user, uint64_t v0, uint64_t n, float *out) {
                     return tt_err(TT_ECORRUPT, "%s: damaged code", r->f.codes.path);
                 tt_codec_decode(&r->cb->codec,
                                 r->f.residuals.payload + (sv + j) * r->cb->res_bytes, r->res);
+                if (r->f.vscale.payload)
+                    tt_codec_scale(&r->cb->codec,
+                                   tt_f16_to_f32(tt_rd16(r->f.vscale.payload + (sv + j) * 2)),
+                                   r->res);
                 const float *cen = r->cb->centroids + (uint64_t)c * dim;
                 for (uint32_t k = 0; k < dim; k++)
                     pos[k] = cen[k] + r->res[k];

@@ -2,11 +2,11 @@
  * re-encoding. The live documents of every source shard, in global row order, are cut
  * into S consecutive ranges (as a build cuts its input: [D*s/S, D*(s+1)/S)); each new
  * shard gets a copy of the shared codebook and one segment whose codes, residuals,
- * originals, ids and lengths are copied document by document from the source, with its
- * IVF rebuilt from the codes (what compact.c does for one index). The result is
- * written into OUT.tmp-* and published as a build's (index/publish.c: OUT's lock, --force
- * only over tartan's own files); the source is only read (each part's writer lock is
- * held meanwhile, so no change runs under the copy).
+ * originals, residual scales, ids and lengths are copied document by document from the
+ * source, with its IVF rebuilt from the codes (what compact.c does for one index). The
+ * result is written into OUT.tmp-* and published as a build's (index/publish.c: OUT's
+ * lock, --force only over tartan's own files); the source is only read (each part's
+ * writer lock is held meanwhile, so no change runs under the copy).
  *
  * Sparse postings: the live documents' sparse vectors of every part are read into one
  * set in global row order (as a compaction reads them), and each new shard gets those
@@ -231,7 +231,7 @@ static int range_make(const reshard *rs, uint64_t g0, uint64_t g1, uint32_t dim,
     return TT_OK;
 }
 
-/* Copies the codes, residuals (and originals) of documents [g0, g1) into the segment
+/* Copies the codes, residuals (originals, residual scales) of documents [g0, g1) into the segment
  * being written, counting the IVF. */
 static int copy_range(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
     const tt_index *cb = rs->p[0].cb;
@@ -240,6 +240,7 @@ static int copy_range(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
     tt_vec_files vf = TT_VEC_FILES_INIT;
     uint32_t *ids = NULL;
     vf.sb = tt_codec_sketch_bytes(&cb->codec);
+    vf.vs = cb->info.debias == TT_DEBIAS_VECTOR;
     int st = tt_vec_files_open(b, &vf, orig);
     uint32_t maxlen = 1;
     for (uint64_t d = 0; d < b->in->num_docs; d++)
@@ -274,7 +275,9 @@ static int copy_range(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
             (st = tt_vec_files_write_residuals(&vf, rs->f.residuals.payload + v * rb, len,
                                                rb)) ||
             (orig && (st = tt_fw_write(&vf.originals, rs->f.originals.payload + v * ob,
-                                       (size_t)(len * ob)))))
+                                       (size_t)(len * ob)))) ||
+            (vf.vs && (st = tt_fw_write(&vf.vscale, rs->f.vscale.payload + v * 2,
+                                        (size_t)(len * 2)))))
             break;
         tt_build_ivf_count(b, ids, b->in->doc_vec0[g - g0], len);
         if (((g - g0) & 4095) == 0)

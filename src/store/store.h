@@ -83,6 +83,7 @@ void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_op
 /* One segment's files, mapped while it is copied or read. */
 typedef struct seg_files {
     tt_fmap doclens, codes, residuals, ids, originals, inlens;
+    tt_fmap vscale;           /* with debias 2: each vector's residual scale (float16 LE) */
     const uint64_t *id_off;
     const char *id_data;
     void *ids_made;

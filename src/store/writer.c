@@ -121,6 +121,7 @@ void tt_store_builder(tt_store *s, const tt_index *cb, tt_input *in, tt_build_op
     memset(b, 0, sizeof *b);
     b->op.pfd = b->lock.fd = b->tmp_fd = -1;
     b->o = bo;
+    b->debias = bo->debias;
     b->pool_global = cb->info.pool_global;
     b->pool_threshold = cb->info.pool_threshold;
     b->in = in;
