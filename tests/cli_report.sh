@@ -193,6 +193,21 @@ expect_ok "broken cached index" R --out "$WORK/syn" --variants 2bit
 grep -q "not reusing .*2bit-" "$WORK/err" && ok "broken cached index rebuilt" ||
     bad "broken cache: $(cat "$WORK/err")"
 
+# The debiasing as a variant: each its own index, built with it (the 32-d synthetic
+# vectors have no 8-bit dimension: the default there is debiased tables).
+expect_ok "debiasing variants" R --out "$WORK/syn" --variants 1bit-vector,1bit-table,1bit
+dv=$(sed -n 's/.* 1bit-vector: building //p' "$WORK/err")
+dt=$(sed -n 's/.* 1bit-table: building //p' "$WORK/err")
+[ -n "$dv" ] && [ -n "$dt" ] && [ "$dv" != "$dt" ] &&
+    "$T" info --json "$dv" | grep -q '"debias": "vector"' && [ -f "$dv/vscale.tt" ] &&
+    "$T" info --json "$dt" | grep -q '"debias": "table"' && [ ! -f "$dt/vscale.tt" ] &&
+    grep -q "1-bit (adaptive bits, vector scales)" "$WORK/syn/report.md" &&
+    ok "-vector and -table variants: built as named" ||
+    bad "debiasing variants: $(cat "$WORK/err")"
+R --out "$WORK/syn" --variants 2bit-perdim-vector >"$WORK/out" 2>"$WORK/err"
+[ $? = 2 ] && grep -q "unknown variant '2bit-perdim-vector'" "$WORK/err" &&
+    ok "-vector with the per-dim codec: a usage error" || bad "2bit-perdim-vector: $(cat "$WORK/err")"
+
 # ------------------------------------------------------------------ bad input
 "$PY" - "$WORK" <<'EOF'
 import ast, struct, sys

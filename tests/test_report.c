@@ -61,6 +61,26 @@ START_TEST(variant_names) {
     ck_assert(rp_parse_variant("2bit-shared-pool64", &v));
     ck_assert(v.pool == 64 && v.codec == TT_CODEC_SHARED);
     ck_assert_str_eq(v.name, "2bit-shared-pool64");
+    /* how residuals are debiased: the build's default (auto) unless named, after the
+     * codec and before pooling; per-vector scales need the adaptive codec */
+    ck_assert(rp_parse_variant("2bit", &v) && v.debias == TT_DEBIAS_AUTO);
+    ck_assert(rp_parse_variant("original", &v) && v.debias == TT_DEBIAS_AUTO);
+    ck_assert(rp_parse_variant("1bit-vector", &v));
+    ck_assert(v.nbits == 1 && v.debias == TT_DEBIAS_VECTOR && v.codec == bo.codec_tables);
+    ck_assert_str_eq(v.name, "1bit-vector");
+    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab), "1-bit (adaptive bits, vector scales)");
+    ck_assert(rp_parse_variant("2bit-adaptive-table-pool2", &v));
+    ck_assert(v.debias == TT_DEBIAS_TABLE && v.pool == 2);
+    ck_assert_str_eq(v.name, bo.codec_tables == TT_CODEC_ADAPTIVE ? "2bit-table-pool2"
+                                                                   : "2bit-adaptive-table-pool2");
+    ck_assert_str_eq(rp_variant_label(&v, lab, sizeof lab),
+                     "2-bit (adaptive bits, table scales, pool 2)");
+    ck_assert(rp_parse_variant("4bit-perdim-nodebias", &v));
+    ck_assert(v.debias == TT_DEBIAS_NONE && v.codec == TT_CODEC_PER_DIM);
+    ck_assert_str_eq(v.name, "4bit-perdim-nodebias");
+    ck_assert(!rp_parse_variant("2bit-perdim-vector", &v));
+    ck_assert(!rp_parse_variant("2bit-vector-adaptive", &v)); /* codec first */
+    ck_assert(!rp_parse_variant("2bit-vectors", &v));
     /* one cut for the collection: a decimal factor > 1, canonical as %g */
     ck_assert(rp_parse_variant("2bit-gpool2.5", &v));
     ck_assert(v.nbits == 2 && v.pool == 1 && v.gpool == 2.5);
@@ -172,6 +192,7 @@ static void make_report(rp_report *r, rp_variant *v) {
             v[i].p[m] = ps[i][m];
         }
         v[i].bytes = bytes[i];
+        v[i].debias_used = TT_DEBIAS_TABLE; /* (the original's is not reported) */
         v[i].bits_per_dim = 8.0 * (double)bytes[i] / (4096.0 * 128);
         v[i].recall = i == 0 ? 1.0 : i == 1 ? 0.95 : NAN;
         v[i].latency_p50 = 0.0015 * (i + 1);
@@ -254,14 +275,14 @@ START_TEST(csv) {
     rp_variant v[3];
     make_report(&r, v);
     char *s = render(rp_write_csv, &r);
-    ck_assert_ptr_nonnull(strstr(s, "variant,label,nbits,codec_tables,pool_factor,search,nDCG@10,"
-                                    "nDCG@10_original,nDCG@10_p,Recall@100,"));
+    ck_assert_ptr_nonnull(strstr(s, "variant,label,nbits,codec_tables,debias,pool_factor,search,"
+                                    "nDCG@10,nDCG@10_original,nDCG@10_p,Recall@100,"));
     ck_assert_ptr_nonnull(strstr(s, "recall@100_vs_exact,"));
     /* missing values are empty fields; the original has no p */
-    ck_assert_ptr_nonnull(strstr(s, "\noriginal,original (float16),0,,1,exact,0.500000,0.500000,,"
+    ck_assert_ptr_nonnull(strstr(s, "\noriginal,original (float16),0,,,1,exact,0.500000,0.500000,,"
                                     "0.250000,0.250000,,1048576,1048576,1.0000,16.0000,1.000000,"
                                     "1.5000,10,2.500,false,"));
-    ck_assert_ptr_nonnull(strstr(s, "\n2bit-perdim,2-bit (per-dim tables),2,per-dim,1,plaid,0.400000,"
+    ck_assert_ptr_nonnull(strstr(s, "\n2bit-perdim,2-bit (per-dim tables),2,per-dim,table,1,plaid,0.400000,"
                                     "0.500000,0.01,0.250000,0.250000,1,262144,1048576,4.0000,"
                                     "4.0000,0.950000,3.0000,10,2.500,false,"));
     ck_assert_ptr_nonnull(strstr(s, ",0.0499,524288,1048576,2.0000,8.0000,,4.5000,"));
@@ -279,7 +300,7 @@ START_TEST(csv) {
         line = end + 1;
     }
     ck_assert_uint_eq(lines, 4);
-    ck_assert_uint_eq(want, 6 + 2 * 3 + 11);
+    ck_assert_uint_eq(want, 7 + 2 * 3 + 11);
     free(s);
 }
 END_TEST

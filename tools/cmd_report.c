@@ -62,6 +62,9 @@ static void usage(FILE *f) {
         "                       2 or 4) with the default codec; Nbit-perdim: per-dimension\n"
         "                       tables; Nbit-shared: one table for all dimensions\n"
         "                       (ColBERTv2); Nbit-adaptive: bits allocated per dimension;\n"
+        "                       then -table, -vector or -nodebias: how residuals are\n"
+        "                       debiased (tartan build --debias; default auto), e.g.\n"
+        "                       1bit-vector, 2bit-adaptive-table;\n"
         "                       a -poolF suffix (2bit-pool2, 2bit-adaptive-pool3) pools\n"
         "                       each document's vectors by a factor F first; -gpoolF\n"
         "                       (2bit-gpool2.5) by one cut for the whole collection that\n"
@@ -151,9 +154,10 @@ static uint64_t variant_hash(const build_cfg *c, const rp_variant *v) {
     char buf[256];
     uint64_t h = 0xcbf29ce484222325ull;
     /* The library version is part of the name: a new release may build differently. */
-    snprintf(buf, sizeof buf, "tartan-report-1 %s nbits=%d codec=%d pool=%d%s keep=%d "
+    snprintf(buf, sizeof buf, "tartan-report-1 %s nbits=%d codec=%d pool=%d%s%s keep=%d "
              "centroids=%u seed=%llu normalize=%d bf16=%d files=%zu\n", tt_version_string(),
              v->original ? 1 : v->nbits, v->codec, v->pool, v->gpool > 0 ? v->name : "",
+             v->debias == TT_DEBIAS_AUTO ? "" : v->name,
              v->original, c->centroids,
              (unsigned long long)c->seed, c->normalize, c->bf16, c->nfiles);
     h = fnv1a(h, buf);
@@ -165,6 +169,15 @@ static uint64_t variant_hash(const build_cfg *c, const rp_variant *v) {
         h = hash_file(fnv1a(h, buf), c->sparse_file);
     }
     return h;
+}
+
+/* What TT_DEBIAS_AUTO, the build default the report uses, makes of an index like this
+ * one: per-vector scales where the adaptive codec has 8-bit positions, else debiased
+ * tables (an index built before that default, or otherwise, is built again). */
+static int auto_debias(const tt_index_info *info) {
+    return info->codec_tables == TT_CODEC_ADAPTIVE && info->dims_by_width[8] > 0
+               ? TT_DEBIAS_VECTOR
+               : TT_DEBIAS_TABLE;
 }
 
 /* The variant's index at path: reused when one is there that opens and matches, else
@@ -182,6 +195,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
             why = tt_last_error();
         else if (info.nbits == (uint32_t)(v->original ? 1 : v->nbits) &&
                  info.codec_tables == v->codec && (int)info.pool_factor == v->pool &&
+                 info.debias == (v->debias == TT_DEBIAS_AUTO ? auto_debias(&info) : v->debias) &&
                  info.pool_global == v->gpool &&
                  (info.keep_originals != TT_KEEP_NONE) == v->original &&
                  tt_index_sparse_kind(idx) == c->sparse_kind &&
@@ -205,6 +219,7 @@ static int ensure_index(const char *path, tt_input *in, const build_cfg *c, cons
      * vectors; its compressed part is the cheapest one (1 bit). */
     o.nbits = v->original ? 1 : v->nbits;
     o.codec_tables = v->codec;
+    o.debias = v->debias;
     o.pool_factor = v->pool;
     o.pool_global = v->gpool;
     o.keep_originals = v->original ? TT_KEEP_F16 : TT_KEEP_NONE;
@@ -817,8 +832,10 @@ int cmd_report(int argc, char **argv) {
             if (!rp_parse_variant(list[i], &v)) {
                 rc = cli_usage_error(CMD, "--variants: unknown variant '%s' (original or exact; "
                                      "Nbit with N 1, 2, 3 (adaptive) or 4, then -perdim, -shared "
-                                     "or -adaptive, then -poolF or -gpoolF: 2bit, "
-                                     "2bit-adaptive, 2bit-pool2, 2bit-gpool2.5...)", list[i]);
+                                     "or -adaptive, then -table, -vector (adaptive) or "
+                                     "-nodebias, then -poolF or -gpoolF: 2bit, "
+                                     "2bit-adaptive, 1bit-vector, 2bit-pool2, 2bit-gpool2.5...)",
+                                     list[i]);
                 cli_free_list(list);
                 goto done;
             }
@@ -1100,6 +1117,7 @@ int cmd_report(int argc, char **argv) {
         v->latency_p50 = so_out->p50;
         v->latency_queries = so_out->timed;
         v->bytes = v->original ? info.bytes_f16 : info.bytes_index;
+        v->debias_used = info.debias;
         /* Over the vectors as given (before any pooling), like the original's storage. */
         v->bits_per_dim = 8.0 * (double)v->bytes / ((double)info.input_vectors * info.dim);
         if (v->original) {

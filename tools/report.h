@@ -20,14 +20,18 @@ enum { RP_MAX_METRICS = 16 };
 /* A variant name (doc/report.md): "original" (or "exact"), or "<n>bit" with n in
  * {1, 2, 3, 4} (3: adaptive codec only), then optionally the codec, "-perdim"
  * (per-dimension tables), "-shared" (one table for every dimension, as ColBERTv2) or
- * "-adaptive" (bits allocated per dimension), then optionally "-pool<F>" (token pooling
- * with factor F, 2..64). Without a codec the variant uses tartan's default codec, and
- * its canonical name leaves it out. */
+ * "-adaptive" (bits allocated per dimension), then optionally the debiasing, "-table"
+ * (each table's weights scaled), "-vector" (one scale per vector; adaptive codec only)
+ * or "-nodebias", then optionally "-pool<F>" (token pooling with factor F, 2..64).
+ * Without a codec or debiasing the variant uses tartan's defaults (the adaptive codec;
+ * TT_DEBIAS_AUTO), and its canonical name leaves them out. */
 typedef struct rp_variant {
     char name[32];          /* canonical name, e.g. "2bit-shared", "2bit-adaptive-pool2" */
     bool original;          /* uncompressed float16 vectors, exact MaxSim */
     int nbits;              /* 0 for the original */
     int codec;              /* TT_CODEC_PER_DIM, TT_CODEC_SHARED or TT_CODEC_ADAPTIVE */
+    int debias;             /* tt_debias (TT_DEBIAS_AUTO: the build's default) */
+    int debias_used;        /* result: what the variant's index has (auto resolved) */
     int pool;               /* token pooling factor of the documents (1: none) */
     double gpool;           /* pooling by one cut keeping ~1/gpool of the vectors (0: none;
                                "-gpool2.5") */

@@ -31,6 +31,7 @@ static const char *codec_suffix(int codec) {
 bool rp_parse_variant(const char *s, rp_variant *v) {
     memset(v, 0, sizeof *v);
     v->pool = 1;
+    v->debias = TT_DEBIAS_AUTO;
     if (!strcmp(s, "original") || !strcmp(s, "exact")) {
         v->original = true;
         snprintf(v->name, sizeof v->name, "original");
@@ -51,6 +52,19 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
                 break;
             }
         }
+        static const struct { const char *suffix; int debias; } debiases[] = {
+            {"-table", TT_DEBIAS_TABLE}, {"-vector", TT_DEBIAS_VECTOR},
+            {"-nodebias", TT_DEBIAS_NONE}};
+        for (size_t i = 0; i < sizeof debiases / sizeof debiases[0]; i++) {
+            size_t n = strlen(debiases[i].suffix);
+            if (!strncmp(rest, debiases[i].suffix, n) && (rest[n] == '\0' || rest[n] == '-')) {
+                v->debias = debiases[i].debias;
+                rest += n;
+                break;
+            }
+        }
+        if (v->debias == TT_DEBIAS_VECTOR && v->codec != TT_CODEC_ADAPTIVE)
+            return false; /* per-vector scales exist for the adaptive codec only */
         if (!strncmp(rest, "-pool", 5)) {
             const char *d = rest + 5;
             int f = 0;
@@ -85,8 +99,10 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
             snprintf(pool, sizeof pool, "-pool%d", v->pool);
         else if (v->gpool > 0)
             snprintf(pool, sizeof pool, "-gpool%g", v->gpool);
-        snprintf(v->name, sizeof v->name, "%dbit%s%s", v->nbits,
-                 v->codec == default_codec() ? "" : codec_suffix(v->codec), pool);
+        static const char *const debias_suffix[] = {"-nodebias", "-table", "-vector"};
+        snprintf(v->name, sizeof v->name, "%dbit%s%s%s", v->nbits,
+                 v->codec == default_codec() ? "" : codec_suffix(v->codec),
+                 v->debias == TT_DEBIAS_AUTO ? "" : debias_suffix[v->debias], pool);
     }
     for (size_t m = 0; m < RP_MAX_METRICS; m++)
         v->p[m] = v->s_value[m] = v->h_value[m] = v->s_p[m] = v->h_p[m] = NAN;
@@ -103,15 +119,26 @@ const char *rp_codec_name(int codec) {
 
 const char *rp_variant_label(const rp_variant *v, char *buf, size_t len) {
     static const char *const what[] = {"shared table", "per-dim tables", "adaptive bits"};
+    static const char *const how[] = {", weights as trained", ", table scales",
+                                      ", vector scales"};
+    const char *d = v->debias == TT_DEBIAS_AUTO ? "" : how[v->debias];
     if (v->original)
         snprintf(buf, len, "original (float16)");
     else if (v->pool > 1)
-        snprintf(buf, len, "%d-bit (%s, pool %d)", v->nbits, what[v->codec], v->pool);
+        snprintf(buf, len, "%d-bit (%s%s, pool %d)", v->nbits, what[v->codec], d, v->pool);
     else if (v->gpool > 0)
-        snprintf(buf, len, "%d-bit (%s, one-cut pool %g)", v->nbits, what[v->codec], v->gpool);
+        snprintf(buf, len, "%d-bit (%s%s, one-cut pool %g)", v->nbits, what[v->codec], d,
+                 v->gpool);
     else
-        snprintf(buf, len, "%d-bit (%s)", v->nbits, what[v->codec]);
+        snprintf(buf, len, "%d-bit (%s%s)", v->nbits, what[v->codec], d);
     return buf;
+}
+
+/* The debiasing the variant's index has, as `tartan info --json` names it ("" for the
+ * original and for a value this tartan does not know). */
+static const char *debias_name(const rp_variant *v) {
+    static const char *const names[] = {"none", "table", "vector"};
+    return v->original || v->debias_used < 0 || v->debias_used > 2 ? "" : names[v->debias_used];
 }
 
 static double ratio_of(const rp_report *r, const rp_variant *v) {
@@ -386,7 +413,7 @@ static void csv_num(FILE *f, int digits, double x) {
 
 int rp_write_csv(FILE *f, const rp_report *r) {
     char lab[64];
-    fputs("variant,label,nbits,codec_tables,pool_factor,search", f);
+    fputs("variant,label,nbits,codec_tables,debias,pool_factor,search", f);
     for (size_t m = 0; m < r->nmetrics; m++)
         fprintf(f, ",%s,%s_original,%s_p", r->metric[m], r->metric[m], r->metric[m]);
     for (size_t m = 0; r->hybrid && m < r->nmetrics; m++)
@@ -403,8 +430,8 @@ int rp_write_csv(FILE *f, const rp_report *r) {
         csv_field(f, v->name);
         fputc(',', f);
         csv_field(f, rp_variant_label(v, lab, sizeof lab));
-        fprintf(f, ",%d,%s,%d,%s", v->nbits, v->original ? "" : rp_codec_name(v->codec),
-                v->pool, v->original ? "exact" : "plaid");
+        fprintf(f, ",%d,%s,%s,%d,%s", v->nbits, v->original ? "" : rp_codec_name(v->codec),
+                debias_name(v), v->pool, v->original ? "exact" : "plaid");
         for (size_t m = 0; m < r->nmetrics; m++) {
             csv_num(f, 6, v->value[m]);
             csv_num(f, 6, o->value[m]);
@@ -529,6 +556,11 @@ int rp_write_json(FILE *f, const rp_report *r) {
             fputs("null", f);
         else
             json_str(f, rp_codec_name(v->codec));
+        fputs(", \"debias\": ", f);
+        if (*debias_name(v))
+            json_str(f, debias_name(v));
+        else
+            fputs("null", f);
         fprintf(f, ", \"pool_factor\": %d, \"pool_global\": %g, \"search\": \"%s\",\n",
                 v->pool, v->gpool, v->original ? "exact" : "plaid");
         const char *sep[] = {"metrics", "original_metrics", "p_values"};
