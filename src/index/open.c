@@ -1145,7 +1145,8 @@ int tt_index_get_info(const tt_index *idx, tt_index_info *out) {
 
 static uint64_t segment_bytes(const tt_segment *sg) {
     return sg->f_doclens.size + sg->f_codes.size + sg->f_residuals.size + sg->f_ivf.size +
-           sg->f_ids.size + sg->f_idmap.size + sg->inlens_bytes + sg->f_sketch.size;
+           sg->f_ids.size + sg->f_idmap.size + sg->inlens_bytes + sg->f_sketch.size +
+           sg->f_vscale.size;
 }
 
 int tt_index_segment_info(const tt_index *idx, uint32_t i, tt_segment_info *out) {
