@@ -1,12 +1,13 @@
 /* Fuzz target: every reader of an index directory (tt_index_open, tt_index_verify) and
- * a search over whatever opened. A small valid index (external ids, float16
- * originals, 2-bit per-dimension codec) is built once at startup; each input says how
- * to damage a copy of it:
+ * a search over whatever opened. Two small valid indexes (external ids, float16
+ * originals, the 2-bit adaptive codec; the second with one residual scale per vector,
+ * vscale.tt) are built once at startup; each input says how to damage a copy of one:
  *
  *   byte 0  flags: 1 fix the payload size and hash in every file header, 2 fix every
  *           header checksum, 4 fix the MANIFEST (sizes, hashes, its own checksums),
  *           8 also run tt_index_verify, 16 open with TT_IO_AUTO (io_uring) instead of
- *           mmap, 32 search the index (every mode) when it opens
+ *           mmap, 32 search the index (every mode) when it opens, 64 start from the
+ *           index with per-vector scales
  *   byte 1  bit 7 set: replace file (byte 1 & 15) % NFILES by the rest of the input;
  *           else the rest is a list of 12-byte edits {file u8, op u8, offset u16 LE,
  *           value u64 LE} applied in order (see apply_edit).
@@ -31,10 +32,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define NFILES 10
+#define NFILES 11
 static const char *const names[NFILES] = {
     TT_F_MANIFEST, TT_F_META, TT_F_CENTROIDS, TT_F_CODEC, TT_F_DOCLENS,
-    TT_F_CODES,    TT_F_RESIDUALS, TT_F_IVF, TT_F_IDS, TT_F_ORIGINALS};
+    TT_F_CODES,    TT_F_RESIDUALS, TT_F_IVF, TT_F_IDS, TT_F_ORIGINALS, TT_F_VSCALE};
 
 typedef struct buf {
     uint8_t *p;
@@ -42,7 +43,7 @@ typedef struct buf {
     int present;
 } buf;
 
-static buf base[NFILES], cur[NFILES];
+static buf base[2][NFILES], cur[NFILES]; /* base[1]: with vscale.tt */
 static char work[600];
 enum { DIM = 16, NDOCS = 48 };
 static float query[4 * DIM];
@@ -78,8 +79,8 @@ static void buf_resize(buf *b, size_t n, uint8_t fill) {
     b->n = n;
 }
 
-/* Builds the base index from a deterministic clustered corpus. */
-static void build_base(void) {
+/* Builds base index vs (1: per-vector scales) from a deterministic clustered corpus. */
+static void build_base(int vs) {
     char vpath[700], lpath[700], ipath[700], out[700];
     snprintf(vpath, sizeof vpath, "%s/v.npy", fz_dir());
     snprintf(lpath, sizeof lpath, "%s/l.npy", fz_dir());
@@ -121,6 +122,8 @@ static void build_base(void) {
     o.keep_originals = TT_KEEP_F16;
     o.kmeans_iters = 4;
     o.encoder = "fuzz";
+    o.codec_tables = TT_CODEC_ADAPTIVE;
+    o.debias = vs ? TT_DEBIAS_VECTOR : TT_DEBIAS_TABLE;
     if (tt_build(out, in, &o, NULL))
         die("tt_build");
     tt_input_free(in);
@@ -129,11 +132,12 @@ static void build_base(void) {
         snprintf(p, sizeof p, "%s/%s", out, names[i]);
         size_t n;
         uint8_t *data = fz_read(p, &n);
-        if (!data) {
+        if (!data && (vs || strcmp(names[i], TT_F_VSCALE))) {
             fprintf(stderr, "fuzz_index: %s missing from the base index\n", p);
             abort();
         }
-        buf_set(&base[i], data, n);
+        if (data)
+            buf_set(&base[vs][i], data, n);
         free(data);
     }
     fz_rmdir(out);
@@ -142,27 +146,33 @@ static void build_base(void) {
 static void write_seeds(const char *dir) {
     mkdir(dir, 0755);
     size_t most = 14;
-    for (int i = 0; i < NFILES; i++)
-        most = base[i].n + 2 > most ? base[i].n + 2 : most;
+    for (int vs = 0; vs < 2; vs++)
+        for (int i = 0; i < NFILES; i++)
+            most = base[vs][i].n + 2 > most ? base[vs][i].n + 2 : most;
     uint8_t *s = malloc(most);
     char p[4096];
     if (!s)
         abort();
-    /* the intact index, checked and searched */
-    s[0] = 0x07 | 0x08 | 0x20;
-    s[1] = 0;
-    snprintf(p, sizeof p, "%s/intact", dir);
-    FILE *f = fopen(p, "wb");
-    if (!f || fwrite(s, 1, 2, f) != 2 || fclose(f))
-        abort();
-    /* each file in replace mode, so that mutations work on its bytes */
+    /* the intact indexes, checked and searched */
+    FILE *f;
+    for (int vs = 0; vs < 2; vs++) {
+        s[0] = (uint8_t)(0x07 | 0x08 | 0x20 | (vs ? 0x40 : 0));
+        s[1] = 0;
+        snprintf(p, sizeof p, "%s/intact%s", dir, vs ? "-vscale" : "");
+        f = fopen(p, "wb");
+        if (!f || fwrite(s, 1, 2, f) != 2 || fclose(f))
+            abort();
+    }
+    /* each file in replace mode, so that mutations work on its bytes (the scales in
+     * the index that has them) */
     for (int i = 0; i < NFILES; i++) {
-        s[0] = 0x07 | 0x20;
+        const buf *b = &base[i == NFILES - 1][i];
+        s[0] = (uint8_t)(0x07 | 0x20 | (i == NFILES - 1 ? 0x40 : 0));
         s[1] = (uint8_t)(0x80 | i);
-        memcpy(s + 2, base[i].p, base[i].n);
+        memcpy(s + 2, b->p, b->n);
         snprintf(p, sizeof p, "%s/replace-%s", dir, names[i]);
         f = fopen(p, "wb");
-        if (!f || fwrite(s, 1, 2 + base[i].n, f) != 2 + base[i].n || fclose(f))
+        if (!f || fwrite(s, 1, 2 + b->n, f) != 2 + b->n || fclose(f))
             abort();
     }
     /* a few header-count edits (op 2: u64 at offset) with every fix-up */
@@ -189,7 +199,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     tt_blas_set_threads(1); /* one core per fuzzer process: idle BLAS threads spin */
-    build_base();
+    build_base(0);
+    build_base(1);
     snprintf(work, sizeof work, "%s/idx", fz_dir());
     const char *seeds = getenv("TT_FUZZ_WRITE_SEEDS");
     if (seeds && *seeds) {
@@ -354,8 +365,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2)
         return 0;
     uint8_t flags = data[0];
-    for (int i = 0; i < NFILES; i++)
-        buf_set(&cur[i], base[i].p, base[i].n);
+    for (int i = 0; i < NFILES; i++) {
+        const buf *b = &base[flags & 64 ? 1 : 0][i];
+        buf_set(&cur[i], b->p, b->n);
+        cur[i].present = b->present;
+    }
     if (data[1] & 0x80) {
         buf_set(&cur[(data[1] & 15) % NFILES], data + 2, size - 2);
     } else {
