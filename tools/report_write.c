@@ -28,6 +28,24 @@ static const char *codec_suffix(int codec) {
                                                                             : "-perdim";
 }
 
+typedef struct name_value {
+    const char *name;
+    int value;
+} name_value;
+
+/* If *rest starts with one of the names (NULL-terminated table) followed by its end or
+ * '-': that name's value into *out, and *rest past it. */
+static void take_suffix(const char **rest, const name_value *t, int *out) {
+    for (; t->name; t++) {
+        size_t n = strlen(t->name);
+        if (!strncmp(*rest, t->name, n) && ((*rest)[n] == '\0' || (*rest)[n] == '-')) {
+            *out = t->value;
+            *rest += n;
+            return;
+        }
+    }
+}
+
 bool rp_parse_variant(const char *s, rp_variant *v) {
     memset(v, 0, sizeof *v);
     v->pool = 1;
@@ -40,29 +58,15 @@ bool rp_parse_variant(const char *s, rp_variant *v) {
             return false;
         v->nbits = s[0] - '0';
         const char *rest = s + 4;
-        static const struct { const char *suffix; int codec; } codecs[] = {
+        static const name_value codecs[] = {
             {"-shared", TT_CODEC_SHARED}, {"-adaptive", TT_CODEC_ADAPTIVE},
-            {"-perdim", TT_CODEC_PER_DIM}, {"-per-dim", TT_CODEC_PER_DIM}};
-        v->codec = default_codec();
-        for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) {
-            size_t n = strlen(codecs[i].suffix);
-            if (!strncmp(rest, codecs[i].suffix, n) && (rest[n] == '\0' || rest[n] == '-')) {
-                v->codec = codecs[i].codec;
-                rest += n;
-                break;
-            }
-        }
-        static const struct { const char *suffix; int debias; } debiases[] = {
+            {"-perdim", TT_CODEC_PER_DIM}, {"-per-dim", TT_CODEC_PER_DIM}, {NULL, 0}};
+        static const name_value debiases[] = {
             {"-table", TT_DEBIAS_TABLE}, {"-vector", TT_DEBIAS_VECTOR},
-            {"-nodebias", TT_DEBIAS_NONE}};
-        for (size_t i = 0; i < sizeof debiases / sizeof debiases[0]; i++) {
-            size_t n = strlen(debiases[i].suffix);
-            if (!strncmp(rest, debiases[i].suffix, n) && (rest[n] == '\0' || rest[n] == '-')) {
-                v->debias = debiases[i].debias;
-                rest += n;
-                break;
-            }
-        }
+            {"-nodebias", TT_DEBIAS_NONE}, {NULL, 0}};
+        v->codec = default_codec();
+        take_suffix(&rest, codecs, &v->codec);
+        take_suffix(&rest, debiases, &v->debias);
         if (v->debias == TT_DEBIAS_VECTOR && v->codec != TT_CODEC_ADAPTIVE)
             return false; /* per-vector scales exist for the adaptive codec only */
         if (!strncmp(rest, "-pool", 5)) {

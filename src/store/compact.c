@@ -6,8 +6,8 @@
  * file). With retraining, a new codebook is trained on a sample of the live documents
  * (their kept originals, else their decompressed vectors) and every live document
  * re-encoded with it, through the build's own pipeline (which never pools again: pooled
- * vectors are re-encoded as they are). Both stream segment by segment: what stays in memory is per
- * document (lengths, ids, offsets) and per centroid, never the vectors. */
+ * vectors are re-encoded as they are). Both stream segment by segment: what stays in
+ * memory is per document (lengths, ids, offsets) and per centroid, never the vectors. */
 #include "store/store.h"
 
 #include <stdio.h>

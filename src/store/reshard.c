@@ -231,8 +231,8 @@ static int range_make(const reshard *rs, uint64_t g0, uint64_t g1, uint32_t dim,
     return TT_OK;
 }
 
-/* Copies the codes, residuals (originals, residual scales) of documents [g0, g1) into the segment
- * being written, counting the IVF. */
+/* Copies the codes, residuals (originals, residual scales) of documents [g0, g1) into
+ * the segment being written, counting the IVF. */
 static int copy_range(reshard *rs, builder *b, uint64_t g0, uint64_t g1) {
     const tt_index *cb = rs->p[0].cb;
     const uint32_t cw = cb->code_bytes, rb = cb->res_bytes, ob = 2 * cb->dim;
