@@ -763,7 +763,8 @@ typedef struct tt_tuned {
     double recall;         /* mean recall@k against exhaustive search on the calibration
                             * queries, with these parameters */
     double ms;             /* their mean CPU time per query (ms, one thread), as measured */
-    int reached;           /* recall >= the target; 0: the best recall the grid had */
+    int reached;           /* recall and first reach the target; 0: the best recall the
+                            * grid had */
     int sketch;            /* 1: with the index's residual sketch (or it has none); 0: the
                             * calibration found search better without it */
     /* Appended in library version 2:0:0: exhaustive search as a calibrated choice. */
@@ -777,6 +778,11 @@ typedef struct tt_tuned {
     /* Appended in library version 3:0:0 (doc/search.md, "Centroid groups"). */
     uint32_t centroid_groups; /* groups probed per query vector in stage 1 (0: every
                             * centroid scored): tt_search_options.centroid_groups */
+    /* Appended in library version 6:0:0 (doc/search.md, "Calibrated defaults"). */
+    double first;          /* share of the calibration queries whose first document by
+                            * exhaustive search is in these parameters' top k (reached
+                            * needs it at the target too); -1: not measured (a tune.tt
+                            * written before it was) */
 } tt_tuned;
 
 /* An index's calibration (tune.tt), as tt_index_tune measured it. */

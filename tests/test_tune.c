@@ -99,6 +99,7 @@ static void assert_same_set(const tt_tuned *a, const tt_tuned *b) {
     ck_assert_float_eq_tol(a->prune_ratio, b->prune_ratio, 1e-4);
     ck_assert_float_eq_tol(a->rerank_margin, b->rerank_margin, 1e-4);
     ck_assert_double_eq_tol(a->recall, b->recall, 1e-4); /* stored with 4 decimals */
+    ck_assert_double_eq_tol(a->first, b->first, 1e-4);
     ck_assert_int_eq(a->reached, b->reached);
     ck_assert_int_eq(a->exhaustive, b->exhaustive);
 }
@@ -173,8 +174,23 @@ START_TEST(reached_with_confidence) {
     ck_assert(tt_calib_reaches(&c, 100, 0.956, 0.95));
     ck_assert(tt_calib_reaches(&c, 10, 1.0, 1.0)); /* a perfect recall needs no margin */
     ck_assert(!tt_calib_reaches(&c, 10, 0.999, 1.0));
+    /* A set must also keep exhaustive search's first document for the target's share of
+     * the queries (the mean), whatever its recall; -1 (a tune.tt older than that
+     * figure): its recall alone. */
+    tt_tuned t = {.k = 10, .recall = 1.0, .first = 0.94};
+    ck_assert(!tt_calib_set_reaches(&c, &t, 0.95));
+    t.first = 0.95;
+    ck_assert(tt_calib_set_reaches(&c, &t, 0.95));
+    t.first = -1;
+    ck_assert(tt_calib_set_reaches(&c, &t, 0.95));
+    t.first = 1;
+    t.recall = 0.958;
+    ck_assert(!tt_calib_set_reaches(&c, &t, 0.95));
+    t.recall = 0.964;
+    ck_assert(tt_calib_set_reaches(&c, &t, 0.95));
     c.nq = 0;
     ck_assert(!tt_calib_reaches(&c, 10, 1.0, 0.5)); /* no queries: nothing is reached */
+    ck_assert(!tt_calib_set_reaches(&c, &t, 0.5));
     /* what the calibration stores obeys it: reaches_target_on_held_out_queries */
 }
 END_TEST
@@ -195,8 +211,9 @@ START_TEST(reaches_target_on_held_out_queries) {
     /* the stored `reached` is the confidence rule (reached_with_confidence) on the
      * calibration's own queries */
     const tt_calib qc = {.nq = t.num_queries};
-    ck_assert_int_eq(t.k10.reached, tt_calib_reaches(&qc, 10, t.k10.recall, o.target_recall));
-    ck_assert_int_eq(t.k100.reached, tt_calib_reaches(&qc, 100, t.k100.recall, o.target_recall));
+    ck_assert_int_eq(t.k10.reached, tt_calib_set_reaches(&qc, &t.k10, o.target_recall));
+    ck_assert_int_eq(t.k100.reached, tt_calib_set_reaches(&qc, &t.k100, o.target_recall));
+    ck_assert(t.k10.first >= 0 && t.k10.first <= 1 && t.k100.first >= 0 && t.k100.first <= 1);
     tt_index *idx = NULL;
     ck_assert_int_eq(tt_index_open(&idx, a, NULL), TT_OK);
     tt_calib c;
@@ -208,6 +225,38 @@ START_TEST(reaches_target_on_held_out_queries) {
     ck_assert_int_eq(tt_calib_measure(&c, 10, t.k10.nprobe, t.k10.ndocs, t.k10.prune_ratio, t.k10.rerank_margin, t.k10.sketch, &m,
                                       &cost_tuned), TT_OK);
     ck_assert_msg(m.recall >= 0.9 - 0.05, "held-out recall@10 %.3f", m.recall);
+    ck_assert_msg(m.first >= 0.9 - 0.05, "held-out first kept %.3f", m.first);
+    /* first, by its definition: each query's first document by exhaustive search (its
+     * own search, not the calibration's one-pass reference) among the set's top 10 */
+    {
+        tt_search_ctx *ctx = NULL;
+        ck_assert_int_eq(tt_search_ctx_new(idx, &ctx), TT_OK);
+        tt_search_options ex, so;
+        tt_search_options_init(&ex);
+        ex.mode = TT_MODE_EXHAUSTIVE;
+        ex.tuned = 0;
+        tt_search_options_init(&so);
+        so.nprobe = t.k10.nprobe;
+        so.ndocs = t.k10.ndocs;
+        so.pruning = TT_PRUNE_RELATIVE;
+        so.prune_ratio = t.k10.prune_ratio;
+        so.rerank_margin = t.k10.rerank_margin;
+        so.sketch = t.k10.sketch;
+        so.tuned = 0;
+        tt_hit eh[10], ph[10];
+        uint32_t ne, np, kept = 0;
+        for (uint64_t q = 0; q < c.nq; q++) {
+            const float *Q = c.Q + c.qoffs[q] * idx->dim;
+            ck_assert_int_eq(tt_search(idx, ctx, Q, c.qlens[q], 10, &ex, eh, &ne), TT_OK);
+            ck_assert_int_eq(tt_search(idx, ctx, Q, c.qlens[q], 10, &so, ph, &np), TT_OK);
+            bool in = ne == 0;
+            for (uint32_t j = 0; j < np && !in; j++)
+                in = ph[j].doc == eh[0].doc;
+            kept += in;
+        }
+        ck_assert_double_eq_tol(m.first, (double)kept / (double)c.nq, 1e-12);
+        tt_search_ctx_free(ctx);
+    }
     /* ColBERTv2's table on the same queries, for the record of what calibration buys. */
     tt_tuned dflt;
     double cost_d;
@@ -222,7 +271,7 @@ START_TEST(reaches_target_on_held_out_queries) {
         ck_assert_int_eq(tt_calib_measure(&c, 10, t.k10.nprobe, t.k10.ndocs, t.k10.prune_ratio,
                                           t.k10.rerank_margin, t.k10.sketch, &m2, &cost2),
                          TT_OK);
-        ck_assert(m2.recall == m.recall && cost2 == cost_tuned);
+        ck_assert(m2.recall == m.recall && m2.first == m.first && cost2 == cost_tuned);
     }
     tt_calib_free(&c);
     tt_index_close(idx);
@@ -756,10 +805,11 @@ START_TEST(groups_format_round_trip) {
     t.live_docs = 1000;
     t.generation = 3;
     tt_tuned set = {.k = 10, .nprobe = 2, .ndocs = 256, .rerank_margin = 1, .recall = 0.97,
-                    .ms = 3.5, .reached = 1, .sketch = 1, .centroid_groups = 2};
+                    .ms = 3.5, .reached = 1, .sketch = 1, .centroid_groups = 2, .first = 0.875};
     t.k10 = set;
     set.k = 100;
     set.centroid_groups = 0;
+    set.first = -1; /* not measured: no line, read back as -1 */
     t.k100 = set;
     t.centroid_groups = 3;
     char *text;
@@ -771,6 +821,10 @@ START_TEST(groups_format_round_trip) {
     ck_assert_uint_eq(back.centroid_groups, 3);
     ck_assert_uint_eq(back.k10.centroid_groups, 2);
     ck_assert_uint_eq(back.k100.centroid_groups, 0);
+    ck_assert_double_eq(back.k10.first, 0.875);
+    ck_assert_double_eq(back.k100.first, -1);
+    ck_assert_ptr_nonnull(strstr(text, "k10_first=0.8750\n"));
+    ck_assert_ptr_null(strstr(text, "k100_first"));
     ck_assert_ptr_nonnull(g);
     ck_assert_mem_eq(g, group_of, sizeof group_of);
     free(g);
@@ -791,7 +845,7 @@ START_TEST(groups_format_round_trip) {
     struct damaged {
         const char *what, *key;
         char *text;
-    } bad[6];
+    } bad[8];
     size_t nb = 0;
     char *x;
     /* a group id out of range */
@@ -824,6 +878,14 @@ START_TEST(groups_format_round_trip) {
     char *cg = strstr(x, "centroid_groups=3");
     cg[strlen("centroid_groups=")] = '9';
     bad[nb++] = (struct damaged){"a group without centroids ok, 9 of 40", NULL, x};
+    /* a share of first documents past 1, and one for short sets that are not there */
+    x = strdup(text);
+    char *fk = strstr(x, "k10_first=0.8750");
+    fk[strlen("k10_first=")] = '1';
+    bad[nb++] = (struct damaged){"first > 1", "k10_first", x};
+    x = malloc(strlen(text2) + 32);
+    sprintf(x, "%sk10_short_first=0.5\n", text2);
+    bad[nb++] = (struct damaged){"first of a short set without short sets", "k10_short_first", x};
     for (size_t i = 0; i < nb; i++) {
         int st = parse_text(bad[i].text, K, &back, &g);
         if (!bad[i].key) { /* 9 groups parse; the table refuses the empty ones at open */

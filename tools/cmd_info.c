@@ -21,6 +21,14 @@ static const char *debias_json(int debias) {
     return debias == TT_DEBIAS_TABLE ? "\"table\"" : debias == TT_DEBIAS_VECTOR ? "\"vector\"" : "null";
 }
 
+/* A set's share of first documents kept, as JSON: null where tune.tt predates it. */
+static const char *first_json(const tt_tuned *t, char *buf) {
+    if (t->first < 0)
+        return "null";
+    snprintf(buf, 16, "%.4f", t->first);
+    return buf;
+}
+
 static void print_json(const char *dir, const tt_index *idx, const tt_index_info *in) {
     printf("{\n  \"path\": ");
     cli_json_string(stdout, dir);
@@ -125,17 +133,19 @@ static void print_json(const char *dir, const tt_index *idx, const tt_index_info
            (unsigned long long)t.live_docs, (unsigned long long)t.generation,
            t.cost == TT_TUNE_COST_WORK ? "work" : "time");
     const tt_tuned *sets[4] = {&t.k10, &t.k100, &t.k10_short, &t.k100_short};
+    char fj[4][16];
     if (t.short_len)
         printf(", \"short_len\": %u", t.short_len);
     printf(", \"centroid_groups\": %u", t.centroid_groups);
     for (int i = 0; i < (t.short_len ? 4 : 2); i++)
         printf(",\n    \"k%u%s\": {\"nprobe\": %d, \"ndocs\": %u, \"prune_ratio\": %.4f, "
-               "\"rerank_margin\": %.4f, \"sketch\": %s, \"recall\": %.4f, \"ms\": %.4f, "
-               "\"reached\": %s, \"exhaustive\": %s, \"exhaustive_ms\": %.4f, "
+               "\"rerank_margin\": %.4f, \"sketch\": %s, \"recall\": %.4f, \"first\": %s, "
+               "\"ms\": %.4f, \"reached\": %s, \"exhaustive\": %s, \"exhaustive_ms\": %.4f, "
                "\"centroid_groups\": %u}",
                sets[i]->k, i >= 2 ? "_short" : "", sets[i]->nprobe, sets[i]->ndocs,
                (double)sets[i]->prune_ratio, (double)sets[i]->rerank_margin,
-               sets[i]->sketch ? "true" : "false", sets[i]->recall, sets[i]->ms,
+               sets[i]->sketch ? "true" : "false", sets[i]->recall, first_json(sets[i], fj[i]),
+               sets[i]->ms,
                sets[i]->reached ? "true" : "false", sets[i]->exhaustive ? "true" : "false",
                sets[i]->exhaustive_ms, sets[i]->centroid_groups);
     printf("}\n}\n");
@@ -310,11 +320,14 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
                 if (sets[i]->centroid_groups)
                     snprintf(groups, sizeof groups, ", centroid groups %u",
                              sets[i]->centroid_groups);
+                char first[48] = "";
+                if (sets[i]->first >= 0)
+                    snprintf(first, sizeof first, ", first kept %.3f", sets[i]->first);
                 printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank "
-                       "margin %.0f%s%s: recall@%u %.3f%s\n", sets[i]->k, sets[i]->nprobe,
+                       "margin %.0f%s%s: recall@%u %.3f%s%s\n", sets[i]->k, sets[i]->nprobe,
                        sets[i]->ndocs, (double)sets[i]->prune_ratio,
                        (double)sets[i]->rerank_margin, sets[i]->sketch ? "" : ", no sketch",
-                       groups, sets[i]->k, sets[i]->recall,
+                       groups, sets[i]->k, sets[i]->recall, first,
                        sets[i]->reached ? "" : " (target not reached)");
             }
         }

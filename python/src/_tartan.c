@@ -844,12 +844,18 @@ static PyObject *py_compact(PyObject *self, PyObject *args) {
 }
 
 static PyObject *tuned_dict(const tt_tuned *t) {
-    return Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:d,s:O,s:O,s:d,s:I}", "k", t->k, "nprobe",
-                         t->nprobe, "ndocs", t->ndocs, "prune_ratio", (double)t->prune_ratio,
-                         "rerank_margin", (double)t->rerank_margin, "recall", t->recall, "ms",
-                         t->ms, "reached", t->reached ? Py_True : Py_False, "exhaustive",
-                         t->exhaustive ? Py_True : Py_False, "exhaustive_ms", t->exhaustive_ms,
-                         "centroid_groups", t->centroid_groups);
+    PyObject *first = t->first < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(t->first);
+    if (!first)
+        return NULL;
+    PyObject *d = Py_BuildValue("{s:I,s:i,s:I,s:d,s:d,s:d,s:O,s:d,s:O,s:O,s:d,s:I}", "k", t->k,
+                                "nprobe", t->nprobe, "ndocs", t->ndocs, "prune_ratio",
+                                (double)t->prune_ratio, "rerank_margin", (double)t->rerank_margin,
+                                "recall", t->recall, "first", first, "ms", t->ms, "reached",
+                                t->reached ? Py_True : Py_False, "exhaustive",
+                                t->exhaustive ? Py_True : Py_False, "exhaustive_ms",
+                                t->exhaustive_ms, "centroid_groups", t->centroid_groups);
+    Py_DECREF(first);
+    return d;
 }
 
 static PyObject *tune_dict(const tt_tune_info *t) {

@@ -441,7 +441,9 @@ def tune(path: Union[str, os.PathLike], *, target_recall: float = 0.95,
     adaptive stage-4 margin; the cheapest set reaching target_recall is stored in the
     index (a new generation), and every search without those options uses it. Returns
     the stored calibration (a dict: target, source, k10 and k100 with nprobe, ndocs,
-    prune_ratio, rerank_margin, recall, ms, reached). cost="work" makes the choice
+    prune_ratio, rerank_margin, recall, first (the share of the queries whose first
+    document by exhaustive search the set keeps in its top k; a reached set keeps it for
+    at least target_recall of them), ms, reached). cost="work" makes the choice
     repeatable; if_stale=True re-checks only when the index changed by a quarter since.
     noise=None: the library's default (0.5). The GIL is released; Ctrl-C stops it (nothing
     published)."""

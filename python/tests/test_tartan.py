@@ -150,6 +150,21 @@ class TestSearch(Base):
                                os.path.join(self.tmp, "debias-y"), docs_of(x, lens), centroids=4,
                                codec="per-dim", debias="vector")
 
+    def test_tune_keeps_first_documents(self):
+        """tune() reports, per set, the share of the calibration queries whose first
+        document by exhaustive search it keeps in its top k ("first"); a set marked
+        reached keeps it for at least the target's share."""
+        x, lens = synthetic(ndocs=120, dim=16, seed=8)
+        d = os.path.join(self.tmp, "first")
+        tartan.build(d, docs_of(x, lens), centroids=8, threads=1, tune=False)
+        cal = tartan.tune(d, target_recall=0.9, cost="work", pseudo_queries=16, threads=1)
+        for k in ("k10", "k100"):
+            s = cal[k]
+            self.assertIsInstance(s["first"], float)
+            self.assertTrue(0 <= s["first"] <= 1, s)
+            if s["reached"]:
+                self.assertGreaterEqual(s["first"], 0.9, s)
+
     def test_padding_when_k_exceeds_documents(self):
         d = os.path.join(self.tmp, "tiny")
         x, lens = synthetic(ndocs=40, dim=8, seed=3)

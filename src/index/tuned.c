@@ -40,12 +40,16 @@ static int format_sets(const tt_tune_info *t, char *buf, size_t cap) {
         n += snprintf(buf + n, cap - (size_t)n, "short_len=%u\nk10_short=%s\nk100_short=%s\n",
                       t->short_len, a, b);
     }
-    /* Exhaustive search chosen for a set, or centroid groups: their own keys, which a
-     * reader that predates them ignores (the set's PLAID parameters then serve every
-     * search, scoring every centroid, as they did). */
+    /* Exhaustive search chosen for a set, centroid groups, or the share of first
+     * documents kept: their own keys, which a reader that predates them ignores (the
+     * set's PLAID parameters then serve every search, scoring every centroid, as they
+     * did). */
     const tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
     for (int i = 0; i < (t->short_len ? 4 : 2) && n >= 0 && (size_t)n < cap; i++) {
-        if (sets[i]->exhaustive)
+        if (sets[i]->first >= 0)
+            n += snprintf(buf + n, cap - (size_t)n, "%s_first=%.4f\n", SET_KEYS[i],
+                          sets[i]->first);
+        if (sets[i]->exhaustive && n >= 0 && (size_t)n < cap)
             n += snprintf(buf + n, cap - (size_t)n, "%s_exhaustive=%.4f\n", SET_KEYS[i],
                           sets[i]->exhaustive_ms);
         if (t->centroid_groups && sets[i]->centroid_groups && n >= 0 && (size_t)n < cap)
@@ -145,6 +149,7 @@ static bool get_set(const tt_fmap *m, const char *key, uint32_t k, uint32_t num_
     t->ms = ms;
     t->reached = reached;
     t->sketch = sketch;
+    t->first = -1; /* unless its own key follows */
     return true;
 }
 
@@ -210,6 +215,7 @@ int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t,
         return bad(m->path, "k10");
     if (!get_set(m, "k100", 100, num_centroids, &t->k100))
         return bad(m->path, "k100");
+    t->k10_short.first = t->k100_short.first = -1;
     /* optional (written since the short-query sets): short_len with both of its sets */
     if (tt_meta_get(m, "short_len", v, sizeof v)) {
         if (!get_u64(m, "short_len", &x) || x == 0 || x > 1024)
@@ -220,10 +226,15 @@ int tt_tune_parse(const tt_fmap *m, uint32_t num_centroids, tt_tune_info *t,
         if (!get_set(m, "k100_short", 100, num_centroids, &t->k100_short))
             return bad(m->path, "k100_short");
     }
-    /* optional: `<set>_exhaustive=<ms>`, exhaustive search chosen for that set */
+    /* optional: `<set>_exhaustive=<ms>`, exhaustive search chosen for that set, and
+     * `<set>_first=<share>`, the share of exhaustive search's first documents it kept */
     tt_tuned *sets[4] = {&t->k10, &t->k100, &t->k10_short, &t->k100_short};
     for (int i = 0; i < 4; i++) {
         char key[32];
+        snprintf(key, sizeof key, "%s_first", SET_KEYS[i]);
+        if (tt_meta_get(m, key, v, sizeof v) &&
+            ((i >= 2 && !t->short_len) || !get_double(m, key, 0, 1, &sets[i]->first)))
+            return bad(m->path, key);
         snprintf(key, sizeof key, "%s_exhaustive", SET_KEYS[i]);
         if (!tt_meta_get(m, key, v, sizeof v))
             continue;

@@ -104,7 +104,7 @@ static int still_good(tt_calib *c, tt_calib *cs, const tt_tune_info *old, double
         ci->cgroups = 0;
         if (st)
             return st;
-        outs[i]->reached = tt_calib_reaches(i < 2 ? c : cs, sets[i]->k, outs[i]->recall, target);
+        outs[i]->reached = tt_calib_set_reaches(i < 2 ? c : cs, outs[i], target);
         *good = *good && outs[i]->reached;
     }
     return TT_OK;

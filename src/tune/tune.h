@@ -32,6 +32,8 @@ typedef struct tt_calib {
     tt_hit *thits;             /* (threads - 1) * TT_CALIB_DEPTH */
     int ntctx;                 /* contexts made so far */
     double *qrecall;           /* nq: each query's recall in the last measurement */
+    unsigned char *qfirst;     /* nq: 1 where the last measurement kept the query's first
+                                * document by exhaustive search in its top k */
     double avg_doclen;
     float noise;               /* pseudo-queries: the relative noise used */
     uint32_t pseudo_len;       /* pseudo-queries: their length (0: the caller's queries) */
@@ -77,15 +79,19 @@ void tt_calib_free(tt_calib *c);
 /* The exhaustive top TT_CALIB_DEPTH of every query, on `threads` threads. */
 int tt_calib_truth(tt_calib *c, int threads);
 /* Recall@k against the truth and the cost of one parameter set over every query
- * (sketch: the search option, 0 or 1): t->recall and t->ms filled, *cost the comparison
- * key (ms, or the work count). The queries are spread over c->threads threads, each
- * timing its own CPU: ms is their CPU time per query, the recall and work counts do
- * not depend on the threads. */
+ * (sketch: the search option, 0 or 1): t->recall, t->first and t->ms filled, *cost the
+ * comparison key (ms, or the work count). The queries are spread over c->threads
+ * threads, each timing its own CPU: ms is their CPU time per query, the recall and
+ * work counts do not depend on the threads. */
 int tt_calib_measure(tt_calib *c, uint32_t k, int nprobe, uint32_t ndocs, float ratio,
                      float margin, int sketch, tt_tuned *t, double *cost);
 /* Whether a recall@k measured on c's queries reaches the target: its one-sided 95%
  * lower confidence bound (binomial, over the nq * k exhaustive hits) does. */
 bool tt_calib_reaches(const tt_calib *c, uint32_t k, double recall, double target);
+/* Whether a measured set t reaches the target: its recall does (tt_calib_reaches) and
+ * it keeps exhaustive search's first document of at least the share `target` of the
+ * queries (t->first; not measured, -1: recall alone). */
+bool tt_calib_set_reaches(const tt_calib *c, const tt_tuned *t, double target);
 /* Exhaustive search's cost on c's queries (at most TT_CALIB_EX_QUERIES of them: a scan
  * costs the same for any query of a length) into c->ex_ms and c->ex_cost, once. */
 int tt_calib_measure_exhaustive(tt_calib *c);
