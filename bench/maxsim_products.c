@@ -1,7 +1,8 @@
 /* MaxSim products of one stage-4 group, QR = R Qpᵀ (NROWS decoded rows of DIM floats,
- * NQP padded query rows): OpenBLAS's sgemm (as tt_maxsim_group without Qt) against
- * tartan's own AVX-512 multiply-adds (tt_maxsim_products_avx512, with Qt). Prints the
- * median thread CPU time of each over REPS calls and the largest difference.
+ * NQP padded query rows): OpenBLAS's sgemm against tartan's own AVX-512 multiply-adds
+ * (tt_maxsim_products_avx512 with Qt from 16 query rows, tt_maxsim_rowdot_avx512 below:
+ * what tt_maxsim_group runs). Prints the median thread CPU time of each over REPS calls
+ * and the largest difference.
  *
  * Built with the rest (B/bench/maxsim_products), or from a configured build directory B:
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -include B/config.h -I include -I src \
@@ -40,12 +41,16 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)nqp * dim; i++)
         Qp[i] = bench_gauss(&r);
     tt_maxsim_transpose(Qp, nqp, dim, Qt);
+    const bool rowdot = nqp <= TT_MAXSIM_ROWDOT_MAX_NQP;
     for (int k = 0; k < reps; k++) {
         double t0 = bench_cpu_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nrows, (int)nqp, (int)dim,
                     1.0f, R, (int)dim, Qp, (int)dim, 0.0f, A, (int)nqp);
         double t1 = bench_cpu_now();
-        tt_maxsim_products_avx512(Qt, nqp, dim, R, nrows, B);
+        if (rowdot)
+            tt_maxsim_rowdot_avx512(Qp, nqp, dim, R, nrows, B);
+        else
+            tt_maxsim_products_avx512(Qt, nqp, dim, R, nrows, B);
         ta[k] = t1 - t0;
         tb[k] = bench_cpu_now() - t1;
     }
@@ -54,10 +59,10 @@ int main(int argc, char **argv) {
         md = fmax(md, fabs((double)A[i] - B[i]) / (1 + fabs((double)A[i])));
     qsort(ta, reps, sizeof *ta, bench_dcmp);
     qsort(tb, reps, sizeof *tb, bench_dcmp);
-    printf("rows %u, nqp %u, dim %u: sgemm %.2f us, own %.2f us (%.2fx), largest relative "
+    printf("rows %u, nqp %u, dim %u: sgemm %.2f us, own%s %.2f us (%.2fx), largest relative "
            "difference %.2g\n",
-           nrows, nqp, dim, ta[reps / 2] * 1e6, tb[reps / 2] * 1e6, ta[reps / 2] / tb[reps / 2],
-           md);
+           nrows, nqp, dim, ta[reps / 2] * 1e6, rowdot ? " (rowdot)" : "", tb[reps / 2] * 1e6,
+           ta[reps / 2] / tb[reps / 2], md);
     free(R);
     free(Qp);
     free(Qt);

@@ -1048,6 +1048,55 @@ START_TEST(maxsim_products_own) {
 }
 END_TEST
 
+/* The products for a few query rows (tt_maxsim_rowdot): the portable loop within float
+ * rounding of a double reference, and the AVX-512 kernel bit for bit the portable loop,
+ * for every width it takes (the padded 4, 8, 12 and the others one by one), dimensions
+ * with and without a partial last block of 16 (1, 7, 16, 131, 1000, 3584: 1000 in chunks
+ * of 512 with a partial last one), signed zeros among the values, and rows 4..8 alone
+ * giving the same floats as in the whole. */
+START_TEST(maxsim_rowdot_own) {
+    const uint32_t nqps[] = {1, 3, 4, 5, 8, 11, 12}, dims[] = {1, 7, 16, 131, 1000, 3584};
+    tt_rng r;
+    tt_rng_seed(&r, 79);
+    ck_assert(!tt_maxsim_rowdot(0) && !tt_maxsim_rowdot(TT_MAXSIM_ROWDOT_MAX_NQP + 1));
+    for (size_t a = 0; a < sizeof nqps / sizeof *nqps; a++)
+        for (size_t b = 0; b < sizeof dims / sizeof *dims; b++) {
+            const uint32_t nqp = nqps[a], dim = dims[b], nrows = 16;
+            float *Qp = malloc((size_t)nqp * dim * sizeof *Qp);
+            float *R = malloc((size_t)nrows * dim * sizeof *R);
+            float *P = malloc((size_t)nrows * nqp * sizeof *P);
+            float *A = malloc((size_t)nrows * nqp * sizeof *A);
+            for (uint32_t i = 0; i < nqp * dim; i++)
+                Qp[i] = i % 29 == 3 ? -0.0f : (float)(tt_rng_uniform(&r) - 0.5);
+            for (uint32_t i = 0; i < nrows * dim; i++)
+                R[i] = i % 31 == 5 ? -0.0f : (float)(tt_rng_uniform(&r) - 0.5) * 3;
+            tt_maxsim_rowdot_portable(Qp, nqp, dim, R, nrows, P);
+            for (uint32_t j = 0; j < nrows; j++)
+                for (uint32_t i = 0; i < nqp; i++) {
+                    double want = 0, mag = 0;
+                    for (uint32_t k = 0; k < dim; k++) {
+                        want += (double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k];
+                        mag += fabs((double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k]);
+                    }
+                    ck_assert_double_eq_tol(P[(size_t)j * nqp + i], want, 1e-6 * (mag + 1));
+                }
+#ifdef TT_AVX512
+            if (tt_maxsim_rowdot(nqp)) {
+                tt_maxsim_rowdot_avx512(Qp, nqp, dim, R, nrows, A);
+                ck_assert_msg(!memcmp(A, P, (size_t)nrows * nqp * sizeof *A), "nqp %u dim %u",
+                              nqp, dim);
+                tt_maxsim_rowdot_avx512(Qp, nqp, dim, R + 4 * (size_t)dim, 4, A);
+                ck_assert_mem_eq(A, P + 4 * (size_t)nqp, (size_t)4 * nqp * sizeof *A);
+            }
+#endif
+            free(Qp);
+            free(R);
+            free(P);
+            free(A);
+        }
+}
+END_TEST
+
 /* tt_cq_quantize_row's AVX2 loops give the portable loops' bytes and maximum: rows of
  * every length up to 3 blocks of 8 and a 3584-d one, with values on rounding ties
  * (x / m * 127 = k + 1/2, which lrintf and cvtps both round to even), non-finite values
@@ -3140,6 +3189,7 @@ int main(void) {
     tcase_add_test(tc, resdec_dot_matches_decode);
     tcase_add_test(tc, reslut_matches_decode);
     tcase_add_test(tc, maxsim_products_own);
+    tcase_add_test(tc, maxsim_rowdot_own);
     tcase_add_test(tc, centroid_dots_match_definition);
     tcase_add_test(tc, topk_deterministic);
     tcase_add_test(tc, hits_sort_and_best);

@@ -113,9 +113,139 @@ AVX512_FN void tt_maxsim_products_avx512(const float *Qt, uint32_t nqp, uint32_t
 }
 #endif
 
+bool tt_maxsim_rowdot(uint32_t nqp) {
+#ifdef TT_AVX512
+    return nqp >= 1 && nqp <= TT_MAXSIM_ROWDOT_MAX_NQP && __builtin_cpu_supports("avx512f");
+#else
+    (void)nqp;
+    return false;
+#endif
+}
+
+/* The fixed tree that adds a product's 16 lanes (tt_maxsim_rowdot's order). */
+static inline float lanes_sum(float p[16]) {
+    for (uint32_t w = 8; w >= 1; w /= 2)
+        for (uint32_t l = 0; l < w; l++)
+            p[l] = p[l] + p[l + w];
+    return p[0];
+}
+
+void tt_maxsim_rowdot_portable(const float *Qp, uint32_t nqp, uint32_t dim, const float *R,
+                               uint64_t nrows, float *QR) {
+    const uint32_t dim16 = (dim + 15) / 16 * 16;
+    for (uint64_t j = 0; j < nrows; j++)
+        for (uint32_t i = 0; i < nqp; i++) {
+            float p[16] = {0};
+            for (uint32_t k = 0; k < dim16; k++) {
+                const float x = k < dim ? R[j * dim + k] : 0.0f;
+                const float q = k < dim ? Qp[(uint64_t)i * dim + k] : 0.0f;
+                p[k % 16] = fmaf(x, q, p[k % 16]);
+            }
+            QR[j * nqp + i] = lanes_sum(p);
+        }
+}
+
+#ifdef TT_AVX512
+/* lanes_sum of a register: the same pairs added in the same order. */
+__attribute__((always_inline)) AVX512_FN static inline float lanes_sum512(__m512 v) {
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+/* Positions [k0, k1) of RB rows of R against the NQ query rows, into RB * NQ
+ * accumulators of 16 positions kept in acc between calls. */
+__attribute__((always_inline)) AVX512_FN static inline void
+rowdot_block(const float *Qp, uint32_t dim, const float *R, __m512 *acc, uint32_t k0,
+             uint32_t k1, const uint32_t RB, const uint32_t NQ) {
+    __m512 a[4][TT_MAXSIM_ROWDOT_MAX_NQP];
+    _Pragma("GCC unroll 4")
+    for (uint32_t r = 0; r < RB; r++)
+        _Pragma("GCC unroll 12")
+        for (uint32_t i = 0; i < NQ; i++)
+            a[r][i] = acc[r * NQ + i];
+    const uint32_t full = dim / 16 * 16;
+    for (uint32_t k = k0; k < k1; k += 16) {
+        /* whole blocks unmasked; the last, partial one with zeros past dim */
+        const __mmask16 m = k < full ? (__mmask16)0xffff : (__mmask16)((1u << (dim - k)) - 1);
+        __m512 x[4];
+        _Pragma("GCC unroll 4")
+        for (uint32_t r = 0; r < RB; r++)
+            x[r] = k < full ? _mm512_loadu_ps(R + (uint64_t)r * dim + k)
+                            : _mm512_maskz_loadu_ps(m, R + (uint64_t)r * dim + k);
+        _Pragma("GCC unroll 12")
+        for (uint32_t i = 0; i < NQ; i++) {
+            const float *q = Qp + (uint64_t)i * dim + k;
+            const __m512 qv = k < full ? _mm512_loadu_ps(q) : _mm512_maskz_loadu_ps(m, q);
+            _Pragma("GCC unroll 4")
+            for (uint32_t r = 0; r < RB; r++)
+                a[r][i] = _mm512_fmadd_ps(x[r], qv, a[r][i]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (uint32_t r = 0; r < RB; r++)
+        _Pragma("GCC unroll 12")
+        for (uint32_t i = 0; i < NQ; i++)
+            acc[r * NQ + i] = a[r][i];
+}
+
+/* Rows a panel at a time and positions a chunk at a time, so that the query's chunk
+ * (NQ x ROWDOT_KC floats) stays in L1 while the panel's rows pass: at 3584-d a 4-vector
+ * query is 56 KiB, and read whole for every few rows it came from L2 beside them. The
+ * accumulators wait in acc between chunks; each lane still adds its positions in
+ * order. */
+#define ROWDOT_PANEL 16u
+#define ROWDOT_KC 512u
+__attribute__((always_inline)) AVX512_FN static inline void
+rowdot_panel(const float *Qp, uint32_t dim, const float *R, float *QR, const uint32_t RB,
+             const uint32_t NQ) {
+    __m512 acc[ROWDOT_PANEL * TT_MAXSIM_ROWDOT_MAX_NQP];
+    for (uint32_t t = 0; t < ROWDOT_PANEL * NQ; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (uint32_t k0 = 0; k0 < dim; k0 += ROWDOT_KC) {
+        const uint32_t k1 = dim - k0 > ROWDOT_KC ? k0 + ROWDOT_KC : dim;
+        for (uint32_t r = 0; r < ROWDOT_PANEL; r += RB)
+            rowdot_block(Qp, dim, R + (uint64_t)r * dim, acc + r * NQ, k0, k1, RB, NQ);
+    }
+    for (uint32_t t = 0; t < ROWDOT_PANEL * NQ; t++)
+        QR[t] = lanes_sum512(acc[t]);
+}
+
+AVX512_FN void tt_maxsim_rowdot_avx512(const float *Qp, uint32_t nqp, uint32_t dim,
+                                       const float *R, uint64_t nrows, float *QR) {
+    uint64_t j = 0;
+    for (; j + ROWDOT_PANEL <= nrows; j += ROWDOT_PANEL) {
+        const float *r = R + j * dim;
+        float *o = QR + j * nqp;
+        switch (nqp) {
+        case 4: rowdot_panel(Qp, dim, r, o, 4, 4); break;
+        case 8: rowdot_panel(Qp, dim, r, o, 2, 8); break;
+        case 12: rowdot_panel(Qp, dim, r, o, 2, 12); break;
+        default: /* other widths: a row and a column at a time */
+            for (uint32_t t = 0; t < ROWDOT_PANEL; t++)
+                for (uint32_t i = 0; i < nqp; i++) {
+                    __m512 a = _mm512_setzero_ps();
+                    rowdot_block(Qp + (uint64_t)i * dim, dim, r + (uint64_t)t * dim, &a, 0,
+                                 dim, 1, 1);
+                    o[(uint64_t)t * nqp + i] = lanes_sum512(a);
+                }
+            break;
+        }
+    }
+    for (; j < nrows; j++) /* rows past the last whole panel */
+        for (uint32_t i = 0; i < nqp; i++) {
+            __m512 a = _mm512_setzero_ps();
+            rowdot_block(Qp + (uint64_t)i * dim, dim, R + j * dim, &a, 0, dim, 1, 1);
+            QR[j * nqp + i] = lanes_sum512(a);
+        }
+}
+#endif
+
 /* QR[j, i] = <v_j, q_i> for the nvec rows of R (the rows up to tt_maxsim_rows(nvec)
- * computed too, and ignored): by tt_maxsim_products_avx512 where Qt is given, else one
- * sgemm; returns nvec. */
+ * computed too, and ignored): by tt_maxsim_products_avx512 where Qt is given, by
+ * tt_maxsim_rowdot_avx512 for a few query rows, else one sgemm; returns nvec. */
 static uint64_t group_products(const float *Qp, const float *Qt, uint32_t nqp, uint32_t dim,
                                const float *R, const uint32_t *doclens, uint32_t ndocs,
                                float *QR) {
@@ -127,6 +257,10 @@ static uint64_t group_products(const float *Qp, const float *Qt, uint32_t nqp, u
 #ifdef TT_AVX512
     if (Qt) {
         tt_maxsim_products_avx512(Qt, nqp, dim, R, tt_maxsim_rows(nvec), QR);
+        return nvec;
+    }
+    if (tt_maxsim_rowdot(nqp)) {
+        tt_maxsim_rowdot_avx512(Qp, nqp, dim, R, tt_maxsim_rows(nvec), QR);
         return nvec;
     }
 #endif

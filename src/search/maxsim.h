@@ -61,11 +61,32 @@ void tt_maxsim_products_avx512(const float *Qt, uint32_t nqp, uint32_t dim, cons
                                uint64_t nrows, float *QR);
 #endif
 
+/* The same products for queries of at most TT_MAXSIM_ROWDOT_MAX_NQP padded rows (the
+ * DiffRetriever shape's 4 vectors: nqp 4), where tt_maxsim_rowdot(nqp): registers run
+ * along the positions instead of the query rows, 16 at a time. Each <v_j, q_i> is 16
+ * partial sums, position k in lane k mod 16 (a chain of fmaf in position order from
+ * zero, the positions past dim taken as zeros up to a multiple of 16), added in a fixed
+ * tree: lane l + lane l+8, then + l+4, + l+2, + l+1 (tt_maxsim_rowdot_portable's order,
+ * bit for bit). OpenBLAS's sgemm with 4 columns spent a third of its time packing the
+ * rows, and Debian 12's OpenBLAS runs its Prescott (SSE3) kernels on CPUs it does not
+ * know: exhaustive search on 3584-d DiffRetriever-shape vectors spent 84% of its time
+ * there (doc/benchmarks.md, *Small queries' MaxSim products without BLAS*). Qp is nqp *
+ * dim, row-major (no transpose); any nrows (whole panels of 16 are the fast path). */
+#define TT_MAXSIM_ROWDOT_MAX_NQP 12u
+bool tt_maxsim_rowdot(uint32_t nqp);
+void tt_maxsim_rowdot_portable(const float *Qp, uint32_t nqp, uint32_t dim, const float *R,
+                               uint64_t nrows, float *QR);
+#ifdef TT_AVX512
+void tt_maxsim_rowdot_avx512(const float *Qp, uint32_t nqp, uint32_t dim, const float *R,
+                             uint64_t nrows, float *QR);
+#endif
+
 /* MaxSim of a group of documents over decoded vectors (c + r, or the originals):
  *   score(d) = sum_{i < nq} max_j <q_i, v_j>
  * from one product V Qpᵀ over the group (`QR`: tt_maxsim_rows(nvec) * nqp scratch):
  * tt_maxsim_products_avx512 where Qt (Qp transposed) is given, which callers do where
- * tt_maxsim_own(nqp), else one sgemm. Qp is nqp * dim (rows nq.. zero), R is nvec * dim
+ * tt_maxsim_own(nqp), else tt_maxsim_rowdot_avx512 where tt_maxsim_rowdot(nqp), else
+ * one sgemm. Qp is nqp * dim (rows nq.. zero), R is nvec * dim
  * (rows of the group's documents in order) with room for tt_maxsim_rows(nvec) rows, the
  * ones past nvec finite (any values: zero them once when the buffer is made), doclens
  * ndocs lengths. nqp = tt_qpad(nq). */
