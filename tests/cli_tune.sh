@@ -104,8 +104,8 @@ grep -q "plaid k=10 nprobe=2 .*with your flags" "$WORK/err" && ok "a PLAID flag:
 # mostly off the centroids (massive-activation dimensions, queries at noise 0.8: the
 # DiffRetriever shape's generator, small), a set can reach the recall target and still
 # lose it. The chosen set keeps it for >= 95% of the pseudo-queries, and the real
-# queries' searches without flags keep it too (ColBERTv2-recall alone chose a set
-# that kept it for 93 of these 100).
+# queries' searches without flags keep it too (recall alone chose a set that kept it
+# for 93 of these 100). tartan search names the share it was calibrated with.
 "$SYNTH" --out "$WORK/o" --docs 1500 --doclen 8 --dim 256 --queries 100 --qlen 4 \
     --outliers 4 --qnoise 0.8 --seed 5 2>/dev/null || { echo "tartan-synth failed"; exit 1; }
 expect_ok "build outliers" "$T" build --vectors "$WORK/o.vectors.npy" \
@@ -125,6 +125,8 @@ grep -q "first kept" "$WORK/out" && ok "info shows the first documents kept" \
 O() { "$T" search --index "$WORK/oidx" --queries "$WORK/o.queries.npy" \
     --query-ids "$WORK/o.qids.txt" --k 10 --threads 1 "$@"; }
 expect_ok "search outliers" O --out "$WORK/o.run"
+grep -q "calibrated for k=10 on 64 pseudo-queries.*first kept [0-9.]*" "$WORK/err" \
+    && ok "search names the first documents kept" || bad "search: $(cat "$WORK/err")"
 expect_ok "search outliers exhaustively" O --mode exhaustive --out "$WORK/o.ex.run"
 "$PY" - "$WORK/o.ex.run" "$WORK/o.run" <<'PYEOF' && ok "real queries keep exhaustive search's first" \
     || bad "real queries lose exhaustive search's first document"

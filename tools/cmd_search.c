@@ -703,7 +703,7 @@ int cmd_search(int argc, char **argv) {
     const bool by_sparse = retriever == R_SPARSE; /* query ids and order: the sparse set's */
     const uint64_t nq = by_sparse ? tt_sparse_set_size(sq) : qs->num_queries;
     /* Where the dense parameters come from (tartan tune). */
-    char from[320];
+    char from[384];
     tt_search_options eff_short;
     bool short_used = false; /* some queries take the calibration's short-query set */
     {
@@ -726,16 +726,19 @@ int cmd_search(int argc, char **argv) {
                      "margin=%g (recall@%u %.3f on pseudo-queries of %u)", 2 * ti.short_len,
                      eff_short.nprobe, eff_short.ndocs, (double)eff_short.rerank_margin,
                      tss->k, tss->recall, ti.short_len);
+        char first[48] = ""; /* the share of exhaustive search's first documents kept */
+        if (ts->first >= 0)
+            snprintf(first, sizeof first, ", first kept %.3f", ts->first);
         if (tuned_fields && eff.mode == TT_MODE_EXHAUSTIVE)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s: exhaustive search, "
-                     "%.3f ms per query, is cheaper than PLAID at recall@%u %.3f (%.3f ms%s)%s",
+                     "%.3f ms per query, is cheaper than PLAID at recall@%u %.3f%s (%.3f ms%s)%s",
                      ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
-                     ts->exhaustive_ms, ts->k, ts->recall, ts->ms,
+                     ts->exhaustive_ms, ts->k, ts->recall, first, ts->ms,
                      ts->reached ? "" : ", below the target", shorts);
         else if (tuned_fields)
-            snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f, target "
+            snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f%s, target "
                      "%.2f%s)%s%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
-                     ts->k, ts->recall, ti.target, ts->reached ? "" : ", not reached",
+                     ts->k, ts->recall, first, ti.target, ts->reached ? "" : ", not reached",
                      tuned_fields < 4 ? ", with your flags" : "", shorts);
         else
             snprintf(from, sizeof from, "%s", !ti.tuned ? "ColBERTv2's defaults by k (the index "
