@@ -1001,6 +1001,20 @@ END_TEST
  * that are not multiples of anything; a row's products do not depend on the rows or
  * columns computed with it; and they are the double products up to rounding. Fails
  * with the multiply-adds taken in another order or a mask one lane short (checked). */
+/* P[j * nqp + i] = <R_j, Qp_i> within float rounding of a double reference. */
+static void assert_products_near(const float *Qp, uint32_t nqp, uint32_t dim, const float *R,
+                                 uint32_t nrows, const float *P) {
+    for (uint32_t j = 0; j < nrows; j++)
+        for (uint32_t i = 0; i < nqp; i++) {
+            double want = 0, mag = 0;
+            for (uint32_t k = 0; k < dim; k++) {
+                want += (double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k];
+                mag += fabs((double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k]);
+            }
+            ck_assert_double_eq_tol(P[(size_t)j * nqp + i], want, 1e-6 * (mag + 1));
+        }
+}
+
 START_TEST(maxsim_products_own) {
     const uint32_t nqps[] = {4, 12, 16, 20, 32, 36, 48, 64}, dims[] = {1, 7, 128, 131};
     tt_rng r;
@@ -1021,15 +1035,7 @@ START_TEST(maxsim_products_own) {
             for (uint32_t k = 0; k < dim; k++)
                 ck_assert(Qt[(size_t)k * nqp + nqp - 1] == Qp[(size_t)(nqp - 1) * dim + k]);
             tt_maxsim_products_portable(Qt, nqp, dim, R, nrows, P);
-            for (uint32_t j = 0; j < nrows; j++)
-                for (uint32_t i = 0; i < nqp; i++) {
-                    double want = 0, mag = 0;
-                    for (uint32_t k = 0; k < dim; k++) {
-                        want += (double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k];
-                        mag += fabs((double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k]);
-                    }
-                    ck_assert_double_eq_tol(P[(size_t)j * nqp + i], want, 1e-6 * (mag + 1));
-                }
+            assert_products_near(Qp, nqp, dim, R, nrows, P);
 #ifdef TT_AVX512
             if (__builtin_cpu_supports("avx512f")) {
                 tt_maxsim_products_avx512(Qt, nqp, dim, R, nrows, A);
@@ -1071,15 +1077,7 @@ START_TEST(maxsim_rowdot_own) {
             for (uint32_t i = 0; i < nrows * dim; i++)
                 R[i] = i % 31 == 5 ? -0.0f : (float)(tt_rng_uniform(&r) - 0.5) * 3;
             tt_maxsim_rowdot_portable(Qp, nqp, dim, R, nrows, P);
-            for (uint32_t j = 0; j < nrows; j++)
-                for (uint32_t i = 0; i < nqp; i++) {
-                    double want = 0, mag = 0;
-                    for (uint32_t k = 0; k < dim; k++) {
-                        want += (double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k];
-                        mag += fabs((double)R[(size_t)j * dim + k] * Qp[(size_t)i * dim + k]);
-                    }
-                    ck_assert_double_eq_tol(P[(size_t)j * nqp + i], want, 1e-6 * (mag + 1));
-                }
+            assert_products_near(Qp, nqp, dim, R, nrows, P);
 #ifdef TT_AVX512
             if (tt_maxsim_rowdot(nqp)) {
                 tt_maxsim_rowdot_avx512(Qp, nqp, dim, R, nrows, A);

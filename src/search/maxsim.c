@@ -216,25 +216,18 @@ rowdot_panel(const float *Qp, uint32_t dim, const float *R, float *QR, const uin
 AVX512_FN void tt_maxsim_rowdot_avx512(const float *Qp, uint32_t nqp, uint32_t dim,
                                        const float *R, uint64_t nrows, float *QR) {
     uint64_t j = 0;
-    for (; j + ROWDOT_PANEL <= nrows; j += ROWDOT_PANEL) {
-        const float *r = R + j * dim;
-        float *o = QR + j * nqp;
-        switch (nqp) {
-        case 4: rowdot_panel(Qp, dim, r, o, 4, 4); break;
-        case 8: rowdot_panel(Qp, dim, r, o, 2, 8); break;
-        case 12: rowdot_panel(Qp, dim, r, o, 2, 12); break;
-        default: /* other widths: a row and a column at a time */
-            for (uint32_t t = 0; t < ROWDOT_PANEL; t++)
-                for (uint32_t i = 0; i < nqp; i++) {
-                    __m512 a = _mm512_setzero_ps();
-                    rowdot_block(Qp + (uint64_t)i * dim, dim, r + (uint64_t)t * dim, &a, 0,
-                                 dim, 1, 1);
-                    o[(uint64_t)t * nqp + i] = lanes_sum512(a);
-                }
-            break;
+    if (nqp == 4 || nqp == 8 || nqp == 12) /* the padded widths: whole panels */
+        for (; j + ROWDOT_PANEL <= nrows; j += ROWDOT_PANEL) {
+            const float *r = R + j * dim;
+            float *o = QR + j * nqp;
+            if (nqp == 4)
+                rowdot_panel(Qp, dim, r, o, 4, 4);
+            else if (nqp == 8)
+                rowdot_panel(Qp, dim, r, o, 2, 8);
+            else
+                rowdot_panel(Qp, dim, r, o, 2, 12);
         }
-    }
-    for (; j < nrows; j++) /* rows past the last whole panel */
+    for (; j < nrows; j++) /* other widths, and rows past the last whole panel */
         for (uint32_t i = 0; i < nqp; i++) {
             __m512 a = _mm512_setzero_ps();
             rowdot_block(Qp + (uint64_t)i * dim, dim, R + j * dim, &a, 0, dim, 1, 1);
