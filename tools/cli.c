@@ -148,6 +148,14 @@ void cli_free_list(char **list) {
     free(list);
 }
 
+const char *cli_first_kept(const tt_tuned *t, char *buf, size_t len) {
+    if (t->first >= 0)
+        snprintf(buf, len, ", first kept %.3f", t->first);
+    else if (len)
+        buf[0] = '\0';
+    return buf;
+}
+
 const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;

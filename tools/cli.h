@@ -83,6 +83,9 @@ char **cli_split_commas(const char *s, size_t *n);
 void cli_free_list(char **list);
 /* Formats bytes in human units ("1.23 GiB") into buf. */
 const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
+/* ", first kept 0.984" for a calibrated set that measured its share of exhaustive
+ * search's first documents (tt_tuned.first), else "": into buf. */
+const char *cli_first_kept(const tt_tuned *t, char *buf, size_t len);
 
 /* The process's umask (for files made with mkstemp, which creates them 0600). */
 unsigned cli_umask(void);

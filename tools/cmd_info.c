@@ -320,14 +320,13 @@ static void print_text(const char *dir, const tt_index *idx, const tt_index_info
                 if (sets[i]->centroid_groups)
                     snprintf(groups, sizeof groups, ", centroid groups %u",
                              sets[i]->centroid_groups);
-                char first[48] = "";
-                if (sets[i]->first >= 0)
-                    snprintf(first, sizeof first, ", first kept %.3f", sets[i]->first);
+                char first[48];
                 printf("             k<=%-3u nprobe %d, ndocs %u, prune ratio %.2f, rerank "
                        "margin %.0f%s%s: recall@%u %.3f%s%s\n", sets[i]->k, sets[i]->nprobe,
                        sets[i]->ndocs, (double)sets[i]->prune_ratio,
                        (double)sets[i]->rerank_margin, sets[i]->sketch ? "" : ", no sketch",
-                       groups, sets[i]->k, sets[i]->recall, first,
+                       groups, sets[i]->k, sets[i]->recall,
+                       cli_first_kept(sets[i], first, sizeof first),
                        sets[i]->reached ? "" : " (target not reached)");
             }
         }

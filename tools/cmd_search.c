@@ -726,9 +726,8 @@ int cmd_search(int argc, char **argv) {
                      "margin=%g (recall@%u %.3f on pseudo-queries of %u)", 2 * ti.short_len,
                      eff_short.nprobe, eff_short.ndocs, (double)eff_short.rerank_margin,
                      tss->k, tss->recall, ti.short_len);
-        char first[48] = ""; /* the share of exhaustive search's first documents kept */
-        if (ts->first >= 0)
-            snprintf(first, sizeof first, ", first kept %.3f", ts->first);
+        char first[48]; /* the share of exhaustive search's first documents kept */
+        cli_first_kept(ts, first, sizeof first);
         if (tuned_fields && eff.mode == TT_MODE_EXHAUSTIVE)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s: exhaustive search, "
                      "%.3f ms per query, is cheaper than PLAID at recall@%u %.3f%s (%.3f ms%s)%s",

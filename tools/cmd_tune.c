@@ -54,13 +54,12 @@ void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool publis
         char groups[48] = "";
         if (s[i]->centroid_groups)
             snprintf(groups, sizeof groups, " centroid-groups %u", s[i]->centroid_groups);
-        char first[48] = "";
-        if (s[i]->first >= 0)
-            snprintf(first, sizeof first, ", first kept %.3f", s[i]->first);
+        char first[48];
         fprintf(f, "  k=%-3u nprobe %-2d ndocs %-5u prune-ratio %.2f rerank-margin %.0f%s%s: "
                 "recall@%u %.3f%s, %.3f ms per query%s\n", s[i]->k, s[i]->nprobe, s[i]->ndocs,
                 (double)s[i]->prune_ratio, (double)s[i]->rerank_margin,
-                s[i]->sketch ? "" : " no-sketch", groups, s[i]->k, s[i]->recall, first, s[i]->ms,
+                s[i]->sketch ? "" : " no-sketch", groups, s[i]->k, s[i]->recall,
+                cli_first_kept(s[i], first, sizeof first), s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
         if (s[i]->exhaustive)
             fprintf(f, "        exhaustive search, %.3f ms per query, is cheaper: searches "
