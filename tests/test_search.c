@@ -534,7 +534,10 @@ END_TEST
  * per-dimension and shared codecs with tails, 4 and 8 query rows, a number of vectors
  * that leaves a partial block (27: AVX2 takes blocks of 16 and 8 vectors a vector per
  * lane, then 2 or 1; and again with the lanes off). Where it cannot run (neither
- * AVX-512 nor AVX2, other query sizes) it says so. */
+ * AVX-512 nor AVX2, other query sizes) it says so. On AVX-512, tt_resdec_dot_rows
+ * gives its floats bit for bit from the decoded rows (laid out by
+ * tt_resdec_rows_layout, in panels of 16 vectors: 27 leaves a partial one); elsewhere
+ * it says it cannot. */
 START_TEST(resdec_dot_matches_decode) {
     const uint32_t layouts[][6] = {
         {4, 0, 0, 996, 24, 0},  {3, 1, 0, 5, 3, 4},     {0, 0, 0, 60, 8, 0},
@@ -582,6 +585,27 @@ START_TEST(resdec_dot_matches_decode) {
             }
             memset(out, 0, sizeof out);
             tt_resdec_dot(&d, packed, n, Q, nqp, x, out);
+            ck_assert(tt_resdec_dot_rows_ok(&d, nqp) == (path < 2));
+            if (path < 2) {
+                uint32_t stride, shift;
+                tt_resdec_rows_layout(&d, &stride, &shift);
+                ck_assert(stride % 16 == 0 && shift < 16 && stride >= dim + shift);
+                const size_t bytes = ((size_t)n * stride * sizeof(float) + 63) / 64 * 64;
+                float *Rs = aligned_alloc(64, bytes), *Qs = aligned_alloc(64, bytes), rout[27 * 8];
+                memset(Rs, 0, bytes);
+                memset(Qs, 0, bytes);
+                for (uint32_t v = 0; v < n; v++)
+                    memcpy(Rs + (size_t)v * stride + shift, R + (size_t)v * dim, dim * sizeof *R);
+                for (uint32_t i = 0; i < nqp; i++)
+                    memcpy(Qs + (size_t)i * stride + shift, Q + (size_t)i * dim, dim * sizeof *Q);
+                tt_resdec_dot_rows(&d, Rs + shift, stride, packed, n, Qs + shift, nqp, rout);
+                for (uint32_t t = 0; t < n * nqp; t++)
+                    ck_assert_msg(memcmp(&rout[t], &out[t], sizeof *out) == 0,
+                                  "layout %zu nqp %u vector %u row %u: rows %.9g, packed %.9g", li,
+                                  nqp, t / nqp, t % nqp, rout[t], out[t]);
+                free(Rs);
+                free(Qs);
+            }
             for (uint32_t v = 0; v < n; v++)
                 for (uint32_t i = 0; i < nqp; i++) {
                     double want = 0, mag = 0;
@@ -1792,7 +1816,9 @@ static char g_idx_ad[4200];      /* adaptive codec over vectors with outlier dim
 static char g_idx_vs[4200];      /* the same with one residual scale per vector (debias 2) */
 static int g_build_debias = TT_DEBIAS_TABLE; /* build_from's debias */
 static char g_idx_ad3[4200];     /* the same with 3 outliers: a 3-byte residual sketch */
-static corpus g_c, g_ca, g_ca3;
+static char g_idx_hv[4200];      /* 512-d with outliers, adaptive, scales (debias 2) */
+static char g_idx_hp[4200];      /* the same vectors, per-dimension tables */
+static corpus g_c, g_ca, g_ca3, g_ch;
 static float *g_gq;              /* G_GROUPS group queries of 32 vectors */
 #define G_GROUPS 40
 
@@ -2436,11 +2462,16 @@ END_TEST
 /* Exhaustive and exact search of a batch without per-query times is one pass over the
  * index for every query (scan_batch.c): bit for bit what the queries return one by one,
  * for query lengths that pad and do not, sum and mean scores, k beyond the documents,
- * with and without a filter, on 1-3 threads, on the 128-d per-dimension index and the adaptive 64-d one (_i); it
- * stops when cancelled, and exact mode needs the originals. */
+ * with and without a filter, on 1-3 threads, on the 128-d per-dimension index, the
+ * adaptive 64-d one and two 512-d ones (_i 2-3: adaptive with scales, per-dimension),
+ * where queries of 4 and 8 padded rows score centroids and residuals apart on AVX-512
+ * (the batch from rows decoded once, one by one from the packed bytes), in batches that
+ * mix them with longer queries; it stops when cancelled, and exact mode needs the
+ * originals. */
 START_TEST(exhaustive_batch_equals_serial) {
-    const corpus *c = _i ? &g_ca : &g_c;
-    tt_index *idx = open_idx(_i ? g_idx_ad : g_idx, TT_IO_AUTO, 0);
+    const corpus *c = _i == 0 ? &g_c : _i == 1 ? &g_ca : &g_ch;
+    tt_index *idx = open_idx((const char *[]){g_idx, g_idx_ad, g_idx_hv, g_idx_hp}[_i],
+                             TT_IO_AUTO, 0);
     const uint64_t nqry = 9;
     const uint32_t dim = c->dim, kbig = (uint32_t)idx->num_docs + 5;
     float *Q = malloc(nqry * 40 * dim * sizeof *Q);
@@ -2552,11 +2583,46 @@ START_TEST(exhaustive_batch_equals_serial) {
                      TT_EVALUE);
     ck_assert_ptr_nonnull(strstr(tt_last_error(), "query 5"));
     Q[(offs[5] + 1) * dim + 2] = 0;
-    tt_index *plain = open_idx(g_idx_plain, TT_IO_MMAP, 0);
-    o.mode = TT_MODE_EXACT;
-    ck_assert_int_eq(tt_search_batch(plain, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL),
-                     TT_EUNSUPPORTED);
-    tt_index_close(plain);
+    if (_i == 0) { /* (the queries are 128-d, as that index's) */
+        tt_index *plain = open_idx(g_idx_plain, TT_IO_MMAP, 0);
+        o.mode = TT_MODE_EXACT;
+        ck_assert_int_eq(tt_search_batch(plain, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL),
+                         TT_EUNSUPPORTED);
+        tt_index_close(plain);
+    }
+    if (_i >= 2 && tt_scan_splits(idx, &ctx->dec, 4)) {
+        /* The split scan scores a document as stage 4's split with the fused kernel does
+         * (every document a candidate, no lookup pass): the same floats. */
+        for (uint64_t t = 0; t < nqry; t++) {
+            if (tt_qpad(lens[t]) > 8)
+                continue;
+            o.mode = TT_MODE_EXHAUSTIVE;
+            ck_assert_int_eq(tt_search(idx, ctx, Q + offs[t] * dim, lens[t], kbig, &o, hb, &nb[0]),
+                             TT_OK);
+            tt_search_options po;
+            tt_search_options_init(&po);
+            po.nprobe = (uint32_t)idx->num_centroids;
+            po.ndocs = 4 * kbig;
+            po.rerank = TT_RERANK_FIXED;
+            tt_search_ctx_use_split(ctx, TT_SPLIT_ON);
+            tt_search_ctx_use_lut(ctx, false);
+            ck_assert_int_eq(tt_search(idx, ctx, Q + offs[t] * dim, lens[t], 10, &po, hs, &ns),
+                             TT_OK);
+            tt_search_ctx_use_split(ctx, TT_SPLIT_AUTO);
+            tt_search_ctx_use_lut(ctx, true);
+            ck_assert_uint_eq(ns, 10);
+            for (uint32_t i = 0; i < ns; i++) {
+                uint32_t e = 0;
+                while (e < nb[0] && hb[e].doc != hs[i].doc)
+                    e++;
+                ck_assert(e < nb[0]);
+                ck_assert_msg(memcmp(&hb[e].score, &hs[i].score, sizeof hs[i].score) == 0,
+                              "query %llu doc %llu: exhaustive %.9g, stage 4 %.9g",
+                              (unsigned long long)t, (unsigned long long)hs[i].doc,
+                              hb[e].score, hs[i].score);
+            }
+        }
+    }
     volatile int cancel = 1;
     ck_assert_int_eq(tt_scan_batch(idx, NULL, Q, offs, lens, nqry, 10, TT_MODE_EXHAUSTIVE,
                                    TT_SCORE_SUM, 2, &cancel, hb,
@@ -3234,9 +3300,24 @@ int main(void) {
                          sizeof g_idx_ad) ||
               build_from(&g_ca3, g_tmp, "adaptive3", TT_KEEP_NONE, 32, TT_CODEC_ADAPTIVE,
                          g_idx_ad3, sizeof g_idx_ad3);
+    /* 512-d, 4 outlier dimensions: the exhaustive scan splits from 512 dimensions on. */
+    make_corpus(&g_ch, 240, 512, 2, 12, 40, 0.12f, 47);
+    {
+        tt_rng r;
+        tt_rng_seed(&r, 48);
+        for (uint64_t v = 0; v < g_ch.nvec; v++)
+            for (uint32_t k = 0; k < 4; k++)
+                g_ch.x[v * 512 + 5 + 128 * k] += (k & 1 ? -1.0f : 1.0f) *
+                                                 (float)(1.5 + 0.5 * (tt_rng_uniform(&r) - 0.5));
+        tt_normalize_rows(g_ch.x, g_ch.nvec, 512);
+    }
+    bst = bst || build_from(&g_ch, g_tmp, "hd_perdim", TT_KEEP_F16, 32, TT_CODEC_PER_DIM,
+                            g_idx_hp, sizeof g_idx_hp);
     g_build_debias = TT_DEBIAS_VECTOR; /* g_idx_vs: one residual scale per vector */
     bst = bst || build_from(&g_ca, g_tmp, "vscale", TT_KEEP_NONE, 64, TT_CODEC_ADAPTIVE,
-                            g_idx_vs, sizeof g_idx_vs);
+                            g_idx_vs, sizeof g_idx_vs) ||
+          build_from(&g_ch, g_tmp, "hd_vscale", TT_KEEP_F16, 32, TT_CODEC_ADAPTIVE, g_idx_hv,
+                     sizeof g_idx_hv);
     g_build_debias = TT_DEBIAS_TABLE;
     if (bst) {
         fprintf(stderr, "building the test index failed: %s\n", tt_last_error());
@@ -3257,7 +3338,7 @@ int main(void) {
     tcase_add_test(tc, sketch_stage_scores_match_definition);
     tcase_add_test(tc, io_paths_identical);
     tcase_add_test(tc, batch_equals_serial);
-    tcase_add_loop_test(tc, exhaustive_batch_equals_serial, 0, 2);
+    tcase_add_loop_test(tc, exhaustive_batch_equals_serial, 0, 4);
     tcase_add_test(tc, damaged_originals);
     tcase_add_test(tc, avx512_loops_agree);
     tcase_add_test(tc, relative_mask_agrees);
@@ -3273,6 +3354,7 @@ int main(void) {
     free_corpus(&g_c);
     free_corpus(&g_ca);
     free_corpus(&g_ca3);
+    free_corpus(&g_ch);
     free(g_gq);
     return rc;
 }

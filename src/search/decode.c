@@ -115,6 +115,16 @@ int tt_resdec_init(tt_resdec *d, const tt_codec *c) {
             return st;
         r->bucket = d->bucket[cr->w];
     }
+    /* The fused kernels sum the loose positions of 1 bit or more vector by vector and
+     * add the 0-bit ones' constant, summed once a call (zero_dots). */
+    if (!(d->lsplit = tt_alloc(TT_MAX(d->nloose, 1u), sizeof *d->lsplit, "residual decoder")))
+        return TT_ENOMEM;
+    for (uint32_t i = 0; i < d->nloose; i++)
+        if (c->bits[d->loose[i]])
+            d->lsplit[d->nloose_w++] = d->loose[i];
+    for (uint32_t i = 0, z = d->nloose_w; i < d->nloose; i++)
+        if (!c->bits[d->loose[i]])
+            d->lsplit[z++] = d->loose[i];
     /* Expanded tables, smallest runs first, while they fit in RESDEC_TABLE_BYTES. */
     uint64_t used = 0;
     for (;;) {
@@ -153,6 +163,7 @@ void tt_resdec_free(tt_resdec *d) {
         free(d->runs[i].wt8);
     }
     free(d->loose);
+    free(d->lsplit);
     for (uint32_t w = 0; w < 9; w++)
         free(d->bucket[w]);
     memset(d, 0, sizeof *d);
@@ -578,22 +589,50 @@ static inline void decode_tail(const tt_resdec_run *run, const uint8_t *p, uint3
 /* The products of one vector's positions list[0..n) (decoded one by one) with the nq
  * query rows: out[i] for i < nq. */
 static inline void list_dots(const tt_resdec *d, const uint32_t *list, uint32_t n,
-                             const uint8_t *p, const float *Q, uint32_t nq, float *out) {
+                             const uint8_t *p, const float *Q, uint64_t qstride, uint32_t nq,
+                             float *out) {
     for (uint32_t i = 0; i < nq; i++)
         out[i] = 0;
     for (uint32_t t = 0; t < n; t++) {
         const uint32_t k = list[t];
         const float val = tt_codec_value(d->codec, p, k);
         for (uint32_t i = 0; i < nq; i++)
-            out[i] += val * Q[(uint64_t)i * d->dim + k];
+            out[i] += val * Q[i * qstride + k];
+    }
+}
+
+/* The fused kernels' sum over the 0-bit positions (a constant weight each) with the nq
+ * query rows, once a call: z[i] for i < nq (nq <= 8). */
+static inline void zero_dots(const tt_resdec *d, const float *Q, uint64_t qstride, uint32_t nq,
+                             float *z) {
+    const tt_codec *c = d->codec;
+    for (uint32_t i = 0; i < nq; i++)
+        z[i] = 0;
+    for (uint32_t t = d->nloose_w; t < (d->shared ? 0 : d->nloose); t++) {
+        const uint32_t k = d->lsplit[t];
+        for (uint32_t i = 0; i < nq; i++)
+            z[i] += c->weights[c->woff[k]] * Q[i * qstride + k];
     }
 }
 
 /* The fused kernels' products of one vector's loose positions with the nq query rows:
- * loose[i] for i < nq (nq <= 8). */
-static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float *Q, uint32_t nq,
-                              float *loose) {
-    list_dots(d, d->loose, d->shared ? 0 : d->nloose, p, Q, nq, loose);
+ * loose[i] for i < nq (nq <= 8), those of 1 bit or more summed in order, then z (the
+ * 0-bit ones', zero_dots) added. */
+static inline void loose_dots(const tt_resdec *d, const uint8_t *p, const float *Q,
+                              uint64_t qstride, uint32_t nq, const float *z, float *loose) {
+    /* a local array that the compiler keeps in registers (summed through loose, which
+     * the loads of Q might alias, each step went through memory) */
+    float a[8] = {0};
+    const uint32_t n = d->shared ? 0 : d->nloose_w;
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t k = d->lsplit[t];
+        const float val = tt_codec_value(d->codec, p, k);
+        _Pragma("GCC unroll 8")
+        for (uint32_t i = 0; i < 8; i++)
+            a[i] += i < nq ? val * Q[i * qstride + k] : 0.0f;
+    }
+    for (uint32_t i = 0; i < nq; i++)
+        loose[i] = a[i] + z[i];
 }
 
 void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloose,
@@ -604,7 +643,7 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
     for (uint64_t v = 0; v < n; v++) {
         const uint8_t *p = packed + v * d->bytes_per_vec;
         float *o = out + v * nq;
-        list_dots(d, loose, nloose, p, Q, nq, o);
+        list_dots(d, loose, nloose, p, Q, dim, nq, o);
         for (uint32_t r = 0; r < d->nruns; r++) {
             const tt_resdec_run *run = &d->runs[r];
             if (skip >> run->w & 1)
@@ -687,6 +726,20 @@ fma_run(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *Q
     }
 }
 
+/* out[v * NQ + i] for the NV vectors at p: accumulator v * NQ + i's lanes summed, plus
+ * the products of the vector's loose positions (loose_dots, z: zero_dots). */
+__attribute__((always_inline)) AVX512_FN static inline void
+block_out(const tt_resdec *d, const uint8_t *p, const float *Q, uint64_t qstride,
+          const uint32_t NV, const uint32_t NQ, const float *z, const __m512 *acc, float *out) {
+    for (uint32_t v = 0; v < NV; v++) {
+        float loose[8];
+        loose_dots(d, p + (uint64_t)v * d->bytes_per_vec, Q, qstride, NQ, z, loose);
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++)
+            out[v * NQ + i] = _mm512_reduce_add_ps(acc[v * NQ + i]) + loose[i];
+    }
+}
+
 /* The inner products of NV consecutive vectors (at p, NV and NQ constants where this
  * is inlined, NV * NQ <= 16) with NQ query rows, into out[v * NQ + i]. Runs of 1-2 bits
  * without expanded tables are multiplied 16 positions at a time as they are decoded,
@@ -695,7 +748,7 @@ fma_run(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *Q
  * decoded into x first, vector by vector. */
 __attribute__((always_inline)) AVX512_FN static inline void
 dot_block(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NV,
-          const uint32_t NQ, float *x, float *out) {
+          const uint32_t NQ, const float *z, float *x, float *out) {
     const uint32_t dim = d->dim, bpv = d->bytes_per_vec;
     __m512 acc[16];
     _Pragma("GCC unroll 16")
@@ -720,13 +773,7 @@ dot_block(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t N
         else
             fma_run(run, p, bpv, Q, dim, NV, NQ, 1, n, acc, x);
     }
-    for (uint32_t v = 0; v < NV; v++) {
-        float loose[8];
-        loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, loose);
-        TT_UNROLL_NQ
-        for (uint32_t i = 0; i < NQ; i++)
-            out[v * NQ + i] = _mm512_reduce_add_ps(acc[v * NQ + i]) + loose[i];
-    }
+    block_out(d, p, Q, dim, NV, NQ, z, acc, out);
 }
 
 /* Blocks of 4 vectors for 4 query rows, of 2 for 8: 16 accumulators. */
@@ -734,16 +781,139 @@ AVX512_FN static void dot_avx512(const tt_resdec *d, const uint8_t *packed, uint
                                  const float *Q, uint32_t nq, float *x, float *out) {
     const uint64_t bpv = d->bytes_per_vec;
     uint64_t v = 0;
+    float z[8];
+    zero_dots(d, Q, d->dim, nq, z);
     if (nq == 4) {
         for (; v + 4 <= n; v += 4)
-            dot_block(d, packed + v * bpv, Q, 4, 4, x, out + v * 4);
+            dot_block(d, packed + v * bpv, Q, 4, 4, z, x, out + v * 4);
         for (; v < n; v++)
-            dot_block(d, packed + v * bpv, Q, 1, 4, x, out + v * 4);
+            dot_block(d, packed + v * bpv, Q, 1, 4, z, x, out + v * 4);
     } else {
         for (; v + 2 <= n; v += 2)
-            dot_block(d, packed + v * bpv, Q, 2, 8, x, out + v * 8);
+            dot_block(d, packed + v * bpv, Q, 2, 8, z, x, out + v * 8);
         for (; v < n; v++)
-            dot_block(d, packed + v * bpv, Q, 1, 8, x, out + v * 8);
+            dot_block(d, packed + v * bpv, Q, 1, 8, z, x, out + v * 8);
+    }
+}
+
+/* tt_resdec_dot_rows: fma_range over NV decoded rows X at once (X and Q: rows of
+ * `stride` floats), each query row's 16 values loaded once for the NV rows. Lane for
+ * lane the same operations as fma_range on each row alone. */
+__attribute__((always_inline)) AVX512_FN static inline void
+fma_rows_range(__m512 *acc, const uint32_t NV, const uint32_t NQ, const float *Q,
+               uint32_t stride, const float *X, uint32_t a, uint32_t b) {
+    uint32_t k = a;
+    for (; k + 16 <= b; k += 16) {
+        __m512 q[8];
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++)
+            q[i] = _mm512_loadu_ps(Q + (uint64_t)i * stride + k);
+        _Pragma("GCC unroll 4")
+        for (uint32_t v = 0; v < NV; v++) {
+            const __m512 x = _mm512_loadu_ps(X + (uint64_t)v * stride + k);
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                acc[v * NQ + i] = _mm512_fmadd_ps(x, q[i], acc[v * NQ + i]);
+        }
+    }
+    if (k < b)
+        for (uint32_t v = 0; v < NV; v++)
+            fma_range(acc + v * NQ, NQ, Q, stride, X + (uint64_t)v * stride, k, b);
+}
+
+/* Positions of a query row's chunk that stay in L1 across a panel of rows; query rows
+ * of at most ROWS_WHOLE_BYTES together stay there whole (1024-d, 4 of them). */
+#define ROWS_CHUNK 512u
+#define ROWS_WHOLE_BYTES (24u << 10)
+
+/* One chunk [a, b) of NV rows X (their accumulators in mem: 16 floats per row and
+ * query row) against NQ query rows. */
+__attribute__((always_inline)) AVX512_FN static inline void
+rows_chunk(float *mem, const uint32_t NV, const uint32_t NQ, const float *Q, uint32_t stride,
+           const float *X, uint32_t a, uint32_t b) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16")
+    for (uint32_t t = 0; t < NV * NQ; t++)
+        acc[t] = _mm512_loadu_ps(mem + 16 * t);
+    fma_rows_range(acc, NV, NQ, Q, stride, X, a, b);
+    _Pragma("GCC unroll 16")
+    for (uint32_t t = 0; t < NV * NQ; t++)
+        _mm512_storeu_ps(mem + 16 * t, acc[t]);
+}
+
+/* dot_block's products from the decoded rows X of NV vectors at p whose query rows stay
+ * in L1 whole: every run's positions from its first, 16 at a time, the sums in
+ * registers throughout, then the loose ones. */
+__attribute__((always_inline)) AVX512_FN static inline void
+rows_whole(const tt_resdec *d, const float *X, uint32_t stride, const uint8_t *p, const float *Q,
+           const uint32_t NV, const uint32_t NQ, const float *z, float *out) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16")
+    for (uint32_t t = 0; t < NV * NQ; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (uint32_t r = 0; r < (d->shared ? 1 : d->nruns); r++) {
+        const uint32_t a = d->shared ? 0 : d->runs[r].k0,
+                       b = d->shared ? d->dim : a + run_positions(&d->runs[r]);
+        fma_rows_range(acc, NV, NQ, Q, stride, X, a, b);
+    }
+    block_out(d, p, Q, stride, NV, NQ, z, acc, out);
+}
+
+/* dot_block's products from the decoded rows X of a panel of np <= 16 vectors at p:
+ * each run's positions from its first, 16 at a time (in chunks of ROWS_CHUNK, the
+ * lanes' sums kept in memory between them), then the loose ones, summed as dot_block
+ * sums them. */
+__attribute__((always_inline)) AVX512_FN static inline void
+rows_panel(const tt_resdec *d, const float *X, uint32_t stride, const uint8_t *p, uint32_t np,
+           const float *Q, const uint32_t NQ, const float *z, float *out) {
+    const uint32_t dim = d->dim, bpv = d->bytes_per_vec, NV = NQ == 4 ? 4 : 2;
+    if ((uint64_t)stride * NQ * sizeof(float) <= ROWS_WHOLE_BYTES) {
+        uint32_t v = 0;
+        for (; v + NV <= np; v += NV)
+            rows_whole(d, X + (uint64_t)v * stride, stride, p + (uint64_t)v * bpv, Q, NV, NQ, z,
+                       out + v * NQ);
+        for (; v < np; v++)
+            rows_whole(d, X + (uint64_t)v * stride, stride, p + (uint64_t)v * bpv, Q, 1, NQ, z,
+                       out + v * NQ);
+        return;
+    }
+    float mem[16 * 8 * 16];
+    memset(mem, 0, (size_t)np * NQ * 16 * sizeof *mem);
+    for (uint32_t r = 0; r < (d->shared ? 1 : d->nruns); r++) {
+        const uint32_t a = d->shared ? 0 : d->runs[r].k0,
+                       b = d->shared ? dim : a + run_positions(&d->runs[r]);
+        for (uint32_t c0 = a; c0 < b; c0 += ROWS_CHUNK) {
+            const uint32_t c1 = TT_MIN(b, c0 + ROWS_CHUNK);
+            uint32_t v = 0;
+            for (; v + NV <= np; v += NV)
+                rows_chunk(mem + (uint64_t)v * NQ * 16, NV, NQ, Q, stride,
+                           X + (uint64_t)v * stride, c0, c1);
+            for (; v < np; v++)
+                rows_chunk(mem + (uint64_t)v * NQ * 16, 1, NQ, Q, stride,
+                           X + (uint64_t)v * stride, c0, c1);
+        }
+    }
+    for (uint32_t v = 0; v < np; v++) {
+        __m512 acc[8];
+        TT_UNROLL_NQ
+        for (uint32_t i = 0; i < NQ; i++)
+            acc[i] = _mm512_loadu_ps(mem + ((uint64_t)v * NQ + i) * 16);
+        block_out(d, p + (uint64_t)v * bpv, Q, stride, 1, NQ, z, acc, out + v * NQ);
+    }
+}
+
+AVX512_FN static void dot_rows_avx512(const tt_resdec *d, const float *X, uint32_t stride,
+                                      const uint8_t *packed, uint64_t n, const float *Q,
+                                      uint32_t nq, float *out) {
+    const uint64_t bpv = d->bytes_per_vec;
+    float z[8];
+    zero_dots(d, Q, stride, nq, z);
+    for (uint64_t v = 0; v < n; v += 16) {
+        const uint32_t np = (uint32_t)TT_MIN((uint64_t)16, n - v);
+        if (nq == 4)
+            rows_panel(d, X + v * stride, stride, packed + v * bpv, np, Q, 4, z, out + v * 4);
+        else
+            rows_panel(d, X + v * stride, stride, packed + v * bpv, np, Q, 8, z, out + v * 8);
     }
 }
 #endif
@@ -810,7 +980,7 @@ fma_run8(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *
 /* dot_block's AVX2 twin: NV vectors at p against NQ query rows, NV * NQ <= 8. */
 __attribute__((always_inline)) AVX2_FN static inline void
 dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NV,
-           const uint32_t NQ, float *x, float *out) {
+           const uint32_t NQ, const float *z, float *x, float *out) {
     const uint32_t dim = d->dim, bpv = d->bytes_per_vec;
     __m256 acc[8];
     _Pragma("GCC unroll 8")
@@ -839,7 +1009,7 @@ dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t 
     }
     for (uint32_t v = 0; v < NV; v++) {
         float loose[8];
-        loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, loose);
+        loose_dots(d, p + (uint64_t)v * bpv, Q, dim, NQ, z, loose);
         TT_UNROLL_NQ
         for (uint32_t i = 0; i < NQ; i++)
             out[v * NQ + i] = tt_hsum8(acc[v * NQ + i]) + loose[i];
@@ -937,7 +1107,7 @@ lanes_run(const tt_resdec_run *run, const uint8_t *p, uint64_t bpv, const float 
  * other widths are decoded one vector at a time into x, as in dot_block8. */
 __attribute__((always_inline)) AVX2_FN static inline void
 dot_lanes(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NS,
-          const uint32_t NQ, float *x, float *out) {
+          const uint32_t NQ, const float *z, float *x, float *out) {
     const uint32_t dim = d->dim, NV = 8 * NS;
     const uint64_t bpv = d->bytes_per_vec;
     __m256 acc[8];
@@ -946,7 +1116,7 @@ dot_lanes(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t N
         acc[a] = _mm256_setzero_ps();
     float rest[16 * 8];
     for (uint32_t v = 0; v < NV; v++)
-        loose_dots(d, p + (uint64_t)v * bpv, Q, NQ, rest + v * NQ);
+        loose_dots(d, p + (uint64_t)v * bpv, Q, dim, NQ, z, rest + v * NQ);
     for (uint32_t r = 0; r < d->nruns; r++) {
         const tt_resdec_run *run = &d->runs[r];
         if (run->w == 2) {
@@ -981,44 +1151,46 @@ dot_lanes(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t N
             out[v * NQ + i] = lanes[i][v] + rest[v * NQ + i];
 }
 
-AVX2_FN static void dot_lanes16x4(const tt_resdec *d, const uint8_t *p, const float *Q, float *x,
-                                  float *out) {
-    dot_lanes(d, p, Q, 2, 4, x, out);
+AVX2_FN static void dot_lanes16x4(const tt_resdec *d, const uint8_t *p, const float *Q,
+                                  const float *z, float *x, float *out) {
+    dot_lanes(d, p, Q, 2, 4, z, x, out);
 }
 
-AVX2_FN static void dot_lanes8x4(const tt_resdec *d, const uint8_t *p, const float *Q, float *x,
-                                 float *out) {
-    dot_lanes(d, p, Q, 1, 4, x, out);
+AVX2_FN static void dot_lanes8x4(const tt_resdec *d, const uint8_t *p, const float *Q,
+                                 const float *z, float *x, float *out) {
+    dot_lanes(d, p, Q, 1, 4, z, x, out);
 }
 
-AVX2_FN static void dot_lanes8x8(const tt_resdec *d, const uint8_t *p, const float *Q, float *x,
-                                 float *out) {
-    dot_lanes(d, p, Q, 1, 8, x, out);
+AVX2_FN static void dot_lanes8x8(const tt_resdec *d, const uint8_t *p, const float *Q,
+                                 const float *z, float *x, float *out) {
+    dot_lanes(d, p, Q, 1, 8, z, x, out);
 }
 
 AVX2_FN static void dot_avx2(const tt_resdec *d, const uint8_t *packed, uint64_t n,
                              const float *Q, uint32_t nq, float *x, float *out) {
     const uint64_t bpv = d->bytes_per_vec;
     uint64_t v = 0;
+    float z[8];
+    zero_dots(d, Q, d->dim, nq, z);
     if (!d->shared && d->lanes) {
         if (nq == 4)
             for (; v + 16 <= n; v += 16)
-                dot_lanes16x4(d, packed + v * bpv, Q, x, out + v * 4);
+                dot_lanes16x4(d, packed + v * bpv, Q, z, x, out + v * 4);
         for (; v + 8 <= n; v += 8) {
             if (nq == 4)
-                dot_lanes8x4(d, packed + v * bpv, Q, x, out + v * 4);
+                dot_lanes8x4(d, packed + v * bpv, Q, z, x, out + v * 4);
             else
-                dot_lanes8x8(d, packed + v * bpv, Q, x, out + v * 8);
+                dot_lanes8x8(d, packed + v * bpv, Q, z, x, out + v * 8);
         }
     }
     if (nq == 4) {
         for (; v + 2 <= n; v += 2)
-            dot_block8(d, packed + v * bpv, Q, 2, 4, x, out + v * 4);
+            dot_block8(d, packed + v * bpv, Q, 2, 4, z, x, out + v * 4);
         for (; v < n; v++)
-            dot_block8(d, packed + v * bpv, Q, 1, 4, x, out + v * 4);
+            dot_block8(d, packed + v * bpv, Q, 1, 4, z, x, out + v * 4);
     } else {
         for (; v < n; v++)
-            dot_block8(d, packed + v * bpv, Q, 1, 8, x, out + v * 8);
+            dot_block8(d, packed + v * bpv, Q, 1, 8, z, x, out + v * 8);
     }
 }
 #endif
@@ -1041,5 +1213,32 @@ void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const 
     dot_avx2(d, packed, n, Qp, nqp, x, out);
 #else
     (void)packed, (void)n, (void)Qp, (void)x, (void)out;
+#endif
+}
+
+bool tt_resdec_dot_rows_ok(const tt_resdec *d, uint32_t nqp) {
+    return d->avx512 && (nqp == 4 || nqp == 8);
+}
+
+void tt_resdec_rows_layout(const tt_resdec *d, uint32_t *stride, uint32_t *shift) {
+    uint32_t k0 = 0, most = 0;
+    for (uint32_t r = 0; r < d->nruns && !d->shared; r++)
+        if (run_positions(&d->runs[r]) > most) {
+            most = run_positions(&d->runs[r]);
+            k0 = d->runs[r].k0;
+        }
+    *shift = (16 - k0 % 16) % 16;
+    *stride = (d->dim + 15) / 16 * 16 + 16;
+}
+
+void tt_resdec_dot_rows(const tt_resdec *d, const float *rows, uint32_t stride,
+                        const uint8_t *packed, uint64_t n, const float *Qs, uint32_t nqp,
+                        float *out) {
+    if (!tt_resdec_dot_rows_ok(d, nqp))
+        return;
+#ifdef TT_AVX512
+    dot_rows_avx512(d, rows, stride, packed, n, Qs, nqp, out);
+#else
+    (void)rows, (void)stride, (void)packed, (void)n, (void)Qs, (void)out;
 #endif
 }

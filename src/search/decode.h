@@ -41,6 +41,8 @@ typedef struct tt_resdec {
     tt_resdec_run runs[6];
     uint32_t nloose;
     uint32_t *loose;       /* positions decoded one by one */
+    uint32_t nloose_w;     /* the fused kernels' order of them: lsplit[0..nloose_w) the */
+    uint32_t *lsplit;      /* loose positions of 1 bit or more, then the 0-bit ones */
     const tt_codec *codec; /* borrowed: must outlive the decoder */
     uint8_t *bucket[9];    /* by width 1, 2, 4, 8: 256 * (8/w) bucket indices */
     int avx512;            /* runs of 1-3 bits without tables: 16 positions at a time */
@@ -83,6 +85,22 @@ void tt_resdec_decode_scaled(const tt_resdec *d, const uint8_t *packed, uint64_t
 bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp);
 void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const float *Qp,
                    uint32_t nqp, float *x, float *out);
+
+/* The same floats, bit for bit, from the n vectors' decoded residuals (tt_resdec_decode's
+ * floats, no centroid) and their packed bytes (for the loose positions): tt_resdec_dot's
+ * sums in its order, for a scan that decodes each document once for many queries and
+ * must score each as tt_resdec_dot scores it alone. Only on AVX-512 (where
+ * tt_resdec_dot_rows_ok(d, nqp)), where tt_resdec_dot's per-row sums do not depend on
+ * the other rows of its block. The rows and the query rows are laid out by
+ * tt_resdec_rows_layout: row i's position k at rows[i * stride + k] and Qs[i * stride +
+ * k], where rows - shift and Qs - shift are 64-byte aligned, so that the longest run's
+ * blocks of 16 positions (from its first position, as tt_resdec_dot takes them) load
+ * whole cache lines. */
+bool tt_resdec_dot_rows_ok(const tt_resdec *d, uint32_t nqp);
+void tt_resdec_rows_layout(const tt_resdec *d, uint32_t *stride, uint32_t *shift);
+void tt_resdec_dot_rows(const tt_resdec *d, const float *rows, uint32_t stride,
+                        const uint8_t *packed, uint64_t n, const float *Qs, uint32_t nqp,
+                        float *out);
 
 /* The part of those products over the positions that are not in the whole bytes of
  * runs of 1-2 bits: the loose positions listed (loose[0..nloose): d->loose, or a part of

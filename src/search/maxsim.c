@@ -271,8 +271,8 @@ void tt_maxsim_group(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp
 
 void tt_maxsim_group_split(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp,
                            uint32_t dim, const float *R, const uint32_t *doclens,
-                           uint32_t ndocs, const uint32_t *codes, const float *CS, float *QR,
-                           float *scores) {
+                           uint32_t ndocs, const uint32_t *codes, const float *CS,
+                           uint64_t cs_stride, float *QR, float *scores) {
     uint64_t nvec = 0;
     if (R)
         nvec = group_products(Qp, Qt, nqp, dim, R, doclens, ndocs, QR);
@@ -288,9 +288,9 @@ void tt_maxsim_group_split(const float *Qp, const float *Qt, uint32_t nq, uint32
         float *m = QR + v * nqp;
         for (uint32_t j = 0; j < doclens[d]; j++, v++) {
             float *row = QR + v * nqp;
-            const float *cs = CS + (uint64_t)codes[v] * nqp;
+            const float *cs = CS + codes[v] * cs_stride;
             if (v + 4 < nvec) { /* CS rows are random reads (32 query vectors: 2 lines) */
-                const float *a = CS + (uint64_t)codes[v + 4] * nqp;
+                const float *a = CS + codes[v + 4] * cs_stride;
                 __builtin_prefetch(a);
                 __builtin_prefetch(a + nqp - 1);
             }

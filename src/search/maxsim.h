@@ -96,15 +96,15 @@ void tt_maxsim_group(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp
 
 /* The same score with the centroid part apart, <q_i, c + r> = <q_i, c> + <q_i, r>
  * (PLAID stage 4 on indexes whose float centroids do not stay in cache): R holds the
- * decoded residuals r of the nvec rows, codes[j] row j's centroid and CS[c * nqp + i] =
- * <q_i, centroid c> for every code used (rows nq.. of it zero, or anything: they are
- * not summed). Equals tt_maxsim_group over c + r up to float rounding. R NULL: QR
- * already holds <q_i, r_j> (tt_resdec_dot); R given: R and QR sized as for
- * tt_maxsim_group. */
+ * decoded residuals r of the nvec rows, codes[j] row j's centroid and CS[c * cs_stride +
+ * i] = <q_i, centroid c> for every code used (rows nq.. of it zero, or anything: they
+ * are not summed; cs_stride >= nqp: one table for many queries, side by side). Equals
+ * tt_maxsim_group over c + r up to float rounding. R NULL: QR already holds <q_i, r_j>
+ * (tt_resdec_dot); R given: R and QR sized as for tt_maxsim_group. */
 void tt_maxsim_group_split(const float *Qp, const float *Qt, uint32_t nq, uint32_t nqp,
                            uint32_t dim, const float *R, const uint32_t *doclens,
-                           uint32_t ndocs, const uint32_t *codes, const float *CS, float *QR,
-                           float *scores);
+                           uint32_t ndocs, const uint32_t *codes, const float *CS,
+                           uint64_t cs_stride, float *QR, float *scores);
 
 /* The centroid part of the split: CS[codes[t] * nqp + i] = <q_i, centroid codes[t]> for
  * the n codes given (rows of dim values each; nqp a multiple of 4), read from the float16

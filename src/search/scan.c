@@ -7,11 +7,16 @@
 #define SCAN_BYTES (8u << 20)
 
 /* Exhaustive decompressed MaxSim: each segment's residual file in sequential chunks,
- * deleted rows skipped; one sequence of groups over all of them. */
+ * deleted rows skipped; one sequence of groups over all of them. At 512 dimensions and
+ * more, queries of 4 or 8 padded rows on AVX-512 take stage 4's split (<q, c> once per
+ * centroid, <q, r> from the packed bytes: tt_scan_splits): at 3584-d adding each
+ * vector's centroid row and writing the decoded rows was most of a query's time. */
 int tt_scan_decompressed(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint64_t rb = idx->res_bytes;
     int st;
+    if ((st = tt_score_scan_begin(c)))
+        return st;
     if (c->filter) {
         /* Only the allowed documents: read one by one (ascending), in batches, and
          * grouped as one sequence over all of them (as the one pass groups them). */
@@ -24,6 +29,7 @@ int tt_scan_decompressed(tt_search_ctx *c) {
             tt_score_packed(c, c->cand + p, m, c->rptr);
         }
         tt_score_flush(c);
+        c->split = c->split_dot = false;
         return TT_OK;
     }
     for (uint32_t s = 0; s < idx->nseg; s++) {
@@ -56,6 +62,7 @@ int tt_scan_decompressed(tt_search_ctx *c) {
         }
     }
     tt_score_flush(c);
+    c->split = c->split_dot = false;
     return TT_OK;
 }
 

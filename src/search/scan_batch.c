@@ -6,10 +6,13 @@
  *
  * The results are those of tt_search in that mode, bit for bit: documents are grouped
  * exactly as its scans group them (score.c: consecutive live documents, allowed by the
- * filter if there is one, until the group's rows are full), each group is scored per query by the same call with the
- * same rows, and the top k of every query is kept under the same total order (higher
- * score, then lower document), so splitting the documents over threads and merging
- * their tops changes nothing. */
+ * filter if there is one, until the group's rows are full), each group is scored per
+ * query by the same call with the same rows (or, for a query whose scan splits
+ * <q, c + r>, tt_resdec_dot_rows gives its <q, r> as tt_resdec_dot gives them a scan
+ * of it alone, from residuals decoded once for all the queries, and its centroid scores
+ * are tt_centroid_dots' computed before the pass), and the top k of every query is kept
+ * under the same total order (higher score, then lower document), so splitting the
+ * documents over threads and merging their tops changes nothing. */
 #include "common/first_err.h"
 #include "search/search.h"
 
@@ -30,6 +33,17 @@ typedef struct scan_job {
     const uint64_t *col0;     /* nq + 1: query q's first row in Qall */
     const uint32_t *qlens;
     const float *scale;       /* nq: 1 or 1/qlens[q] */
+    float **CS;               /* nq: the query's centroid scores where its scan splits
+                               * (tt_scan_splits; code c's at CS[q][c * cs_stride]), else
+                               * NULL: columns of one table, a code's row for every query
+                               * side by side (one row per scored vector, not one per
+                               * vector and query, comes from memory) */
+    float *CSall;             /* K x cs_stride */
+    uint64_t cs_stride;
+    float **Qs;               /* nq: the same queries' rows as tt_resdec_dot_rows takes
+                               * them (stride, shift), else NULL */
+    uint32_t stride, shift;   /* tt_resdec_rows_layout */
+    bool whole, split;        /* some query scores c + r rows; some splits */
     bool exact;               /* the float16 originals, not the decoded residuals */
     uint64_t nq;
     uint32_t k;
@@ -38,27 +52,54 @@ typedef struct scan_job {
     uint64_t rows_cap;
     tt_search_ctx **ctx;      /* per thread */
     float **QR;               /* per thread: rows_cap * the widest query's padded rows */
+    float **Rr;               /* per thread, where some query splits: the group's residual
+                               * rows without centroids (rows_cap x stride, at shift) */
+    const uint8_t ***gptr;    /* per thread, the same: each group document's packed bytes */
     tt_topk *top;             /* per thread, nq each */
     atomic_uint_fast64_t next;
     tt_first_err err;
     const volatile int *cancel;
 } scan_job;
 
+/* The split scores of the group in c against query q (nqp padded rows at Qq), as a
+ * scan of q alone gives them (score.c with c->split_dot): <q, r> of each document's
+ * rows (tt_resdec_dot_rows: tt_resdec_dot's sums, from the rows decoded once for every
+ * query), scaled, then each row's centroid scores added in tt_maxsim_group_split. */
+static void group_split(scan_job *j, tt_search_ctx *c, int t, uint64_t q, const float *Qq,
+                        uint32_t nqp, float *QR) {
+    const tt_index *idx = j->idx;
+    uint64_t r0 = 0;
+    for (uint32_t g = 0; g < c->gn; g++) {
+        const uint32_t len = c->glens[g];
+        tt_resdec_dot_rows(&c->dec, j->Rr[t] + r0 * j->stride + j->shift, j->stride,
+                           j->gptr[t][g], len, j->Qs[q] + j->shift, nqp, QR + r0 * nqp);
+        if (idx->vscale)
+            tt_score_vscale_products(idx, Qq, nqp, j->gptr[t][g], idx->doc_vec0[c->gdocs[g]],
+                                     len, QR + r0 * nqp);
+        r0 += len;
+    }
+    tt_maxsim_group_split(Qq, NULL, j->qlens[q], nqp, idx->dim, NULL, c->glens, c->gn, c->rcodes,
+                          j->CS[q], j->cs_stride, QR, c->gscores);
+}
+
 /* Scores the group decoded in c (c->gn documents of c->glens rows in c->R) against
  * every query into the thread's tops: one tt_maxsim_group per query, the very call a
- * search of that query alone makes on this group. (One sgemm over all the queries'
- * columns would multiply faster, but OpenBLAS picks its kernel by the shape, and at
- * 3584-d a 4-vector query's product takes a path that rounds differently: 5,468 of
- * 6,400 top-100 scores differed in the last bits.) */
-static void group_flush(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top) {
+ * search of that query alone makes on this group, or group_split. (One sgemm over all
+ * the queries' columns would multiply faster, but OpenBLAS picks its kernel by the
+ * shape, and at 3584-d a 4-vector query's product takes a path that rounds
+ * differently: 5,468 of 6,400 top-100 scores differed in the last bits.) */
+static void group_flush(scan_job *j, tt_search_ctx *c, int t, float *QR, tt_topk *top) {
     const uint32_t dim = j->idx->dim;
     if (c->gn == 0)
         return;
     for (uint64_t q = 0; q < j->nq; q++) {
         const uint32_t nqp = (uint32_t)(j->col0[q + 1] - j->col0[q]);
-        tt_maxsim_group(j->Qall + j->col0[q] * dim,
-                        tt_maxsim_own(nqp) ? j->Qtall + j->col0[q] * dim : NULL, j->qlens[q],
-                        nqp, dim, c->R, c->glens, c->gn, QR, c->gscores);
+        if (j->CS[q])
+            group_split(j, c, t, q, j->Qall + j->col0[q] * dim, nqp, QR);
+        else
+            tt_maxsim_group(j->Qall + j->col0[q] * dim,
+                            tt_maxsim_own(nqp) ? j->Qtall + j->col0[q] * dim : NULL,
+                            j->qlens[q], nqp, dim, c->R, c->glens, c->gn, QR, c->gscores);
         for (uint32_t d = 0; d < c->gn; d++)
             tt_topk_push(&top[q], c->gdocs[d], c->gscores[d] * j->scale[q]);
     }
@@ -73,8 +114,8 @@ static inline bool scanned(const tt_index *idx, const tt_filter *f, uint64_t d) 
 
 /* Reads, decodes (or converts the originals of) and scores the rows [r0, r1) (whole
  * groups). */
-static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uint64_t r0,
-                     uint64_t r1) {
+static int scan_unit(scan_job *j, tt_search_ctx *c, int t, float *QR, tt_topk *top,
+                     uint64_t r0, uint64_t r1) {
     const tt_index *idx = j->idx;
     const uint64_t rb = idx->res_bytes;
     int st;
@@ -114,24 +155,32 @@ static int scan_unit(scan_job *j, tt_search_ctx *c, float *QR, tt_topk *top, uin
             continue;
         const uint32_t len = idx->doclens[d];
         if (c->grows + len > j->rows_cap)
-            group_flush(j, c, QR, top);
+            group_flush(j, c, t, QR, top);
         float *dst = c->R + c->grows * idx->dim;
         const uint64_t v0 = idx->doc_vec0[d];
         if (j->exact) {
             if ((st = tt_original_rows(idx, s, d, dst)))
                 return st;
         } else {
-            for (uint32_t t = 0; t < len; t++)
-                c->gcodes[t] = tt_index_code(idx, v0 + t);
-            tt_score_decode_add(c, base[r] + (v0 - idx->doc_vec0[first[r]]) * rb, len,
-                                c->gcodes, v0, dst);
+            const uint8_t *packed = base[r] + (v0 - idx->doc_vec0[first[r]]) * rb;
+            for (uint32_t v = 0; v < len; v++)
+                c->gcodes[v] = tt_index_code(idx, v0 + v);
+            if (j->whole)
+                tt_score_decode_add(c, packed, len, c->gcodes, v0, dst);
+            if (j->split) {
+                memcpy(c->rcodes + c->grows, c->gcodes, len * sizeof *c->rcodes);
+                j->gptr[t][c->gn] = packed;
+                for (uint32_t v = 0; v < len; v++)
+                    tt_resdec_decode(&c->dec, packed + v * rb, 1,
+                                     j->Rr[t] + (c->grows + v) * j->stride + j->shift);
+            }
         }
         c->glens[c->gn] = len;
         c->gdocs[c->gn] = d;
         c->gn++;
         c->grows += len;
     }
-    group_flush(j, c, QR, top);
+    group_flush(j, c, t, QR, top);
     return TT_OK;
 }
 
@@ -145,7 +194,7 @@ static void scan_worker(void *arg, int t, int nthreads) {
             break;
         int st = j->cancel && *j->cancel
                      ? tt_err(TT_ECANCELED, "%s: exhaustive scan cancelled", j->idx->dir)
-                     : scan_unit(j, j->ctx[t], j->QR[t], top, j->unit[u], j->unit[u + 1]);
+                     : scan_unit(j, j->ctx[t], t, j->QR[t], top, j->unit[u], j->unit[u + 1]);
         if (st) {
             tt_first_err_set(&j->err, st, UINT64_MAX);
             break;
@@ -188,6 +237,89 @@ static int make_units(const tt_index *idx, const tt_filter *f, uint64_t rows_cap
     u[n] = idx->num_docs;
     *unit = u;
     *nunit = n;
+    return TT_OK;
+}
+
+/* Centroids per unit of the centroid scores' work: their rows (448 KiB of float16 at
+ * 3584-d) stay in L2 while every query is scored against them. */
+#define CS_BLOCK 64u
+
+typedef struct cs_job {
+    const scan_job *j;
+    const uint32_t *codes; /* 0 .. CS_BLOCK-1 */
+    bool avx2;
+    atomic_uint_fast64_t next;
+} cs_job;
+
+static void cs_worker(void *arg, int t, int nthreads) {
+    (void)t, (void)nthreads;
+    cs_job *w = arg;
+    const scan_job *j = w->j;
+    const tt_index *idx = j->idx;
+    const uint64_t K = idx->num_centroids, dim = idx->dim;
+    float tmp[CS_BLOCK * 8];
+    for (;;) {
+        const uint64_t b = atomic_fetch_add(&w->next, 1) * CS_BLOCK;
+        if (b >= K)
+            break;
+        const uint64_t n = TT_MIN((uint64_t)CS_BLOCK, K - b);
+        for (uint64_t q = 0; q < j->nq; q++) {
+            if (!j->CS[q])
+                continue;
+            const uint32_t nqp = (uint32_t)(j->col0[q + 1] - j->col0[q]);
+            /* centroids b.. as codes 0..n-1 of a table of their own: each score is
+             * computed by itself, whatever list it is in */
+            tt_centroid_dots(j->Qall + j->col0[q] * dim, nqp, idx->dim,
+                             idx->centroids16 ? NULL : idx->centroids + b * dim,
+                             idx->centroids16 ? idx->centroids16 + b * dim : NULL, w->codes, n,
+                             tmp, w->avx2);
+            for (uint64_t c = 0; c < n; c++)
+                memcpy(j->CS[q] + (b + c) * j->cs_stride, tmp + c * nqp, nqp * sizeof *tmp);
+        }
+    }
+}
+
+/* The split queries' tables (j->CS[q] allocated where the query splits on this CPU, as
+ * ctx's decoder says) and their centroid scores: those tt_centroid_dots gives a scan of
+ * the query alone, each computed by itself whatever the list it is in. */
+static int split_tables(scan_job *j, const tt_search_ctx *ctx, int threads) {
+    const tt_index *idx = j->idx;
+    const uint64_t K = idx->num_centroids;
+    j->whole = j->exact;
+    tt_resdec_rows_layout(&ctx->dec, &j->stride, &j->shift);
+    j->cs_stride = 0;
+    for (uint64_t q = 0; q < j->nq; q++) {
+        const uint32_t nqp = (uint32_t)(j->col0[q + 1] - j->col0[q]);
+        if (!j->exact && tt_scan_splits(idx, &ctx->dec, nqp))
+            j->cs_stride += nqp;
+    }
+    if (j->cs_stride && !(j->CSall = tt_alloc(K * j->cs_stride, sizeof(float), "exhaustive scan")))
+        return TT_ENOMEM;
+    for (uint64_t q = 0, col = 0; q < j->nq; q++) {
+        const uint32_t nqp = (uint32_t)(j->col0[q + 1] - j->col0[q]);
+        if (j->exact || !tt_scan_splits(idx, &ctx->dec, nqp)) {
+            j->whole = true;
+            continue;
+        }
+        j->CS[q] = j->CSall + col;
+        col += nqp;
+        if (!(j->Qs[q] = tt_alloc_aligned((uint64_t)nqp * j->stride, sizeof(float), 64,
+                                          "exhaustive scan")))
+            return TT_ENOMEM;
+        memset(j->Qs[q], 0, (uint64_t)nqp * j->stride * sizeof(float));
+        for (uint32_t i = 0; i < nqp; i++)
+            memcpy(j->Qs[q] + (uint64_t)i * j->stride + j->shift,
+                   j->Qall + (j->col0[q] + i) * idx->dim, idx->dim * sizeof(float));
+        j->split = true;
+    }
+    if (!j->split)
+        return TT_OK;
+    uint32_t codes[CS_BLOCK];
+    for (uint32_t c = 0; c < CS_BLOCK; c++)
+        codes[c] = c;
+    cs_job w = {.j = j, .codes = codes, .avx2 = ctx->dec.avx2};
+    atomic_init(&w.next, 0);
+    tt_parallel(threads, cs_worker, &w);
     return TT_OK;
 }
 
@@ -248,8 +380,12 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
     j.unit = unit;
     j.ctx = tt_calloc((size_t)threads, sizeof *j.ctx, "exhaustive scan");
     j.QR = tt_calloc((size_t)threads, sizeof *j.QR, "exhaustive scan");
+    j.Rr = tt_calloc((size_t)threads, sizeof *j.Rr, "exhaustive scan");
+    j.gptr = tt_calloc((size_t)threads, sizeof *j.gptr, "exhaustive scan");
+    j.CS = tt_calloc(nq, sizeof *j.CS, "exhaustive scan");
+    j.Qs = tt_calloc(nq, sizeof *j.Qs, "exhaustive scan");
     j.top = tt_calloc((uint64_t)threads * nq, sizeof *j.top, "exhaustive scan");
-    if (!j.ctx || !j.QR || !j.top) {
+    if (!j.ctx || !j.QR || !j.Rr || !j.gptr || !j.CS || !j.Qs || !j.top) {
         st = TT_ENOMEM;
         goto free_threads;
     }
@@ -265,6 +401,15 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
             if ((st = tt_topk_reset(&j.top[(uint64_t)t * nq + q], kk)))
                 goto free_threads;
     }
+    if ((st = split_tables(&j, j.ctx[0], threads)))
+        goto free_threads;
+    for (int t = 0; t < threads && j.split; t++)
+        if (!(j.Rr[t] = tt_alloc_aligned(j.rows_cap * j.stride, sizeof(float), 64,
+                                         "exhaustive scan")) ||
+            !(j.gptr[t] = tt_alloc(j.rows_cap, sizeof *j.gptr[t], "exhaustive scan"))) {
+            st = TT_ENOMEM;
+            goto free_threads;
+        }
     atomic_init(&j.next, 0);
     tt_first_err_init(&j.err);
     tt_parallel(threads, scan_worker, &j);
@@ -290,12 +435,23 @@ free_threads:
             tt_search_ctx_free(j.ctx[t]);
         if (j.QR)
             free(j.QR[t]);
+        if (j.Rr)
+            free(j.Rr[t]);
+        if (j.gptr)
+            free(j.gptr[t]);
         if (j.top)
             for (uint64_t q = 0; q < nq; q++)
                 tt_topk_free(&j.top[(uint64_t)t * nq + q]);
     }
+    free(j.CSall);
+    for (uint64_t q = 0; j.Qs && q < nq; q++)
+        free(j.Qs[q]);
     free(j.ctx);
     free(j.QR);
+    free(j.Rr);
+    free(j.gptr);
+    free(j.CS);
+    free(j.Qs);
     free(j.top);
 out:
     free(col0);
@@ -306,8 +462,9 @@ out:
     return st;
 }
 
-/* Queries per pass: their tops on every thread and their padded copies within this
- * many bytes (more queries take more passes over the index). */
+/* Queries per pass: their tops on every thread, their padded copies and the centroid
+ * scores of those that may split within this many bytes (more queries take more passes
+ * over the index). */
 #define SCAN_QUERY_BYTES (64ull << 20)
 
 int tt_scan_batch(const tt_index *idx, const tt_filter *filter, const float *Q,
@@ -338,7 +495,10 @@ int tt_scan_batch(const tt_index *idx, const tt_filter *filter, const float *Q,
     for (uint64_t q0 = 0; q0 < nq;) {
         uint64_t q1 = q0, bytes = 0;
         do {
-            bytes += per_top + (uint64_t)tt_qpad(qlens[q1]) * idx->dim * sizeof(float);
+            const uint64_t nqp = tt_qpad(qlens[q1]);
+            bytes += per_top + nqp * idx->dim * sizeof(float);
+            if (idx->dim >= TT_CROWS_MIN_DIM && mode == TT_MODE_EXHAUSTIVE) /* may split */
+                bytes += nqp * (idx->num_centroids + idx->dim + 32) * sizeof(float);
             q1++;
         } while (q1 < nq && bytes < SCAN_QUERY_BYTES);
         int st = scan_chunk(idx, filter, Q, qoffs + q0, qlens + q0, q1 - q0, k, kk, mode,

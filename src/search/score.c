@@ -1,7 +1,8 @@
 /* Decompressed MaxSim of a list of documents: their packed residuals are read (io_uring,
  * pread or the mapping), decoded with their centroids added, and scored in groups.
- * PLAID stage 4 and the exhaustive scan both end here; stage 4 may instead score the
- * centroids and the residuals apart (the split below). */
+ * PLAID stage 4 and the exhaustive scan both end here; either may instead score the
+ * centroids and the residuals apart (the split below; the scan only where its one-pass
+ * batch can give the same floats: tt_scan_splits). */
 #include "search/search.h"
 
 #include <math.h>
@@ -103,14 +104,12 @@ static int split_begin(tt_search_ctx *c) {
 
 /* Per-vector residual scales (debias 2, idx->vscale): the positions from vscale_k0 on
  * of each decoded residual are multiplied by its vector's scale (decoding:
- * tt_resdec_decode_scaled). vscale_products turns the products out[j * nqp + i] =
- * <q_i, r^_j> of n packed residuals of vectors v0.. into the scaled residuals' ones: the
- * 8-bit positions' part (their codes are the first bytes of a packed vector) as it is,
- * the rest times the scale. */
-static void vscale_products(const tt_search_ctx *c, const uint8_t *packed, uint64_t v0,
-                            uint64_t n, float *out) {
-    const tt_index *idx = c->idx;
-    const uint32_t dim = idx->dim, k0 = idx->vscale_k0, nqp = c->nqp;
+ * tt_resdec_decode_scaled). tt_score_vscale_products (search.h) turns the unscaled
+ * products into the scaled residuals' ones: the 8-bit positions' part (their codes are
+ * the first bytes of a packed vector) as it is, the rest times the scale. */
+void tt_score_vscale_products(const tt_index *idx, const float *Qp, uint32_t nqp,
+                              const uint8_t *packed, uint64_t v0, uint64_t n, float *out) {
+    const uint32_t dim = idx->dim, k0 = idx->vscale_k0;
     const uint64_t rb = idx->res_bytes;
     const tt_codec *cd = &idx->codec;
     for (uint64_t j = 0; j < n; j++) {
@@ -119,7 +118,7 @@ static void vscale_products(const tt_search_ctx *c, const uint8_t *packed, uint6
         for (uint32_t i = 0; i < nqp; i++) {
             float part8 = 0;
             for (uint32_t k = 0; k < k0; k++)
-                part8 += c->Qp[(size_t)i * dim + k] * cd->weights[cd->woff[k] + p[k]];
+                part8 += Qp[(size_t)i * dim + k] * cd->weights[cd->woff[k] + p[k]];
             float *o = out + j * nqp + i;
             *o = part8 + s * (*o - part8);
         }
@@ -140,6 +139,19 @@ void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t
         tt_resdec_decode_add(&c->dec, packed, n, idx->centroids, codes, out);
 }
 
+bool tt_scan_splits(const tt_index *idx, const tt_resdec *d, uint32_t nqp) {
+    return idx->dim >= SPLIT_MIN_DIM && tt_resdec_dot_rows_ok(d, nqp);
+}
+
+int tt_score_scan_begin(tt_search_ctx *c) {
+    c->split = c->split_dot = c->lut_pass = c->lut_plain = false;
+    if (!tt_scan_splits(c->idx, &c->dec, c->nqp))
+        return TT_OK;
+    int st = memo_reserve(c, &c->cfs, &c->cfs_nqp, &c->cfs_seen);
+    c->split = c->split_dot = st == TT_OK;
+    return st;
+}
+
 /* Scores the group of decoded documents and pushes them into c->top (in the lookup
  * pass: stores them in c->ascore). */
 void tt_score_flush(tt_search_ctx *c) {
@@ -153,7 +165,7 @@ void tt_score_flush(tt_search_ctx *c) {
             split_centroid_scores(c);
         }
         tt_maxsim_group_split(c->Qp, c->Qt, c->nq, c->nqp, idx->dim, c->split_dot ? NULL : c->R,
-                              c->glens, c->gn, c->rcodes, CS, c->QR, c->gscores);
+                              c->glens, c->gn, c->rcodes, CS, c->nqp, c->QR, c->gscores);
     } else if (c->gn) {
         tt_maxsim_group(c->Qp, c->Qt, c->nq, c->nqp, idx->dim, c->R, c->glens, c->gn, c->QR,
                         c->gscores);
@@ -209,7 +221,8 @@ static void score_packed(tt_search_ctx *c, const uint64_t *docs, size_t n,
                 tt_resdec_dot(&c->dec, ptr[t], len, c->Qp, c->nqp, c->R,
                               c->QR + r0 * c->nqp);
             if (idx->vscale)
-                vscale_products(c, ptr[t], v0, len, c->QR + r0 * c->nqp);
+                tt_score_vscale_products(idx, c->Qp, c->nqp, ptr[t], v0, len,
+                                         c->QR + r0 * c->nqp);
             continue;
         }
         for (uint32_t j = 0; j < len; j++)
@@ -346,10 +359,10 @@ static void lut_plain_scores(tt_search_ctx *c, const uint64_t *docs, size_t n,
             c->rcodes[j] = tt_index_code(idx, v0 + j);
         tt_reslut_dot(&c->lut, &c->dec, ptr[t], len, c->Qp, c->R, c->QR);
         if (idx->vscale)
-            vscale_products(c, ptr[t], v0, len, c->QR);
+            tt_score_vscale_products(idx, c->Qp, c->nqp, ptr[t], v0, len, c->QR);
         float s;
         tt_maxsim_group_split(c->Qp, NULL, c->nq, c->nqp, idx->dim, NULL, &len, 1, c->rcodes, c->St,
-                              c->QR, &s);
+                              c->nqp, c->QR, &s);
         c->ascore[c->ascore_n++] = s * c->scale;
     }
     c->st.scored_docs += n;

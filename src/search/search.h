@@ -211,6 +211,18 @@ int tt_score_reserve_ranges(tt_search_ctx *c, size_t n);
  * floats either way); v0: the first vector's row (for its residual scale, debias 2). */
 void tt_score_decode_add(const tt_search_ctx *c, const uint8_t *packed, uint64_t n,
                          const uint32_t *codes, uint64_t v0, float *out);
+/* The products out[j * nqp + i] = <q_i, r_j> of the unscaled residuals of n packed
+ * vectors of rows v0.. turned into those of the scaled residuals (debias 2,
+ * idx->vscale): the 8-bit positions' part as it is, the rest times the vector's scale. */
+void tt_score_vscale_products(const tt_index *idx, const float *Qp, uint32_t nqp,
+                              const uint8_t *packed, uint64_t v0, uint64_t n, float *out);
+/* Whether an exhaustive scan scores <q, c + r> as <q, c> + <q, r> for a query of nqp
+ * padded rows (the split of stage 4): at 512 dimensions and more, where the decoder
+ * can give <q, r> from the packed bytes and, bit for bit, from decoded rows
+ * (tt_resdec_dot_rows: the one-pass batch of scan_batch.c scores each query as a scan
+ * of it alone). tt_score_scan_begin sets the current query's scan up for it (or not). */
+bool tt_scan_splits(const tt_index *idx, const tt_resdec *d, uint32_t nqp);
+int tt_score_scan_begin(tt_search_ctx *c);
 /* The decompressed vectors c + r of document doc (doclens[doc] * dim floats, in the
  * codec's position order) into out; for calibration's pseudo-queries (src/tune/). */
 int tt_score_doc_vectors(tt_search_ctx *c, uint64_t doc, float *out);
