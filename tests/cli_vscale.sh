@@ -35,6 +35,9 @@ expect_ok "build (isotropic, defaults)" "$T" build --vectors "$WORK/i.vectors.np
     && ok "no 8-bit dimensions: debiased tables, no vscale.tt" || bad "isotropic: $(ls "$WORK/iso")"
 expect_ok "build --debias table" "$T" build $V --out "$WORK/tab" --debias table
 [ ! -e "$WORK/tab/vscale.tt" ] && ok "--debias table: no vscale.tt" || bad "tab: $(ls "$WORK/tab")"
+expect_ok "build --debias none" "$T" build $V --out "$WORK/nod" --debias none
+[ ! -e "$WORK/nod/vscale.tt" ] && "$T" info --json "$WORK/nod" | grep -q '"debias": "none"' \
+    && ok "--debias none: no vscale.tt, info says none" || bad "nod: $(ls "$WORK/nod")"
 expect_ok "build --vector-scale" "$T" build $V --out "$WORK/vec" --vector-scale
 cmp -s "$WORK/idx/vscale.tt" "$WORK/vec/vscale.tt" && cmp -s "$WORK/idx/residuals.tt" \
     "$WORK/vec/residuals.tt" && ok "auto = --vector-scale here, file for file" \

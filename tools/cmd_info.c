@@ -16,9 +16,11 @@ static uint64_t dense_bytes(const tt_index_info *in) {
     return in->bytes_index - in->bytes_sparse - in->bytes_metadata - in->bytes_tune;
 }
 
-/* "table", "vector" or null (tt_debias). */
+/* "table", "vector" or "none" (tt_debias; the names `--debias` and report.json use). */
 static const char *debias_json(int debias) {
-    return debias == TT_DEBIAS_TABLE ? "\"table\"" : debias == TT_DEBIAS_VECTOR ? "\"vector\"" : "null";
+    return debias == TT_DEBIAS_TABLE    ? "\"table\""
+           : debias == TT_DEBIAS_VECTOR ? "\"vector\""
+                                        : "\"none\"";
 }
 
 /* A set's share of first documents kept, as JSON: null where tune.tt predates it. */

@@ -1829,7 +1829,7 @@ static PyObject *Index_info(IndexObject *self, PyObject *unused) {
         "sketch_bytes", i->sketch_bytes, "debias",
         i->debias == TT_DEBIAS_TABLE    ? "table"
         : i->debias == TT_DEBIAS_VECTOR ? "vector"
-                                        : NULL,
+                                        : "none",
         "dims_by_width", "0", i->dims_by_width[0], "1", i->dims_by_width[1], "2",
         i->dims_by_width[2], "3", i->dims_by_width[3], "4", i->dims_by_width[4], "8",
         i->dims_by_width[8], "train_vectors",

@@ -135,7 +135,7 @@ class TestSearch(Base):
         """build(debias=...): True/"table" (the default), False/"none", "vector" (one
         residual scale per vector, 2 bytes each in vscale.tt, adaptive codec only)."""
         x, lens = synthetic(ndocs=60, dim=8, seed=6)
-        want = {True: "table", "table": "table", False: None, "none": None, "vector": "vector",
+        want = {True: "table", "table": "table", False: "none", "none": "none", "vector": "vector",
                 "auto": "table"}  # no outlier dimensions here: no 8-bit positions
         for i, (arg, name) in enumerate(want.items()):
             d = os.path.join(self.tmp, "debias%d" % i)
