@@ -616,7 +616,8 @@ static double weighted_error(const tt_codec *c, const float *x, uint64_t n, cons
  * sum_i x_ij * decode(x_i)_j equals sum_i x_ij^2 in every dimension (the scaling's
  * definition), where the plain Lloyd-Max weights fall short of it; cutoffs and codes
  * are those of the plain codec, weights are the plain ones times one factor >= 1 per
- * table, ascending still. */
+ * table, ascending still; tt_codec_debias on the plain codec gives the debiased one's
+ * tables exactly (per-dim and adaptive, 0-bit and 8-bit positions included). */
 START_TEST(debias_makes_self_products_unbiased) {
     const uint64_t n = 2000;
     const uint32_t dim = 16;
@@ -674,6 +675,15 @@ START_TEST(debias_makes_self_products_unbiased) {
                 ck_assert(isfinite(c1.weights[t]));
                 if (fabs(c0.weights[t]) > 1e-6)
                     ck_assert(c1.weights[t] / c0.weights[t] >= 1.0 - 1e-6);
+            }
+            /* the plain codec debiased after training: the debiased one, float for float
+             * (what `--debias auto` does when it finds no 8-bit position) */
+            if (kinds[ki] == TT_CODEC_SHARED) {
+                ck_assert_int_eq(tt_codec_debias(&c0, x, n), TT_EINVAL);
+            } else {
+                ck_assert_int_eq(tt_codec_debias(&c0, x, n), TT_OK);
+                ck_assert_mem_eq(c0.weights, c1.weights, c1.nweights * sizeof *c1.weights);
+                ck_assert_mem_eq(c0.cutoffs, c1.cutoffs, c1.ncutoffs * sizeof *c1.cutoffs);
             }
             tt_codec_free(&c0);
             tt_codec_free(&c1);

@@ -278,7 +278,8 @@ static int train(builder *b, plan *pl, const tt_build_group *g) {
     if (!st) {
         /* TT_DEBIAS_AUTO: one scale per vector where the adaptive codec gives some
          * positions 8 bits (outlier dimensions), else debiased tables; the adaptive
-         * tables are trained without debiasing first and, for the latter, again with it. */
+         * tables are trained without debiasing first and, for the latter, debiased
+         * after (the same tables as training with it: debiasing never moves a cutoff). */
         if (b->debias == TT_DEBIAS_AUTO && o->codec_tables != TT_CODEC_ADAPTIVE)
             b->debias = TT_DEBIAS_TABLE;
         tt_codec_params cp = {.kind = o->codec_tables, .nbits = (int)b->nbits,
@@ -287,11 +288,8 @@ static int train(builder *b, plan *pl, const tt_build_group *g) {
         st = tt_codec_train_ex(&b->codec, res, nheld, b->dim, &cp);
         if (!st && b->debias == TT_DEBIAS_AUTO) {
             b->debias = tt_codec_n8(&b->codec) > 0 ? TT_DEBIAS_VECTOR : TT_DEBIAS_TABLE;
-            if (b->debias == TT_DEBIAS_TABLE) {
-                tt_codec_free(&b->codec);
-                cp.debias = 1;
-                st = tt_codec_train_ex(&b->codec, res, nheld, b->dim, &cp);
-            }
+            if (b->debias == TT_DEBIAS_TABLE)
+                st = tt_codec_debias(&b->codec, res, nheld);
         }
     }
     free(importance);

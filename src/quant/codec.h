@@ -113,6 +113,13 @@ float tt_quantile(float *x, uint64_t n, double q);
  * TT_ENOMEM. */
 int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim,
                       const tt_codec_params *p);
+/* Debiases the tables of a per-dimension or adaptive codec trained without it, as
+ * training with p->debias does (each table's weights scaled so that its values' products
+ * with their decoded values are unbiased; 0-bit positions left as they are): the same
+ * floats, for the price of sorting each dimension's n held-out residuals (n*dim, input
+ * order) once more instead of training every width again. Errors: TT_EINVAL (a shared
+ * codec, no residuals), TT_ENOMEM. */
+int tt_codec_debias(tt_codec *c, const float *residuals, uint64_t n);
 /* The ColBERTv2 tables: quantiles only (lloyd_rounds 0), shared (per_dim 0) or per-dim. */
 int tt_codec_train(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim, int nbits,
                    int per_dim);

@@ -519,6 +519,45 @@ done:
     return rc;
 }
 
+int tt_codec_debias(tt_codec *c, const float *residuals, uint64_t n) {
+    if (!c || !residuals || n == 0 || c->kind == TT_CODEC_SHARED)
+        return tt_err(TT_EINVAL, "codec: debiasing needs a per-dimension or adaptive codec "
+                                 "and residuals");
+    const uint32_t dim = c->dim, block = TT_MIN(dim, TT_CODEC_TRAIN_BLOCK);
+    float *scratch = tt_alloc(n, (uint64_t)block * sizeof(float), "codec: residual column block");
+    double *s = tt_alloc(n + 1, sizeof *s, "codec: residual column sums");
+    double *s2 = tt_alloc(n + 1, sizeof *s2, "codec: residual column sums");
+    uint32_t *pos = tt_alloc(dim, sizeof *pos, "codec positions");
+    int rc = TT_OK;
+    if (!scratch || !s || !s2 || !pos) {
+        rc = TT_ENOMEM;
+        goto done;
+    }
+    for (uint32_t k = 0; k < dim; k++) /* the position of each input dimension */
+        pos[c->perm ? c->perm[k] : k] = k;
+    for (uint32_t d0 = 0; d0 < dim; d0 += block) {
+        const uint32_t m = TT_MIN(block, dim - d0);
+        for (uint64_t i = 0; i < n; i++)
+            for (uint32_t b = 0; b < m; b++)
+                scratch[(size_t)b * n + i] = residuals[i * dim + d0 + b];
+        for (uint32_t b = 0; b < m; b++) {
+            const uint32_t k = pos[d0 + b];
+            if (!c->bits[k]) /* a constant: train_table leaves it as it is */
+                continue;
+            column col;
+            column_init(&col, scratch + (size_t)b * n, (size_t)n, s, s2);
+            debias_table(&col, 1u << c->bits[k], c->cutoffs + c->coff[k],
+                         c->weights + c->woff[k]);
+        }
+    }
+done:
+    free(scratch);
+    free(s);
+    free(s2);
+    free(pos);
+    return rc;
+}
+
 int tt_codec_train(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim, int nbits,
                    int per_dim) {
     tt_codec_params p = {.kind = per_dim ? TT_CODEC_PER_DIM : TT_CODEC_SHARED,
