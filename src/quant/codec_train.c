@@ -395,6 +395,17 @@ static void allocate(uint32_t dim, uint64_t budget, const double *err, const flo
  * instead of a transposed copy of the whole sample, with sequential reads of rows. */
 #define TT_CODEC_TRAIN_BLOCK 64
 
+/* Columns d0..d0+m of the n residual rows (n*dim) into scratch, one column of n values
+ * after another (m <= TT_CODEC_TRAIN_BLOCK). */
+static void load_columns(const float *residuals, uint64_t n, uint32_t dim, uint32_t d0,
+                         uint32_t m, float *scratch) {
+    for (uint64_t i = 0; i < n; i++) {
+        const float *row = residuals + i * dim + d0;
+        for (uint32_t b = 0; b < m; b++)
+            scratch[(size_t)b * n + i] = row[b];
+    }
+}
+
 int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t dim,
                       const tt_codec_params *p) {
     int rc = TT_OK;
@@ -452,11 +463,7 @@ int tt_codec_train_ex(tt_codec *c, const float *residuals, uint64_t n, uint32_t 
     }
     for (uint32_t d0 = 0; d0 < dim; d0 += block) {
         uint32_t m = TT_MIN(block, dim - d0);
-        for (uint64_t i = 0; i < n; i++) {
-            const float *row = residuals + i * dim + d0;
-            for (uint32_t b = 0; b < m; b++)
-                scratch[(size_t)b * n + i] = row[b];
-        }
+        load_columns(residuals, n, dim, d0, m, scratch);
         for (uint32_t b = 0; b < m; b++) {
             uint32_t d = d0 + b;
             column_init(&col, scratch + (size_t)b * n, (size_t)n, s, s2);
@@ -537,9 +544,7 @@ int tt_codec_debias(tt_codec *c, const float *residuals, uint64_t n) {
         pos[c->perm ? c->perm[k] : k] = k;
     for (uint32_t d0 = 0; d0 < dim; d0 += block) {
         const uint32_t m = TT_MIN(block, dim - d0);
-        for (uint64_t i = 0; i < n; i++)
-            for (uint32_t b = 0; b < m; b++)
-                scratch[(size_t)b * n + i] = residuals[i * dim + d0 + b];
+        load_columns(residuals, n, dim, d0, m, scratch);
         for (uint32_t b = 0; b < m; b++) {
             const uint32_t k = pos[d0 + b];
             if (!c->bits[k]) /* a constant: train_table leaves it as it is */
