@@ -534,10 +534,11 @@ END_TEST
  * per-dimension and shared codecs with tails, 4 and 8 query rows, a number of vectors
  * that leaves a partial block (27: AVX2 takes blocks of 16 and 8 vectors a vector per
  * lane, then 2 or 1; and again with the lanes off). Where it cannot run (neither
- * AVX-512 nor AVX2, other query sizes) it says so. On AVX-512, tt_resdec_dot_rows
- * gives its floats bit for bit from the decoded rows (laid out by
- * tt_resdec_rows_layout, in panels of 16 vectors: 27 leaves a partial one); elsewhere
- * it says it cannot. */
+ * AVX-512 nor AVX2, other query sizes) it says so. On every one of those paths,
+ * tt_resdec_dot_rows gives its floats bit for bit from the decoded rows (laid out by
+ * tt_resdec_rows_layout; AVX-512 in panels of 16 vectors, AVX2 a vector a lane for the
+ * whole blocks of 8 and one at a time after them: 27 leaves a partial panel and 3
+ * vectors past the blocks); where tt_resdec_dot cannot run, neither can it. */
 START_TEST(resdec_dot_matches_decode) {
     const uint32_t layouts[][6] = {
         {4, 0, 0, 996, 24, 0},  {3, 1, 0, 5, 3, 4},     {0, 0, 0, 60, 8, 0},
@@ -585,8 +586,8 @@ START_TEST(resdec_dot_matches_decode) {
             }
             memset(out, 0, sizeof out);
             tt_resdec_dot(&d, packed, n, Q, nqp, x, out);
-            ck_assert(tt_resdec_dot_rows_ok(&d, nqp) == (path < 2));
-            if (path < 2) {
+            ck_assert(tt_resdec_dot_rows_ok(&d, nqp));
+            {
                 uint32_t stride, shift;
                 tt_resdec_rows_layout(&d, &stride, &shift);
                 ck_assert(stride % 16 == 0 && shift < 16 && stride >= dim + shift);
@@ -598,13 +599,19 @@ START_TEST(resdec_dot_matches_decode) {
                     memcpy(Rs + (size_t)v * stride + shift, R + (size_t)v * dim, dim * sizeof *R);
                 for (uint32_t i = 0; i < nqp; i++)
                     memcpy(Qs + (size_t)i * stride + shift, Q + (size_t)i * dim, dim * sizeof *Q);
-                tt_resdec_dot_rows(&d, Rs + shift, stride, packed, n, Qs + shift, nqp, rout);
+                float *Ls = aligned_alloc(64, bytes);
+                memset(Ls, 0xff, bytes); /* NaN where the copy by lanes leaves it */
+                tt_resdec_to_lanes(&d, Rs + shift, stride, n, Ls);
+                tt_resdec_dot_rows(&d, Rs + shift, tt_resdec_rows_lanes(&d) ? Ls : NULL, stride,
+                                   packed, n, Qs + shift, nqp, rout);
+                ck_assert(tt_resdec_rows_lanes(&d) == (path >= 2 && path < 4 && !d.shared));
                 for (uint32_t t = 0; t < n * nqp; t++)
                     ck_assert_msg(memcmp(&rout[t], &out[t], sizeof *out) == 0,
                                   "layout %zu nqp %u vector %u row %u: rows %.9g, packed %.9g", li,
                                   nqp, t / nqp, t % nqp, rout[t], out[t]);
                 free(Rs);
                 free(Qs);
+                free(Ls);
             }
             for (uint32_t v = 0; v < n; v++)
                 for (uint32_t i = 0; i < nqp; i++) {
@@ -623,6 +630,7 @@ START_TEST(resdec_dot_matches_decode) {
         const int a2 = d.avx2;
         d.avx512 = d.avx2 = 0;
         ck_assert(!tt_resdec_dot_ok(&d, 4) && !tt_resdec_dot_ok(&d, 8));
+        ck_assert(!tt_resdec_dot_rows_ok(&d, 4) && !tt_resdec_dot_rows_ok(&d, 8));
         d.avx512 = a512;
         d.avx2 = a2;
         ck_assert(!tt_resdec_dot_ok(&d, 16) && !tt_resdec_dot_ok(&d, 12));
@@ -2464,9 +2472,9 @@ END_TEST
  * for query lengths that pad and do not, sum and mean scores, k beyond the documents,
  * with and without a filter, on 1-3 threads, on the 128-d per-dimension index, the
  * adaptive 64-d one and two 512-d ones (_i 2-3: adaptive with scales, per-dimension),
- * where queries of 4 and 8 padded rows score centroids and residuals apart on AVX-512
- * (the batch from rows decoded once, one by one from the packed bytes), in batches that
- * mix them with longer queries; it stops when cancelled, and exact mode needs the
+ * where queries of 4 and 8 padded rows score centroids and residuals apart on AVX-512 or
+ * AVX2 (the batch from rows decoded once, one by one from the packed bytes), in batches
+ * that mix them with longer queries; it stops when cancelled, and exact mode needs the
  * originals. */
 START_TEST(exhaustive_batch_equals_serial) {
     const corpus *c = _i == 0 ? &g_c : _i == 1 ? &g_ca : &g_ch;
@@ -2625,6 +2633,27 @@ START_TEST(exhaustive_batch_equals_serial) {
                               hb[e].score, hs[i].score);
             }
         }
+    }
+    if (_i >= 2 && ctx->dec.avx2) {
+        /* As on a CPU without AVX-512: the AVX2 kernels split too, and the batch (from
+         * the rows and their copy by lanes) gives what the queries give one by one. */
+        idx->no_avx512 = 1;
+        tt_search_ctx *c2;
+        ck_assert_int_eq(tt_search_ctx_new(idx, &c2), TT_OK);
+        ck_assert(!c2->dec.avx512 && tt_scan_splits(idx, &c2->dec, 4) &&
+                  tt_resdec_rows_lanes(&c2->dec));
+        o.mode = TT_MODE_EXHAUSTIVE;
+        ck_assert_msg(tt_search_batch(idx, Q, offs, lens, nqry, 10, &o, 2, hb, nb, NULL) ==
+                          TT_OK, "%s", tt_last_error());
+        for (uint64_t t = 0; t < nqry; t++) {
+            ck_assert_int_eq(tt_search(idx, c2, Q + offs[t] * dim, lens[t], 10, &o, hs, &ns),
+                             TT_OK);
+            ck_assert_uint_eq(nb[t], ns);
+            ck_assert_msg(hits_equal(hb + t * 10, hs, ns), "AVX2: query %llu",
+                          (unsigned long long)t);
+        }
+        tt_search_ctx_free(c2);
+        idx->no_avx512 = 0;
     }
     volatile int cancel = 1;
     ck_assert_int_eq(tt_scan_batch(idx, NULL, Q, offs, lens, nqry, 10, TT_MODE_EXHAUSTIVE,

@@ -108,6 +108,8 @@ struct tt_index {
     int io;                    /* TT_IO_URING or TT_IO_MMAP */
     int direct;
     int queue_depth;
+    int no_avx512;             /* tests: search contexts made while it is set decode and
+                                * score residuals as on a CPU without AVX-512 (0 at open) */
     char io_note[160];         /* why io_uring was not used, if it was requested */
     int has_originals;         /* every segment kept float16 originals */
     tt_fmap f_metadata;        /* the metadata database (meta/meta.h), fd -1 if none */

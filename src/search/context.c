@@ -26,6 +26,8 @@ int tt_search_ctx_new(const tt_index *idx, tt_search_ctx **out) {
     const uint64_t K = idx->num_centroids, D = idx->num_docs;
     if ((st = tt_resdec_init(&c->dec, &idx->codec)) || (st = tt_reslut_init(&c->lut, &c->dec)))
         goto fail;
+    if (idx->no_avx512)
+        c->dec.avx512 = 0;
     c->keep = tt_calloc(K ? K : 1, 1, "search context");
     c->cell_seen = tt_calloc(K ? K : 1, 1, "search context");
     c->cells = tt_alloc(K ? K : 1, sizeof *c->cells, "search context");

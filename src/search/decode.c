@@ -1193,6 +1193,172 @@ AVX2_FN static void dot_avx2(const tt_resdec *d, const uint8_t *packed, uint64_t
             dot_block8(d, packed + v * bpv, Q, 1, 8, z, x, out + v * 8);
     }
 }
+
+/* x[m] = position m of the 8 rows x[0..8) held (8 positions each). */
+__attribute__((always_inline)) AVX2_FN static inline void transpose8x8(__m256 *x) {
+    __m256 t[8], u[8];
+    for (uint32_t v = 0; v < 8; v += 2) {
+        t[v] = _mm256_unpacklo_ps(x[v], x[v + 1]);
+        t[v + 1] = _mm256_unpackhi_ps(x[v], x[v + 1]);
+    }
+    for (uint32_t h = 0; h < 8; h += 4) {
+        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
+        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
+    }
+    for (uint32_t m = 0; m < 4; m++) {
+        x[m] = _mm256_permute2f128_ps(u[m], u[m + 4], 0x20);
+        x[m + 4] = _mm256_permute2f128_ps(u[m], u[m + 4], 0x31);
+    }
+}
+
+/* tt_resdec_to_lanes: 8 x 8 blocks of the rows transposed, the last positions one by one. */
+AVX2_FN static void to_lanes_avx2(const float *X, uint32_t stride, uint32_t dim, uint64_t n,
+                                  float *L) {
+    for (uint64_t b = 0; b + 8 <= n; b += 8) {
+        const float *x0 = X + b * stride;
+        float *l0 = L + b * stride;
+        uint32_t k = 0;
+        for (; k + 8 <= dim; k += 8) {
+            __m256 x[8];
+            for (uint32_t v = 0; v < 8; v++)
+                x[v] = _mm256_loadu_ps(x0 + (uint64_t)v * stride + k);
+            transpose8x8(x);
+            for (uint32_t m = 0; m < 8; m++)
+                _mm256_storeu_ps(l0 + (uint64_t)(k + m) * 8, x[m]);
+        }
+        for (; k < dim; k++)
+            for (uint32_t v = 0; v < 8; v++)
+                l0[(uint64_t)k * 8 + v] = x0[(uint64_t)v * stride + k];
+    }
+}
+
+/* dot_avx2's sums from decoded rows X (row v's position k at X[v * stride + k], query
+ * row i's at Q[i * stride + k]) and their copy by lanes L (tt_resdec_to_lanes), for the
+ * one-pass exhaustive batch. The vectors that it takes as lanes (8 * NS of them, in
+ * whole blocks of 8, where d->lanes) sum their 1- and 2-bit runs' products one position
+ * at a time, a vector a lane (from L: one load a position for 8 vectors), the other
+ * runs 8 positions at a time from the run's first (fma_range8, as dot_lanes does), the
+ * loose positions first; the same floats. */
+__attribute__((always_inline)) AVX2_FN static inline void
+rows_lanes(const tt_resdec *d, const float *X, const float *L, uint32_t stride, const uint8_t *p,
+           const float *Q, const uint32_t NS, const uint32_t NQ, const float *z, float *out) {
+    const uint32_t NV = 8 * NS;
+    const uint64_t bpv = d->bytes_per_vec;
+    __m256 acc[8];
+    _Pragma("GCC unroll 8")
+    for (uint32_t a = 0; a < NS * NQ; a++)
+        acc[a] = _mm256_setzero_ps();
+    float rest[16 * 8];
+    for (uint32_t v = 0; v < NV; v++)
+        loose_dots(d, p + v * bpv, Q, stride, NQ, z, rest + v * NQ);
+    for (uint32_t r = 0; r < d->nruns; r++) {
+        const tt_resdec_run *run = &d->runs[r];
+        const uint32_t a = run->k0, b = a + run_positions(run);
+        if (run->w == 1 || run->w == 2) {
+            /* NS * NQ registers of sums, each one FMA after another (blocks of 16
+             * vectors for 4 query rows, as dot_avx2 takes them: 8 chains) */
+            for (uint32_t k = a; k < b; k++) {
+                __m256 x[2];
+                _Pragma("GCC unroll 2")
+                for (uint32_t s = 0; s < NS; s++)
+                    x[s] = _mm256_loadu_ps(L + (uint64_t)8 * s * stride + (uint64_t)k * 8);
+                TT_UNROLL_NQ
+                for (uint32_t i = 0; i < NQ; i++) {
+                    const __m256 q = _mm256_broadcast_ss(Q + (uint64_t)i * stride + k);
+                    _Pragma("GCC unroll 2")
+                    for (uint32_t s = 0; s < NS; s++)
+                        acc[s * NQ + i] = _mm256_fmadd_ps(x[s], q, acc[s * NQ + i]);
+                }
+            }
+            continue;
+        }
+        for (uint32_t v = 0; v < NV; v++) {
+            __m256 h[8];
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                h[i] = _mm256_setzero_ps();
+            fma_range8(h, NQ, Q, stride, X + (uint64_t)v * stride, a, b);
+            TT_UNROLL_NQ
+            for (uint32_t i = 0; i < NQ; i++)
+                rest[v * NQ + i] += tt_hsum8(h[i]);
+        }
+    }
+    float lanes[8][16];
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        _Pragma("GCC unroll 2")
+        for (uint32_t s = 0; s < NS; s++)
+            _mm256_storeu_ps(lanes[i] + 8 * s, acc[s * NQ + i]);
+    for (uint32_t v = 0; v < NV; v++)
+        for (uint32_t i = 0; i < NQ; i++)
+            out[v * NQ + i] = lanes[i][v] + rest[v * NQ + i];
+}
+
+/* dot_block8's sums for one vector from its decoded row X. */
+__attribute__((always_inline)) AVX2_FN static inline void
+rows_block8(const tt_resdec *d, const float *X, const uint8_t *p, const float *Q,
+            uint32_t stride, const uint32_t NQ, const float *z, float *out) {
+    __m256 acc[8];
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        acc[i] = _mm256_setzero_ps();
+    for (uint32_t r = 0; r < (d->shared ? 1 : d->nruns); r++) {
+        const uint32_t a = d->shared ? 0 : d->runs[r].k0,
+                       b = d->shared ? d->dim : a + run_positions(&d->runs[r]);
+        fma_range8(acc, NQ, Q, stride, X, a, b);
+    }
+    float loose[8];
+    loose_dots(d, p, Q, stride, NQ, z, loose);
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        out[i] = tt_hsum8(acc[i]) + loose[i];
+}
+
+AVX2_FN static void rows_lanes16x4(const tt_resdec *d, const float *X, const float *L,
+                                   uint32_t stride, const uint8_t *p, const float *Q,
+                                   const float *z, float *out) {
+    rows_lanes(d, X, L, stride, p, Q, 2, 4, z, out);
+}
+
+AVX2_FN static void rows_lanes8x4(const tt_resdec *d, const float *X, const float *L,
+                                  uint32_t stride, const uint8_t *p, const float *Q,
+                                  const float *z, float *out) {
+    rows_lanes(d, X, L, stride, p, Q, 1, 4, z, out);
+}
+
+AVX2_FN static void rows_lanes8x8(const tt_resdec *d, const float *X, const float *L,
+                                  uint32_t stride, const uint8_t *p, const float *Q,
+                                  const float *z, float *out) {
+    rows_lanes(d, X, L, stride, p, Q, 1, 8, z, out);
+}
+
+AVX2_FN static void dot_rows_avx2(const tt_resdec *d, const float *X, const float *L,
+                                  uint32_t stride, const uint8_t *packed, uint64_t n,
+                                  const float *Q, uint32_t nq, float *out) {
+    const uint64_t bpv = d->bytes_per_vec, nl = !d->shared && d->lanes ? n / 8 * 8 : 0;
+    uint64_t v = 0;
+    float z[8];
+    zero_dots(d, Q, stride, nq, z);
+    for (; nq == 4 && v + 16 <= nl; v += 16)
+        rows_lanes16x4(d, X + v * stride, L + v * stride, stride, packed + v * bpv, Q, z,
+                       out + v * 4);
+    for (; v < nl; v += 8) {
+        if (nq == 4)
+            rows_lanes8x4(d, X + v * stride, L + v * stride, stride, packed + v * bpv, Q, z,
+                          out + v * 4);
+        else
+            rows_lanes8x8(d, X + v * stride, L + v * stride, stride, packed + v * bpv, Q, z,
+                          out + v * 8);
+    }
+    for (; v < n; v++) {
+        if (nq == 4)
+            rows_block8(d, X + v * stride, packed + v * bpv, Q, stride, 4, z, out + v * 4);
+        else
+            rows_block8(d, X + v * stride, packed + v * bpv, Q, stride, 8, z, out + v * 8);
+    }
+}
 #endif
 
 bool tt_resdec_dot_ok(const tt_resdec *d, uint32_t nqp) {
@@ -1217,7 +1383,7 @@ void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const 
 }
 
 bool tt_resdec_dot_rows_ok(const tt_resdec *d, uint32_t nqp) {
-    return d->avx512 && (nqp == 4 || nqp == 8);
+    return tt_resdec_dot_ok(d, nqp);
 }
 
 void tt_resdec_rows_layout(const tt_resdec *d, uint32_t *stride, uint32_t *shift) {
@@ -1231,14 +1397,35 @@ void tt_resdec_rows_layout(const tt_resdec *d, uint32_t *stride, uint32_t *shift
     *stride = (d->dim + 15) / 16 * 16 + 16;
 }
 
-void tt_resdec_dot_rows(const tt_resdec *d, const float *rows, uint32_t stride,
-                        const uint8_t *packed, uint64_t n, const float *Qs, uint32_t nqp,
-                        float *out) {
+bool tt_resdec_rows_lanes(const tt_resdec *d) {
+    return !d->avx512 && d->avx2 && d->lanes && !d->shared;
+}
+
+void tt_resdec_to_lanes(const tt_resdec *d, const float *rows, uint32_t stride, uint64_t n,
+                        float *lanes) {
+    if (!tt_resdec_rows_lanes(d))
+        return;
+#ifdef TT_AVX2
+    to_lanes_avx2(rows, stride, d->dim, n, lanes);
+#else
+    (void)rows, (void)stride, (void)n, (void)lanes;
+#endif
+}
+
+void tt_resdec_dot_rows(const tt_resdec *d, const float *rows, const float *lanes,
+                        uint32_t stride, const uint8_t *packed, uint64_t n, const float *Qs,
+                        uint32_t nqp, float *out) {
     if (!tt_resdec_dot_rows_ok(d, nqp))
         return;
 #ifdef TT_AVX512
-    dot_rows_avx512(d, rows, stride, packed, n, Qs, nqp, out);
+    if (d->avx512) {
+        dot_rows_avx512(d, rows, stride, packed, n, Qs, nqp, out);
+        return;
+    }
+#endif
+#ifdef TT_AVX2
+    dot_rows_avx2(d, rows, lanes, stride, packed, n, Qs, nqp, out);
 #else
-    (void)rows, (void)stride, (void)packed, (void)n, (void)Qs, (void)out;
+    (void)rows, (void)lanes, (void)stride, (void)packed, (void)n, (void)Qs, (void)out;
 #endif
 }

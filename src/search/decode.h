@@ -89,18 +89,28 @@ void tt_resdec_dot(const tt_resdec *d, const uint8_t *packed, uint64_t n, const 
 /* The same floats, bit for bit, from the n vectors' decoded residuals (tt_resdec_decode's
  * floats, no centroid) and their packed bytes (for the loose positions): tt_resdec_dot's
  * sums in its order, for a scan that decodes each document once for many queries and
- * must score each as tt_resdec_dot scores it alone. Only on AVX-512 (where
- * tt_resdec_dot_rows_ok(d, nqp)), where tt_resdec_dot's per-row sums do not depend on
- * the other rows of its block. The rows and the query rows are laid out by
+ * must score each as tt_resdec_dot scores it alone (n: the vectors of one call of
+ * tt_resdec_dot, since on AVX2 its order depends on a vector's place among them: its
+ * whole blocks of 8 are summed a vector a lane). Where tt_resdec_dot_rows_ok(d, nqp),
+ * i.e. where tt_resdec_dot_ok. The rows and the query rows are laid out by
  * tt_resdec_rows_layout: row i's position k at rows[i * stride + k] and Qs[i * stride +
  * k], where rows - shift and Qs - shift are 64-byte aligned, so that the longest run's
  * blocks of 16 positions (from its first position, as tt_resdec_dot takes them) load
  * whole cache lines. */
 bool tt_resdec_dot_rows_ok(const tt_resdec *d, uint32_t nqp);
 void tt_resdec_rows_layout(const tt_resdec *d, uint32_t *stride, uint32_t *shift);
-void tt_resdec_dot_rows(const tt_resdec *d, const float *rows, uint32_t stride,
-                        const uint8_t *packed, uint64_t n, const float *Qs, uint32_t nqp,
-                        float *out);
+void tt_resdec_dot_rows(const tt_resdec *d, const float *rows, const float *lanes,
+                        uint32_t stride, const uint8_t *packed, uint64_t n, const float *Qs,
+                        uint32_t nqp, float *out);
+/* Where tt_resdec_rows_lanes(d) (AVX2: tt_resdec_dot sums the 1- and 2-bit runs of
+ * whole blocks of 8 vectors a vector a lane), tt_resdec_dot_rows also reads the rows'
+ * copy by lanes, which tt_resdec_to_lanes writes (once per document for all the
+ * queries): for each whole block of 8 of the n rows (b = 0, 8, ...), row b + l's position
+ * k at lanes[b * stride + 8 * k + l] (lanes: as many floats as the rows, without their
+ * shift). Elsewhere lanes is not read (NULL will do). */
+bool tt_resdec_rows_lanes(const tt_resdec *d);
+void tt_resdec_to_lanes(const tt_resdec *d, const float *rows, uint32_t stride, uint64_t n,
+                        float *lanes);
 
 /* The part of those products over the positions that are not in the whole bytes of
  * runs of 1-2 bits: the loose positions listed (loose[0..nloose): d->loose, or a part of

@@ -8,9 +8,9 @@
 
 /* Exhaustive decompressed MaxSim: each segment's residual file in sequential chunks,
  * deleted rows skipped; one sequence of groups over all of them. At 512 dimensions and
- * more, queries of 4 or 8 padded rows on AVX-512 take stage 4's split (<q, c> once per
- * centroid, <q, r> from the packed bytes: tt_scan_splits): at 3584-d adding each
- * vector's centroid row and writing the decoded rows was most of a query's time. */
+ * more, queries of 4 or 8 padded rows on AVX-512 or AVX2 take stage 4's split (<q, c>
+ * once per centroid, <q, r> from the packed bytes: tt_scan_splits): at 3584-d adding
+ * each vector's centroid row and writing the decoded rows was most of a query's time. */
 int tt_scan_decompressed(tt_search_ctx *c) {
     const tt_index *idx = c->idx;
     const uint64_t rb = idx->res_bytes;

@@ -54,6 +54,9 @@ typedef struct scan_job {
     float **QR;               /* per thread: rows_cap * the widest query's padded rows */
     float **Rr;               /* per thread, where some query splits: the group's residual
                                * rows without centroids (rows_cap x stride, at shift) */
+    float **Lr;               /* per thread, the same where tt_resdec_rows_lanes: their
+                               * copy by lanes (tt_resdec_to_lanes; each document's at its
+                               * first row's place, without the shift) */
     const uint8_t ***gptr;    /* per thread, the same: each group document's packed bytes */
     tt_topk *top;             /* per thread, nq each */
     atomic_uint_fast64_t next;
@@ -71,7 +74,8 @@ static void group_split(scan_job *j, tt_search_ctx *c, int t, uint64_t q, const 
     uint64_t r0 = 0;
     for (uint32_t g = 0; g < c->gn; g++) {
         const uint32_t len = c->glens[g];
-        tt_resdec_dot_rows(&c->dec, j->Rr[t] + r0 * j->stride + j->shift, j->stride,
+        tt_resdec_dot_rows(&c->dec, j->Rr[t] + r0 * j->stride + j->shift,
+                           j->Lr[t] ? j->Lr[t] + r0 * j->stride : NULL, j->stride,
                            j->gptr[t][g], len, j->Qs[q] + j->shift, nqp, QR + r0 * nqp);
         if (idx->vscale)
             tt_score_vscale_products(idx, Qq, nqp, j->gptr[t][g], idx->doc_vec0[c->gdocs[g]],
@@ -170,9 +174,12 @@ static int scan_unit(scan_job *j, tt_search_ctx *c, int t, float *QR, tt_topk *t
             if (j->split) {
                 memcpy(c->rcodes + c->grows, c->gcodes, len * sizeof *c->rcodes);
                 j->gptr[t][c->gn] = packed;
+                float *rows = j->Rr[t] + c->grows * j->stride + j->shift;
                 for (uint32_t v = 0; v < len; v++)
-                    tt_resdec_decode(&c->dec, packed + v * rb, 1,
-                                     j->Rr[t] + (c->grows + v) * j->stride + j->shift);
+                    tt_resdec_decode(&c->dec, packed + v * rb, 1, rows + v * j->stride);
+                if (j->Lr[t])
+                    tt_resdec_to_lanes(&c->dec, rows, j->stride, len,
+                                       j->Lr[t] + c->grows * j->stride);
             }
         }
         c->glens[c->gn] = len;
@@ -381,11 +388,12 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
     j.ctx = tt_calloc((size_t)threads, sizeof *j.ctx, "exhaustive scan");
     j.QR = tt_calloc((size_t)threads, sizeof *j.QR, "exhaustive scan");
     j.Rr = tt_calloc((size_t)threads, sizeof *j.Rr, "exhaustive scan");
+    j.Lr = tt_calloc((size_t)threads, sizeof *j.Lr, "exhaustive scan");
     j.gptr = tt_calloc((size_t)threads, sizeof *j.gptr, "exhaustive scan");
     j.CS = tt_calloc(nq, sizeof *j.CS, "exhaustive scan");
     j.Qs = tt_calloc(nq, sizeof *j.Qs, "exhaustive scan");
     j.top = tt_calloc((uint64_t)threads * nq, sizeof *j.top, "exhaustive scan");
-    if (!j.ctx || !j.QR || !j.Rr || !j.gptr || !j.CS || !j.Qs || !j.top) {
+    if (!j.ctx || !j.QR || !j.Rr || !j.Lr || !j.gptr || !j.CS || !j.Qs || !j.top) {
         st = TT_ENOMEM;
         goto free_threads;
     }
@@ -406,7 +414,10 @@ static int scan_chunk(const tt_index *idx, const tt_filter *filter, const float 
     for (int t = 0; t < threads && j.split; t++)
         if (!(j.Rr[t] = tt_alloc_aligned(j.rows_cap * j.stride, sizeof(float), 64,
                                          "exhaustive scan")) ||
-            !(j.gptr[t] = tt_alloc(j.rows_cap, sizeof *j.gptr[t], "exhaustive scan"))) {
+            !(j.gptr[t] = tt_alloc(j.rows_cap, sizeof *j.gptr[t], "exhaustive scan")) ||
+            (tt_resdec_rows_lanes(&j.ctx[t]->dec) &&
+             !(j.Lr[t] = tt_alloc_aligned(j.rows_cap * j.stride, sizeof(float), 64,
+                                          "exhaustive scan")))) {
             st = TT_ENOMEM;
             goto free_threads;
         }
@@ -437,6 +448,8 @@ free_threads:
             free(j.QR[t]);
         if (j.Rr)
             free(j.Rr[t]);
+        if (j.Lr)
+            free(j.Lr[t]);
         if (j.gptr)
             free(j.gptr[t]);
         if (j.top)
@@ -449,6 +462,7 @@ free_threads:
     free(j.ctx);
     free(j.QR);
     free(j.Rr);
+    free(j.Lr);
     free(j.gptr);
     free(j.CS);
     free(j.Qs);

@@ -9,8 +9,8 @@
 
 /* Stage 4 splits <q, c + r> into <q, c> + <q, r> for queries of at most SPLIT_MAX_NQP
  * (padded) vectors on vectors of at least SPLIT_MIN_DIM dimensions: each centroid row is
- * then read once per query (not once per vector scored), and on AVX-512 <q, r> comes
- * from the packed bytes without writing decoded rows (tt_resdec_dot). Measured
+ * then read once per query (not once per vector scored), and on AVX-512 or AVX2 <q, r>
+ * comes from the packed bytes without writing decoded rows (tt_resdec_dot). Measured
  * (doc/benchmarks.md, "Stage 4 without decoded rows"): stage 4 1.4-2.2x faster at 1024-
  * and 3584-d with 4 or 8 query vectors, 9-40% slower at 128-d, where the decoded rows
  * stay in cache and one sgemm scores them. */
@@ -92,7 +92,7 @@ static int split_begin(tt_search_ctx *c) {
     c->split = c->split_mode == TT_SPLIT_ON ||
                (c->split_mode == TT_SPLIT_AUTO && c->nqp <= SPLIT_MAX_NQP &&
                 idx->dim >= SPLIT_MIN_DIM);
-    /* The fused kernel answers for the query sizes it has (and it has AVX-512). */
+    /* The fused kernel answers for the query sizes it has (on AVX-512 or AVX2). */
     c->split_dot = c->split && tt_resdec_dot_ok(&c->dec, c->nqp);
     if (!c->split)
         return TT_OK;
