@@ -146,6 +146,23 @@ kept = sum(ex[q][0] in pl.get(q, [])[:10] for q in ex) / len(ex)
 print("first kept", kept)
 assert len(ex) == 100 and kept >= 0.95, kept
 PYEOF
+# A target no PLAID set of the grid reaches (recall 1 and every first document): the
+# calibration stores exhaustive search, and tune says so rather than "cheaper" (it may
+# cost more than PLAID's best).
+expect_ok "tune --target-recall 1 (outliers)" "$T" tune --index "$WORK/oidx" --cost work \
+    --target-recall 1 --threads 2
+cp "$WORK/err" "$WORK/o.tune"
+expect_ok "info --json (target 1)" "$T" info --json "$WORK/oidx"
+"$PY" - "$WORK/out" "$WORK/o.tune" <<'PYEOF' && ok "tune says why exhaustive search" \
+    || bad "tune: $(cat "$WORK/o.tune")"
+import json, sys
+c = json.load(open(sys.argv[1]))['calibration']
+lines = [l for l in open(sys.argv[2]) if 'exhaustive search,' in l]
+want = ['is cheaper' if c[k]['reached'] else 'ranks exactly where no PLAID set reached the target'
+        for k in ('k10', 'k100', 'k10_short', 'k100_short') if k in c and c[k]['exhaustive']]
+assert want.count('is cheaper') < len(want), c  # a set that did not reach the target
+assert len(lines) == len(want) and all(w in l for w, l in zip(want, lines)), (want, lines)
+PYEOF
 fi
 
 # Bad input.

@@ -156,6 +156,10 @@ const char *cli_first_kept(const tt_tuned *t, char *buf, size_t len) {
     return buf;
 }
 
+const char *cli_exhaustive_why(const tt_tuned *t) {
+    return t->reached ? "is cheaper" : "ranks exactly where no PLAID set reached the target";
+}
+
 const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;

@@ -86,6 +86,10 @@ const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
 /* ", first kept 0.984" for a calibrated set that measured its share of exhaustive
  * search's first documents (tt_tuned.first), else "": into buf. */
 const char *cli_first_kept(const tt_tuned *t, char *buf, size_t len);
+/* Why the calibration chose exhaustive search for a set (tt_tuned.exhaustive): "is
+ * cheaper" (or costs at most 10% more) than the set, which reached the target, or
+ * "ranks exactly where no PLAID set reached the target" (whatever it costs). */
+const char *cli_exhaustive_why(const tt_tuned *t);
 
 /* The process's umask (for files made with mkstemp, which creates them 0600). */
 unsigned cli_umask(void);

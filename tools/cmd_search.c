@@ -730,10 +730,10 @@ int cmd_search(int argc, char **argv) {
         cli_first_kept(ts, first, sizeof first);
         if (tuned_fields && eff.mode == TT_MODE_EXHAUSTIVE)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s: exhaustive search, "
-                     "%.3f ms per query, is cheaper than PLAID at recall@%u %.3f%s (%.3f ms%s)%s",
+                     "%.3f ms per query, %s (PLAID's %s: recall@%u %.3f%s, %.3f ms)%s",
                      ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",
-                     ts->exhaustive_ms, ts->k, ts->recall, first, ts->ms,
-                     ts->reached ? "" : ", below the target", shorts);
+                     ts->exhaustive_ms, cli_exhaustive_why(ts), ts->reached ? "set" : "best",
+                     ts->k, ts->recall, first, ts->ms, shorts);
         else if (tuned_fields)
             snprintf(from, sizeof from, "calibrated for k=%u on %u %s (recall@%u %.3f%s, target "
                      "%.2f%s)%s%s", ts->k, ti.num_queries, ti.pseudo ? "pseudo-queries" : "queries",

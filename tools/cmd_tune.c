@@ -62,8 +62,8 @@ void cli_print_tune(FILE *f, const char *cmd, const tt_tune_info *t, bool publis
                 cli_first_kept(s[i], first, sizeof first), s[i]->ms,
                 s[i]->reached ? "" : " (target not reached: the best the grid had)");
         if (s[i]->exhaustive)
-            fprintf(f, "        exhaustive search, %.3f ms per query, is cheaper: searches "
-                    "without PLAID flags use it\n", s[i]->exhaustive_ms);
+            fprintf(f, "        exhaustive search, %.3f ms per query, %s: searches without "
+                    "PLAID flags use it\n", s[i]->exhaustive_ms, cli_exhaustive_why(s[i]));
     }
     if (t->centroid_groups)
         fprintf(f, "  the centroids in %u groups (stage 1 scores the best groups' centroids)\n",
