@@ -589,15 +589,14 @@ static inline void decode_tail(const tt_resdec_run *run, const uint8_t *p, uint3
 /* The products of one vector's positions list[0..n) (decoded one by one) with the nq
  * query rows: out[i] for i < nq. */
 static inline void list_dots(const tt_resdec *d, const uint32_t *list, uint32_t n,
-                             const uint8_t *p, const float *Q, uint64_t qstride, uint32_t nq,
-                             float *out) {
+                             const uint8_t *p, const float *Q, uint32_t nq, float *out) {
     for (uint32_t i = 0; i < nq; i++)
         out[i] = 0;
     for (uint32_t t = 0; t < n; t++) {
         const uint32_t k = list[t];
         const float val = tt_codec_value(d->codec, p, k);
         for (uint32_t i = 0; i < nq; i++)
-            out[i] += val * Q[i * qstride + k];
+            out[i] += val * Q[(uint64_t)i * d->dim + k];
     }
 }
 
@@ -643,7 +642,7 @@ void tt_resdec_dot_rest(const tt_resdec *d, const uint32_t *loose, uint32_t nloo
     for (uint64_t v = 0; v < n; v++) {
         const uint8_t *p = packed + v * d->bytes_per_vec;
         float *o = out + v * nq;
-        list_dots(d, loose, nloose, p, Q, dim, nq, o);
+        list_dots(d, loose, nloose, p, Q, nq, o);
         for (uint32_t r = 0; r < d->nruns; r++) {
             const tt_resdec_run *run = &d->runs[r];
             if (skip >> run->w & 1)
@@ -977,6 +976,18 @@ fma_run8(const tt_resdec_run *run, const uint8_t *p, uint32_t bpv, const float *
     }
 }
 
+/* The final sums of one vector that dot_block8 takes (and rows_block8 after it): its
+ * accumulators' reductions plus its loose products. */
+__attribute__((always_inline)) AVX2_FN static inline void
+block8_out(const tt_resdec *d, const uint8_t *p, const float *Q, uint64_t qstride,
+           const uint32_t NQ, const float *z, const __m256 *acc, float *out) {
+    float loose[8];
+    loose_dots(d, p, Q, qstride, NQ, z, loose);
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        out[i] = tt_hsum8(acc[i]) + loose[i];
+}
+
 /* dot_block's AVX2 twin: NV vectors at p against NQ query rows, NV * NQ <= 8. */
 __attribute__((always_inline)) AVX2_FN static inline void
 dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t NV,
@@ -1007,13 +1018,8 @@ dot_block8(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t 
         else
             fma_run8(run, p, bpv, Q, dim, NV, NQ, 1, n, acc, x);
     }
-    for (uint32_t v = 0; v < NV; v++) {
-        float loose[8];
-        loose_dots(d, p + (uint64_t)v * bpv, Q, dim, NQ, z, loose);
-        TT_UNROLL_NQ
-        for (uint32_t i = 0; i < NQ; i++)
-            out[v * NQ + i] = tt_hsum8(acc[v * NQ + i]) + loose[i];
-    }
+    for (uint32_t v = 0; v < NV; v++)
+        block8_out(d, p + (uint64_t)v * bpv, Q, dim, NQ, z, acc + v * NQ, out + v * NQ);
 }
 
 /* Lanes as vectors (blocks of 8 or 16 vectors, runs of 1-2 bits): a register holds one
@@ -1103,6 +1109,35 @@ lanes_run(const tt_resdec_run *run, const uint8_t *p, uint64_t bpv, const float 
     }
 }
 
+/* dot_lanes' sums of a run that it does not take as lanes, for one vector (its values at
+ * x[a..b)): 8 positions at a time, reduced and added to its rest[0..NQ). */
+__attribute__((always_inline)) AVX2_FN static inline void
+rest_range8(float *rest, const uint32_t NQ, const float *Q, uint32_t qstride, const float *x,
+            uint32_t a, uint32_t b) {
+    __m256 h[8];
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        h[i] = _mm256_setzero_ps();
+    fma_range8(h, NQ, Q, qstride, x, a, b);
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        rest[i] += tt_hsum8(h[i]);
+}
+
+/* dot_lanes' final sums: each vector's lane of the accumulators plus its rest. */
+__attribute__((always_inline)) AVX2_FN static inline void
+lanes_out(const __m256 *acc, const uint32_t NS, const uint32_t NQ, const float *rest, float *out) {
+    float lanes[8][16];
+    TT_UNROLL_NQ
+    for (uint32_t i = 0; i < NQ; i++)
+        _Pragma("GCC unroll 2")
+        for (uint32_t s = 0; s < NS; s++)
+            _mm256_storeu_ps(lanes[i] + 8 * s, acc[s * NQ + i]);
+    for (uint32_t v = 0; v < 8 * NS; v++)
+        for (uint32_t i = 0; i < NQ; i++)
+            out[v * NQ + i] = lanes[i][v] + rest[v * NQ + i];
+}
+
 /* 8 * NS vectors at p against NQ query rows (NS * NQ <= 8): out[v * NQ + i]. Runs of
  * other widths are decoded one vector at a time into x, as in dot_block8. */
 __attribute__((always_inline)) AVX2_FN static inline void
@@ -1129,26 +1164,11 @@ dot_lanes(const tt_resdec *d, const uint8_t *p, const float *Q, const uint32_t N
         }
         const uint32_t n = run_positions(run);
         for (uint32_t v = 0; v < NV; v++) {
-            __m256 h[8];
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                h[i] = _mm256_setzero_ps();
             decode_run(d, run, p + (uint64_t)v * bpv + run->byte0, NULL, x + run->k0);
-            fma_range8(h, NQ, Q, dim, x, run->k0, run->k0 + n);
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                rest[v * NQ + i] += tt_hsum8(h[i]);
+            rest_range8(rest + v * NQ, NQ, Q, dim, x, run->k0, run->k0 + n);
         }
     }
-    float lanes[8][16];
-    TT_UNROLL_NQ
-    for (uint32_t i = 0; i < NQ; i++)
-        _Pragma("GCC unroll 2")
-        for (uint32_t s = 0; s < NS; s++)
-            _mm256_storeu_ps(lanes[i] + 8 * s, acc[s * NQ + i]);
-    for (uint32_t v = 0; v < NV; v++)
-        for (uint32_t i = 0; i < NQ; i++)
-            out[v * NQ + i] = lanes[i][v] + rest[v * NQ + i];
+    lanes_out(acc, NS, NQ, rest, out);
 }
 
 AVX2_FN static void dot_lanes16x4(const tt_resdec *d, const uint8_t *p, const float *Q,
@@ -1274,26 +1294,10 @@ rows_lanes(const tt_resdec *d, const float *X, const float *L, uint32_t stride, 
             }
             continue;
         }
-        for (uint32_t v = 0; v < NV; v++) {
-            __m256 h[8];
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                h[i] = _mm256_setzero_ps();
-            fma_range8(h, NQ, Q, stride, X + (uint64_t)v * stride, a, b);
-            TT_UNROLL_NQ
-            for (uint32_t i = 0; i < NQ; i++)
-                rest[v * NQ + i] += tt_hsum8(h[i]);
-        }
+        for (uint32_t v = 0; v < NV; v++)
+            rest_range8(rest + v * NQ, NQ, Q, stride, X + (uint64_t)v * stride, a, b);
     }
-    float lanes[8][16];
-    TT_UNROLL_NQ
-    for (uint32_t i = 0; i < NQ; i++)
-        _Pragma("GCC unroll 2")
-        for (uint32_t s = 0; s < NS; s++)
-            _mm256_storeu_ps(lanes[i] + 8 * s, acc[s * NQ + i]);
-    for (uint32_t v = 0; v < NV; v++)
-        for (uint32_t i = 0; i < NQ; i++)
-            out[v * NQ + i] = lanes[i][v] + rest[v * NQ + i];
+    lanes_out(acc, NS, NQ, rest, out);
 }
 
 /* dot_block8's sums for one vector from its decoded row X. */
@@ -1309,11 +1313,7 @@ rows_block8(const tt_resdec *d, const float *X, const uint8_t *p, const float *Q
                        b = d->shared ? d->dim : a + run_positions(&d->runs[r]);
         fma_range8(acc, NQ, Q, stride, X, a, b);
     }
-    float loose[8];
-    loose_dots(d, p, Q, stride, NQ, z, loose);
-    TT_UNROLL_NQ
-    for (uint32_t i = 0; i < NQ; i++)
-        out[i] = tt_hsum8(acc[i]) + loose[i];
+    block8_out(d, p, Q, stride, NQ, z, acc, out);
 }
 
 AVX2_FN static void rows_lanes16x4(const tt_resdec *d, const float *X, const float *L,
